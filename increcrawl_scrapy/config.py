@@ -1,0 +1,281 @@
+"""Every increcrawl setting: its name, default and validation, in one place.
+
+Components call :meth:`IncrecrawlConfig.from_settings` once and read typed
+attributes afterwards; nothing else calls ``settings.get*`` for these names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_*",
+    "gclid",
+    "fbclid",
+    "ref",
+    "mc_cid",
+    "mc_eid",
+)
+
+#: Setting name -> default. ``settings.py`` and the add-on read from here.
+DEFAULTS: dict[str, Any] = {
+    "GEONODE_API_KEY": None,
+    "GEONODE_API_URL": "https://scraper.geonode.io",
+    "GEONODE_CONCURRENCY": 2,
+    "GEONODE_RENDER_JS": False,
+    "GEONODE_TIMEOUT_MS": 60_000,
+    "GEONODE_MAX_RETRIES": 5,
+    "GEONODE_BATCH_MIN_URLS": 50,
+    "GEONODE_BATCH_POLL_INTERVAL": 10.0,
+    "GEONODE_BATCH_TIMEOUT": 3_600.0,
+    "INCRECRAWL_FETCHER": "auto",
+    "INCRECRAWL_DB": "crawl_state.sqlite",
+    "INCRECRAWL_DB_LOCK_TIMEOUT": 10.0,
+    "INCRECRAWL_MIN_INTERVAL": 3_600.0,
+    "INCRECRAWL_MAX_INTERVAL": 30 * 86_400.0,
+    "INCRECRAWL_DEFAULT_INTERVAL": 86_400.0,
+    "INCRECRAWL_CHANGE_FACTOR": 0.5,
+    "INCRECRAWL_NOCHANGE_FACTOR": 1.5,
+    "INCRECRAWL_MISSING_RUNS": 3,
+    "INCRECRAWL_MAX_FETCHES": 0,
+    "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
+    "INCRECRAWL_STRIP_TRAILING_SLASH": True,
+    "INCRECRAWL_VOLATILE_PATTERNS": (),
+    "INCRECRAWL_REVIVE_GONE": False,
+    "INCRECRAWL_EXPORT": "changes",
+    "INCRECRAWL_FLUSH_ITEMS": 100,
+    "INCRECRAWL_FLUSH_SECONDS": 5.0,
+    "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
+    "INCRECRAWL_SITEMAP_MAX_DEPTH": 5,
+}
+
+FETCHERS = ("auto", "geonode", "direct")
+EXPORTS = ("changes", "all")
+
+
+class ConfigError(ValueError):
+    """A setting has a value the crawl cannot run with. The message names it."""
+
+    def __init__(self, name: str, value: Any, why: str) -> None:
+        super().__init__(f"{name}={value!r}: {why}")
+        self.setting = name
+        self.value = value
+
+
+@dataclass(frozen=True)
+class IncrecrawlConfig:
+    api_key: str | None
+    api_url: str
+    concurrency: int
+    render_js: bool
+    timeout_ms: int
+    max_retries: int
+    batch_min_urls: int
+    batch_poll_interval: float
+    batch_timeout: float
+    fetcher: str
+    db_path: str
+    db_lock_timeout: float
+    min_interval: float
+    max_interval: float
+    default_interval: float
+    change_factor: float
+    nochange_factor: float
+    missing_runs: int
+    max_fetches: int
+    tracking_params: tuple[str, ...]
+    strip_trailing_slash: bool
+    volatile_patterns: tuple[str, ...]
+    revive_gone: bool
+    export: str
+    flush_items: int
+    flush_seconds: float
+    sitemap_max_bytes: int
+    sitemap_max_depth: int
+
+    def __repr__(self) -> str:
+        # The key must never reach a log line, even through a debug repr.
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["api_key"] = redact(self.api_key)
+        body = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        return f"IncrecrawlConfig({body})"
+
+    @property
+    def uses_geonode(self) -> bool:
+        """The fetcher actually in use once ``auto`` is resolved."""
+        if self.fetcher == "auto":
+            return bool(self.api_key)
+        return self.fetcher == "geonode"
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> IncrecrawlConfig:
+        if not isinstance(settings, BaseSettings):
+            settings = BaseSettings(dict(settings))
+        read = _Reader(settings)
+        api_key = read.text("GEONODE_API_KEY", optional=True) or os.environ.get("GEONODE_API_KEY")
+        config = cls(
+            api_key=api_key or None,
+            api_url=read.text("GEONODE_API_URL").rstrip("/"),
+            concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
+            render_js=read.flag("GEONODE_RENDER_JS"),
+            timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),
+            max_retries=read.number("GEONODE_MAX_RETRIES", int, minimum=0),
+            batch_min_urls=read.number("GEONODE_BATCH_MIN_URLS", int, minimum=1),
+            batch_poll_interval=read.number("GEONODE_BATCH_POLL_INTERVAL", float, above=0),
+            batch_timeout=read.number("GEONODE_BATCH_TIMEOUT", float, above=0),
+            fetcher=read.choice("INCRECRAWL_FETCHER", FETCHERS),
+            db_path=read.text("INCRECRAWL_DB"),
+            db_lock_timeout=read.number("INCRECRAWL_DB_LOCK_TIMEOUT", float, minimum=0),
+            min_interval=read.number("INCRECRAWL_MIN_INTERVAL", float, above=0),
+            max_interval=read.number("INCRECRAWL_MAX_INTERVAL", float, above=0),
+            default_interval=read.number("INCRECRAWL_DEFAULT_INTERVAL", float, above=0),
+            change_factor=read.number("INCRECRAWL_CHANGE_FACTOR", float, above=0, maximum=1),
+            nochange_factor=read.number("INCRECRAWL_NOCHANGE_FACTOR", float, minimum=1),
+            missing_runs=read.number("INCRECRAWL_MISSING_RUNS", int, minimum=1),
+            max_fetches=read.number("INCRECRAWL_MAX_FETCHES", int, minimum=0),
+            tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),
+            strip_trailing_slash=read.flag("INCRECRAWL_STRIP_TRAILING_SLASH"),
+            volatile_patterns=read.strings(
+                "INCRECRAWL_VOLATILE_PATTERNS", check=_regex, comma_separated=False
+            ),
+            revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
+            export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
+            flush_items=read.number("INCRECRAWL_FLUSH_ITEMS", int, minimum=1),
+            flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
+            sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),
+            sitemap_max_depth=read.number("INCRECRAWL_SITEMAP_MAX_DEPTH", int, minimum=0),
+        )
+        config._check_consistency()
+        return config
+
+    def _check_consistency(self) -> None:
+        if self.min_interval > self.max_interval:
+            raise ConfigError(
+                "INCRECRAWL_MIN_INTERVAL",
+                self.min_interval,
+                f"greater than INCRECRAWL_MAX_INTERVAL ({self.max_interval!r})",
+            )
+        if not self.min_interval <= self.default_interval <= self.max_interval:
+            raise ConfigError(
+                "INCRECRAWL_DEFAULT_INTERVAL",
+                self.default_interval,
+                "must lie between INCRECRAWL_MIN_INTERVAL and INCRECRAWL_MAX_INTERVAL",
+            )
+        if self.fetcher == "geonode" and not self.api_key:
+            raise ConfigError(
+                "INCRECRAWL_FETCHER",
+                self.fetcher,
+                "needs GEONODE_API_KEY (setting or environment variable)",
+            )
+        if not self.db_path.strip():
+            raise ConfigError("INCRECRAWL_DB", self.db_path, "must name a file")
+
+
+def redact(secret: str | None) -> str:
+    """What may be shown of a key: at most its first four characters."""
+    if not secret:
+        return "<unset>"
+    return f"{secret[:4]}***" if len(secret) > 8 else "***"
+
+
+def _regex(name: str, value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(name, value, f"not a valid regular expression ({exc})") from None
+
+
+class _Reader:
+    """Typed reads with errors that name the setting and the value."""
+
+    def __init__(self, settings: BaseSettings) -> None:
+        self.settings = settings
+
+    def raw(self, name: str) -> Any:
+        return self.settings.get(name, DEFAULTS[name])
+
+    def text(self, name: str, *, optional: bool = False) -> str:
+        value = self.raw(name)
+        if value is None and optional:
+            return ""
+        if not isinstance(value, str):
+            raise ConfigError(name, value, "must be a string")
+        return value
+
+    def flag(self, name: str) -> bool:
+        value = self.raw(name)
+        if isinstance(value, bool):
+            return value
+        try:
+            return BaseSettings({name: value}).getbool(name)
+        except ValueError:
+            raise ConfigError(name, value, "must be true or false") from None
+
+    def number(
+        self,
+        name: str,
+        kind: Callable[[Any], Any],
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        above: float | None = None,
+    ) -> Any:
+        value = self.raw(name)
+        if isinstance(value, bool):
+            raise ConfigError(name, value, "must be a number")
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(name, value, "must be a number") from None
+        if kind is int and isinstance(value, float) and value != number:
+            raise ConfigError(name, value, "must be a whole number")
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ConfigError(name, value, "must be a finite number")
+        if minimum is not None and number < minimum:
+            raise ConfigError(name, value, f"must be at least {minimum:g}")
+        if above is not None and number <= above:
+            raise ConfigError(name, value, f"must be greater than {above:g}")
+        if maximum is not None and number > maximum:
+            raise ConfigError(name, value, f"must be at most {maximum:g}")
+        return number
+
+    def choice(self, name: str, allowed: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if not isinstance(value, str) or value.lower() not in allowed:
+            raise ConfigError(name, value, f"must be one of {', '.join(allowed)}")
+        return value.lower()
+
+    def strings(
+        self,
+        name: str,
+        *,
+        check: Callable[[str, str], None] | None = None,
+        comma_separated: bool = True,
+    ) -> tuple[str, ...]:
+        value = self.raw(name)
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            # ``-s NAME='["a", "b"]'`` from the command line or a Scrapyd job.
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ConfigError(name, value, "is not a valid JSON list") from None
+        if isinstance(value, str):
+            parts = value.split(",") if comma_separated else [value]
+            items = [part.strip() for part in parts if part.strip()]
+        elif isinstance(value, list | tuple | set | frozenset):
+            items = list(value)
+        else:
+            raise ConfigError(name, value, "must be a list of strings")
+        for item in items:
+            if not isinstance(item, str) or not item:
+                raise ConfigError(name, value, f"has a non-string or empty entry {item!r}")
+            if check is not None:
+                check(name, item)
+        return tuple(items)

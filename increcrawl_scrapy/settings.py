@@ -1,0 +1,14 @@
+"""Project settings for ``scrapy crawl incremental`` and Scrapyd jobs.
+
+Never put GEONODE_API_KEY here: Scrapyd eggs ship this file. Set it in the
+environment of the crawl (or of the Scrapyd process) instead. Every
+``INCRECRAWL_*`` / ``GEONODE_*`` default lives in ``increcrawl_scrapy.config``.
+"""
+
+BOT_NAME = "increcrawl_scrapy"
+SPIDER_MODULES = ["increcrawl_scrapy.spiders"]
+NEWSPIDER_MODULE = "increcrawl_scrapy.spiders"
+
+ROBOTSTXT_OBEY = True
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+FEED_EXPORT_ENCODING = "utf-8"

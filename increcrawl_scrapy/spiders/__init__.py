@@ -1,0 +1,1 @@
+"""Spiders of the increcrawl project (``scrapy crawl incremental``)."""

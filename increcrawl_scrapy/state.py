@@ -1,0 +1,614 @@
+"""Per-URL crawl state in SQLite. The only module of the package that speaks SQL.
+
+Rows are keyed by normalized URL. Fetch results are buffered and written in one
+transaction per flush (by count or by elapsed time, and on close), never one
+commit per row. Time comes from an injected clock so tests and the simulator can
+move it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from increcrawl_scrapy.schedule import Outcome, RevisitPolicy, classify
+from increcrawl_scrapy.urls import normalize_url
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+#: "ICCR": marks a file as an increcrawl state database.
+APPLICATION_ID = 0x49434352
+
+#: Forward migrations; migration ``i`` takes ``user_version`` from ``i`` to ``i + 1``.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the pages and runs tables of DESIGN section 5.
+    """
+    CREATE TABLE pages (
+        normalized_url  TEXT PRIMARY KEY,
+        url             TEXT NOT NULL,
+        seed            TEXT NOT NULL,
+        first_seen      REAL NOT NULL,
+        last_seen       REAL,
+        last_fetched    REAL,
+        next_check      REAL NOT NULL DEFAULT 0,
+        interval_s      REAL NOT NULL,
+        content_hash    TEXT,
+        etag            TEXT,
+        last_modified   TEXT,
+        sitemap_lastmod TEXT,
+        missing_runs    INTEGER NOT NULL DEFAULT 0,
+        gone            INTEGER NOT NULL DEFAULT 0,
+        last_status     INTEGER,
+        last_changed    REAL,
+        change_count    INTEGER NOT NULL DEFAULT 0,
+        fetch_count     INTEGER NOT NULL DEFAULT 0,
+        error_count     INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE TABLE runs (
+        id                 INTEGER PRIMARY KEY,
+        seed               TEXT NOT NULL,
+        started_at         REAL NOT NULL,
+        finished_at        REAL,
+        discovered         INTEGER NOT NULL DEFAULT 0,
+        new                INTEGER NOT NULL DEFAULT 0,
+        changed            INTEGER NOT NULL DEFAULT 0,
+        unchanged          INTEGER NOT NULL DEFAULT 0,
+        gone               INTEGER NOT NULL DEFAULT 0,
+        errors             INTEGER NOT NULL DEFAULT 0,
+        api_requests       INTEGER NOT NULL DEFAULT 0,
+        tokens_charged     INTEGER NOT NULL DEFAULT 0,
+        discovery_complete INTEGER
+    );
+    """,
+    # 2: run-scoped missing-marking (which run last saw a row), the queue index,
+    # and the run's due count and close reason.
+    """
+    ALTER TABLE pages ADD COLUMN last_seen_run INTEGER;
+    CREATE INDEX pages_queue ON pages (seed, gone, next_check);
+    ALTER TABLE runs ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN close_reason TEXT;
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+#: Columns a fetch result writes; discovery writes the others.
+_RESULT_COLUMNS = (
+    "last_fetched",
+    "next_check",
+    "interval_s",
+    "content_hash",
+    "etag",
+    "last_modified",
+    "gone",
+    "last_status",
+    "last_changed",
+    "change_count",
+    "fetch_count",
+    "error_count",
+)
+RUN_COUNTS = (
+    "discovered",
+    "new",
+    "changed",
+    "unchanged",
+    "gone",
+    "errors",
+    "due",
+    "api_requests",
+    "tokens_charged",
+)
+
+
+class StateError(RuntimeError):
+    """The state database cannot be used; the message says why and what to do."""
+
+
+class StateLockedError(StateError):
+    """Another process holds the database longer than the lock timeout."""
+
+
+@dataclass(frozen=True)
+class PageState:
+    normalized_url: str
+    url: str
+    seed: str
+    first_seen: float
+    last_seen: float | None
+    last_fetched: float | None
+    next_check: float
+    interval_s: float
+    content_hash: str | None
+    etag: str | None
+    last_modified: str | None
+    sitemap_lastmod: str | None
+    missing_runs: int
+    gone: bool
+    last_status: int | None
+    last_changed: float | None
+    change_count: int
+    fetch_count: int
+    error_count: int
+    last_seen_run: int | None = None
+
+    @property
+    def has_validators(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+_PAGE_COLUMNS = tuple(f.name for f in fields(PageState))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What :meth:`StateStore.record` decided, and the row as it now stands."""
+
+    outcome: Outcome
+    page: PageState
+
+
+@dataclass(frozen=True)
+class MissingResult:
+    marked: int  # rows of the seed absent this run
+    due: int  # of which reached INCRECRAWL_MISSING_RUNS and are due for a confirming fetch
+
+
+class StateStore:
+    """SQLite state for one database file. Not thread-safe: one owner at a time."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        policy: RevisitPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        missing_runs: int = 3,
+        revive_gone: bool = False,
+        flush_items: int = 100,
+        flush_seconds: float = 5.0,
+        lock_timeout: float = 10.0,
+        exclusive: bool = False,
+        normalize: Callable[[str], str] = normalize_url,
+    ) -> None:
+        self.path = str(path)
+        self.policy = policy or RevisitPolicy()
+        self.clock = clock
+        self.missing_runs = missing_runs
+        self.revive_gone = revive_gone
+        self.flush_items = flush_items
+        self.flush_seconds = flush_seconds
+        self.lock_timeout = lock_timeout
+        self.normalize = normalize
+        self._pending: dict[str, PageState] = {}
+        self._last_flush = time.monotonic()
+        self._run_seeds: dict[int, str] = {}
+        self._lock_file: Any = None
+        if exclusive:
+            self._lock_file = self._take_crawl_lock()
+        self._db = self._open()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: IncrecrawlConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        exclusive: bool = False,
+    ) -> StateStore:
+        return cls(
+            config.db_path,
+            policy=RevisitPolicy.from_config(config),
+            clock=clock,
+            missing_runs=config.missing_runs,
+            revive_gone=config.revive_gone,
+            flush_items=config.flush_items,
+            flush_seconds=config.flush_seconds,
+            lock_timeout=config.db_lock_timeout,
+            exclusive=exclusive,
+            normalize=partial(
+                normalize_url,
+                tracking_params=config.tracking_params,
+                strip_trailing_slash=config.strip_trailing_slash,
+            ),
+        )
+
+    # -- opening -------------------------------------------------------------
+
+    def _take_crawl_lock(self) -> Any:
+        # Advisory lock beside the database: a second crawl on it stops at once
+        # with a message instead of fetching the same due rows twice.
+        lock_path = self.path + ".lock"
+        handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the store's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise StateLockedError(
+                f"state database {self.path} is in use by another crawl (pid {holder}); "
+                "wait for it to finish or point INCRECRAWL_DB at another file"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle
+
+    def _open(self) -> sqlite3.Connection:
+        existed = Path(self.path).exists() and Path(self.path).stat().st_size > 0
+        db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        try:
+            self._check_identity(db, existed)
+            with self._locked_errors():
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check_identity(self, db: sqlite3.Connection, existed: bool) -> None:
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{self.path} is not an increcrawl state database ({exc}); it was left "
+                "untouched: move it away or point INCRECRAWL_DB at another file"
+            ) from None
+        if existed and (app_id != APPLICATION_ID and (tables or version)):
+            raise StateError(
+                f"{self.path} is an SQLite database of another program; it was left "
+                "untouched: point INCRECRAWL_DB at another file"
+            )
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path} has schema version {version}, newer than this "
+                f"increcrawl-scrapy understands ({SCHEMA_VERSION}); upgrade the package"
+            )
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return  # the common case takes no write lock
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, SCHEMA_VERSION):
+                for statement in _statements(MIGRATIONS[number]):
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def _locked_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StateLockedError(
+                    f"state database {self.path} stayed locked by another process for "
+                    f"more than {self.lock_timeout:g}s (INCRECRAWL_DB_LOCK_TIMEOUT); is "
+                    "another crawl using it?"
+                ) from None
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._locked_errors():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- runs ----------------------------------------------------------------
+
+    def start_run(self, seed: str) -> int:
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO runs (seed, started_at) VALUES (?, ?)", (seed, self.clock())
+            )
+        run_id = int(cursor.lastrowid or 0)
+        self._run_seeds[run_id] = seed
+        return run_id
+
+    def finish_run(
+        self,
+        run_id: int,
+        counts: dict[str, int],
+        *,
+        discovery_complete: bool | None,
+        close_reason: str | None = None,
+    ) -> None:
+        self.flush()
+        unknown = set(counts) - set(RUN_COUNTS)
+        if unknown:
+            raise ValueError(f"unknown run counts: {sorted(unknown)}")
+        sets = ", ".join(f"{name} = :{name}" for name in counts)
+        sets = f"{sets}, " if sets else ""
+        with self._transaction() as db:
+            db.execute(
+                f"UPDATE runs SET {sets}finished_at = :now, discovery_complete = :complete, "
+                "close_reason = :reason WHERE id = :id",
+                {
+                    **counts,
+                    "now": self.clock(),
+                    "complete": discovery_complete,
+                    "reason": close_reason,
+                    "id": run_id,
+                },
+            )
+
+    def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT * FROM runs" + (" WHERE seed = ?" if seed else "") + " ORDER BY id"
+        return [dict(row) for row in self._db.execute(query, (seed,) if seed else ())]
+
+    def _seed_of(self, run_id: int) -> str:
+        if run_id not in self._run_seeds:
+            row = self._db.execute("SELECT seed FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise ValueError(f"no run {run_id}")
+            self._run_seeds[run_id] = row["seed"]
+        return self._run_seeds[run_id]
+
+    # -- discovery -----------------------------------------------------------
+
+    def upsert_discovered(self, run_id: int, entries: Iterable[tuple[str, str | None]]) -> int:
+        """Record ``(url, lastmod)`` pairs seen by this run's discovery, in one
+        transaction. A changed lastmod makes the row due now. Returns how many."""
+        self.flush()  # pending results must not overwrite what discovery decides
+        seed = self._seed_of(run_id)
+        now = self.clock()
+        rows = [
+            (self.normalize(url), url, seed, now, run_id, self.policy.default_interval, lastmod)
+            for url, lastmod in entries
+        ]
+        if not rows:
+            return 0
+        with self._transaction() as db:
+            db.executemany(_UPSERT_DISCOVERED, [(*row, int(self.revive_gone)) for row in rows])
+        return len(rows)
+
+    def mark_missing(self, run_id: int) -> MissingResult:
+        """After a complete discovery: rows of the run's seed it did not see get
+        ``missing_runs + 1``; those reaching the threshold become due now."""
+        self.flush()
+        params = {
+            "seed": self._seed_of(run_id),
+            "run": run_id,
+            "now": self.clock(),
+            "n": self.missing_runs,
+        }
+        with self._transaction() as db:
+            due = db.execute(
+                "SELECT count(*) FROM pages WHERE seed = :seed AND gone = 0 "
+                "AND last_seen_run IS NOT :run AND missing_runs + 1 = :n",
+                params,
+            ).fetchone()[0]
+            marked = db.execute(
+                "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
+                "WHEN missing_runs + 1 = :n THEN min(next_check, :now) ELSE next_check END "
+                "WHERE seed = :seed AND gone = 0 AND last_seen_run IS NOT :run",
+                params,
+            ).rowcount
+        return MissingResult(marked=marked, due=due)
+
+    # -- the change queue ----------------------------------------------------
+
+    def due(self, seed: str, limit: int | None = None) -> list[PageState]:
+        """Rows of *seed* not gone whose next check has come, most overdue first."""
+        self.flush()
+        rows = self._db.execute(
+            f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages "
+            "WHERE seed = ? AND gone = 0 AND next_check <= ? "
+            "ORDER BY next_check, normalized_url LIMIT ?",
+            (seed, self.clock(), limit if limit else -1),
+        )
+        return [_page(row) for row in rows]
+
+    def get(self, url: str) -> PageState | None:
+        """The current state of *url* (normalized here), pending results included."""
+        key = self.normalize(url)
+        if key in self._pending:
+            return self._pending[key]
+        row = self._db.execute(
+            f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages WHERE normalized_url = ?", (key,)
+        ).fetchone()
+        return _page(row) if row else None
+
+    def count(self, seed: str | None = None, **where: Any) -> int:
+        """How many rows match; *where* names columns (``gone=True``)."""
+        clauses = [f"{name} = ?" for name in where if name in _PAGE_COLUMNS]
+        if len(clauses) != len(where):
+            raise ValueError(f"unknown columns in {sorted(where)}")
+        params = list(where.values())
+        if seed is not None:
+            clauses.append("seed = ?")
+            params.append(seed)
+        sql = "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        self.flush()
+        return int(self._db.execute(sql, params).fetchone()[0])
+
+    # -- fetch results -------------------------------------------------------
+
+    def record(
+        self,
+        url: str,
+        status: int | None,
+        *,
+        seed: str,
+        content_hash: str | None = None,
+        validators: tuple[str | None, str | None] | None = None,
+    ) -> Recorded:
+        """Buffer the result of fetching *url* and return what it meant.
+
+        *status* is the origin's HTTP status, or None for a network or API
+        failure. *validators* is ``(etag, last_modified)`` as the origin sent
+        them; None keeps the stored ones (the Geonode API does not return them).
+        """
+        key = self.normalize(url)
+        now = self.clock()
+        previous = self.get(key)
+        outcome = classify(
+            status if status is not None else 0,
+            previous_hash=previous.content_hash if previous else None,
+            new_hash=content_hash,
+            fetched_before=bool(previous and previous.last_fetched is not None),
+        )
+        page = previous or _new_page(key, url, seed, now, self.policy.default_interval)
+        page = _apply(page, outcome, status, content_hash, validators, now, self.policy)
+        self._pending[key] = page
+        if (
+            len(self._pending) >= self.flush_items
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+        return Recorded(outcome=outcome, page=page)
+
+    def flush(self) -> int:
+        """Write buffered results in one transaction. Returns how many rows."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return 0
+        pending = list(self._pending.values())
+        with self._transaction() as db:
+            db.executemany(
+                _UPSERT_RESULT, [[getattr(p, c) for c in _RESULT_INSERT] for p in pending]
+            )
+        self._pending.clear()
+        return len(pending)
+
+    def close(self) -> None:
+        """Flush and close; safe to call twice."""
+        if self._db is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._db.close()
+            self._db = None  # type: ignore[assignment]
+            if self._lock_file is not None:
+                self._lock_file.close()
+                self._lock_file = None
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _page(row: sqlite3.Row) -> PageState:
+    values = dict(row)
+    values["gone"] = bool(values["gone"])
+    return PageState(**values)
+
+
+def _new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
+    # A result for a URL discovery never saw (an embedding project's own spider).
+    return PageState(
+        normalized_url=key,
+        url=url,
+        seed=seed,
+        first_seen=now,
+        last_seen=None,
+        last_fetched=None,
+        next_check=0.0,
+        interval_s=interval,
+        content_hash=None,
+        etag=None,
+        last_modified=None,
+        sitemap_lastmod=None,
+        missing_runs=0,
+        gone=False,
+        last_status=None,
+        last_changed=None,
+        change_count=0,
+        fetch_count=0,
+        error_count=0,
+    )
+
+
+def _apply(
+    page: PageState,
+    outcome: Outcome,
+    status: int | None,
+    content_hash: str | None,
+    validators: tuple[str | None, str | None] | None,
+    now: float,
+    policy: RevisitPolicy,
+) -> PageState:
+    """The row after *outcome*: DESIGN section 1, step 7."""
+    if outcome is Outcome.ERROR:
+        return replace(
+            page,
+            error_count=page.error_count + 1,
+            last_status=status if status is not None else page.last_status,
+        )
+    changes: dict[str, Any] = {
+        "last_fetched": now,
+        "last_status": status,
+        "fetch_count": page.fetch_count + 1,
+    }
+    if outcome is Outcome.GONE:
+        changes.update(gone=True, last_changed=now, change_count=page.change_count + 1)
+        return replace(page, **changes)
+    interval = policy.next_interval(page.interval_s, outcome)
+    changes.update(interval_s=interval, next_check=now + interval, gone=False)
+    if outcome in (Outcome.NEW, Outcome.CHANGED):
+        changes.update(content_hash=content_hash, last_changed=now)
+    if outcome is Outcome.CHANGED:
+        changes["change_count"] = page.change_count + 1
+    if validators is not None:
+        changes["etag"], changes["last_modified"] = validators
+    return replace(page, **changes)
+
+
+_UPSERT_DISCOVERED = """
+INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, last_seen_run,
+                   next_check, interval_s, sitemap_lastmod)
+VALUES (?1, ?2, ?3, ?4, ?4, ?5, 0, ?6, ?7)
+ON CONFLICT (normalized_url) DO UPDATE SET
+    last_seen = excluded.last_seen,
+    last_seen_run = excluded.last_seen_run,
+    missing_runs = 0,
+    next_check = CASE
+        WHEN pages.gone = 1 AND ?8 THEN excluded.last_seen
+        WHEN excluded.sitemap_lastmod IS NOT NULL AND pages.sitemap_lastmod IS NOT NULL
+             AND excluded.sitemap_lastmod != pages.sitemap_lastmod
+            THEN min(pages.next_check, excluded.last_seen)
+        ELSE pages.next_check END,
+    gone = CASE WHEN ?8 THEN 0 ELSE pages.gone END,
+    sitemap_lastmod = coalesce(excluded.sitemap_lastmod, pages.sitemap_lastmod)
+"""
+
+_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *_RESULT_COLUMNS)
+_UPSERT_RESULT = (
+    f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)}) "
+    "ON CONFLICT (normalized_url) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _RESULT_COLUMNS)
+)

@@ -1,0 +1,103 @@
+"""URL normalization: the one spelling of a URL that state is keyed by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+from increcrawl_scrapy.config import DEFAULT_TRACKING_PARAMS
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalize_url(
+    url: str,
+    *,
+    tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS,
+    strip_trailing_slash: bool = True,
+) -> str:
+    """Return the normalized form of an absolute http(s) URL.
+
+    Lower-case scheme and host (IDNA hosts in their ASCII form), no default port,
+    no fragment, no tracking parameters (``utm_*`` style globs allowed), the query
+    sorted with repeated and blank values kept, ``/`` for an empty path and, unless
+    *strip_trailing_slash* is false, no trailing slash except on the root.
+    Idempotent: ``normalize_url(normalize_url(u)) == normalize_url(u)``.
+    """
+    if not isinstance(url, str):
+        raise ValueError(f"not a URL: {url!r}")
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an absolute http(s) URL: {url!r}")
+    try:
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:  # a port that is not a number or out of range
+        raise ValueError(f"invalid URL {url!r}: {exc}") from None
+    if not host:
+        raise ValueError(f"URL has no host: {url!r}")
+    netloc = _netloc(parts.netloc, host, port, scheme)
+    query = _drop_tracking(parts.query, _tracking_matcher(tuple(tracking_params)))
+    cleaned = urlunsplit((scheme, netloc, parts.path or "/", query, ""))
+    canonical = canonicalize_url(cleaned, keep_blank_values=True, keep_fragments=False)
+    return _slash_policy(canonical, strip_trailing_slash)
+
+
+def same_host(url: str, seed_host: str, *, include_subdomains: bool = False) -> bool:
+    """Whether *url* is on *seed_host* (the sitemaps protocol's scope rule)."""
+    host = (urlsplit(url).hostname or "").lower()
+    seed_host = seed_host.lower()
+    if host == seed_host:
+        return True
+    return include_subdomains and host.endswith("." + seed_host)
+
+
+def _netloc(raw: str, host: str, port: int | None, scheme: str) -> str:
+    userinfo = raw.rpartition("@")[0] if "@" in raw else ""
+    if ":" in host:  # IPv6 literal: keep its brackets
+        host = f"[{host}]"
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        host = f"{host}:{port}"
+    return f"{userinfo}@{host}" if userinfo else host
+
+
+def _drop_tracking(query: str, is_tracking: _Matcher) -> str:
+    if not query:
+        return ""
+    kept = [
+        pair
+        for pair in query.split("&")
+        if pair and not is_tracking(unquote_plus(pair.partition("=")[0]).lower())
+    ]
+    return "&".join(kept)
+
+
+class _Matcher:
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.exact = frozenset(p.lower() for p in patterns if not _is_glob(p))
+        self.globs = tuple(p.lower() for p in patterns if _is_glob(p))
+
+    def __call__(self, name: str) -> bool:
+        return name in self.exact or any(fnmatchcase(name, glob) for glob in self.globs)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+@lru_cache(maxsize=32)
+def _tracking_matcher(patterns: tuple[str, ...]) -> _Matcher:
+    return _Matcher(patterns)
+
+
+def _slash_policy(url: str, strip_trailing_slash: bool) -> str:
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    if strip_trailing_slash and path != "/":
+        path = path.rstrip("/") or "/"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))

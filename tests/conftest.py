@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import pytest
+
+
+class Clock:
+    """A clock the test moves by hand (Unix seconds)."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()

@@ -1,0 +1,413 @@
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.schedule import Outcome
+from increcrawl_scrapy.state import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    StateError,
+    StateLockedError,
+    StateStore,
+)
+from tests.conftest import Clock
+
+HOUR, DAY = 3600.0, 86400.0
+SEED = "https://example.com/sitemap.xml"
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock) -> StateStore:
+    with StateStore(tmp_path / "state.sqlite", clock=clock) as s:
+        yield s
+
+
+def discover(store: StateStore, seed: str, urls: list[str], lastmod: str | None = None) -> int:
+    run = store.start_run(seed)
+    store.upsert_discovered(run, [(u, lastmod) for u in urls])
+    return run
+
+
+def test_a_whole_schedule_history(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/page"
+    t0 = clock.now
+    discover(store, SEED, [url])
+    assert [p.normalized_url for p in store.due(SEED)] == [url]
+
+    got = store.record(url, 200, seed=SEED, content_hash="h1")
+    assert got.outcome is Outcome.NEW
+    assert (got.page.interval_s, got.page.next_check) == (DAY, t0 + DAY)
+    assert store.due(SEED) == []
+
+    expected_interval = DAY
+    for _ in range(3):
+        clock.now = store.get(url).next_check
+        expected_interval *= 1.5
+        got = store.record(url, 200, seed=SEED, content_hash="h1")
+        assert got.outcome is Outcome.UNCHANGED
+        assert got.page.interval_s == expected_interval
+        assert got.page.next_check == clock.now + expected_interval
+    assert expected_interval == 3.375 * DAY
+
+    clock.now = store.get(url).next_check
+    got = store.record(url, 200, seed=SEED, content_hash="h2")
+    assert got.outcome is Outcome.CHANGED
+    assert got.page.interval_s == 3.375 * DAY / 2
+    assert got.page.next_check == clock.now + 3.375 * DAY / 2
+    assert (got.page.change_count, got.page.fetch_count) == (1, 5)
+    assert got.page.last_changed == clock.now
+
+    clock.now = store.get(url).next_check
+    got = store.record(url, 410, seed=SEED)
+    assert got.outcome is Outcome.GONE
+    assert got.page.gone is True
+    clock.advance(365 * DAY)
+    assert store.due(SEED) == []
+    store.close()
+    reopened = StateStore(store.path, clock=clock)
+    page = reopened.get(url)
+    assert page.gone and page.content_hash == "h2" and page.fetch_count == 6
+    reopened.close()
+
+
+def test_not_modified_keeps_hash_and_updates_validators(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/v"
+    discover(store, SEED, [url])
+    store.record(url, 200, seed=SEED, content_hash="h", validators=('"e1"', None))
+    clock.advance(DAY)
+    got = store.record(url, 304, seed=SEED, validators=('"e2"', "Tue, 01 Oct 2024 00:00:00 GMT"))
+    assert got.outcome is Outcome.NOT_MODIFIED
+    assert got.page.content_hash == "h"
+    assert (got.page.etag, got.page.last_modified) == ('"e2"', "Tue, 01 Oct 2024 00:00:00 GMT")
+    assert got.page.interval_s == 1.5 * DAY
+    # Geonode results carry no validators: the stored ones stay.
+    clock.advance(2 * DAY)
+    got = store.record(url, 200, seed=SEED, content_hash="h")
+    assert got.page.etag == '"e2"'
+
+
+def test_errors_leave_the_schedule_untouched(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/e"
+    discover(store, SEED, [url])
+    before = store.record(url, 200, seed=SEED, content_hash="h").page
+    clock.now = before.next_check
+    for status in (500, 503, None, 403):
+        got = store.record(url, status, seed=SEED)
+        assert got.outcome is Outcome.ERROR
+    after = store.get(url)
+    assert after.error_count == 4
+    assert (after.next_check, after.interval_s, after.content_hash, after.fetch_count) == (
+        before.next_check,
+        before.interval_s,
+        before.content_hash,
+        before.fetch_count,
+    )
+    assert [p.normalized_url for p in store.due(SEED)] == [url]
+
+
+def test_normalization_variants_are_one_row(store: StateStore) -> None:
+    discover(
+        store,
+        SEED,
+        [
+            "https://Example.com/a/",
+            "https://example.com:443/a?utm_source=x",
+            "https://example.com/a#frag",
+        ],
+    )
+    assert store.count() == 1
+    store.record("HTTPS://EXAMPLE.COM/a/", 200, seed=SEED, content_hash="h")
+    assert store.get("https://example.com/a").fetch_count == 1
+
+
+def test_changed_lastmod_makes_a_row_due_now(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/l"
+    discover(store, SEED, [url], lastmod="2024-01-01")
+    store.record(url, 200, seed=SEED, content_hash="h")
+    clock.advance(HOUR)
+    discover(store, SEED, [url], lastmod="2024-01-01")
+    assert store.due(SEED) == []
+    discover(store, SEED, [url], lastmod="2024-01-02")
+    assert [p.normalized_url for p in store.due(SEED)] == [url]
+    assert store.get(url).sitemap_lastmod == "2024-01-02"
+
+
+def test_missing_runs_lead_to_a_confirming_fetch_not_to_gone(
+    store: StateStore, clock: Clock
+) -> None:
+    kept, dropped = "https://example.com/kept", "https://example.com/dropped"
+    run = discover(store, SEED, [kept, dropped])
+    store.mark_missing(run)
+    for url in (kept, dropped):
+        store.record(url, 200, seed=SEED, content_hash="h")
+    for n in (1, 2, 3):
+        clock.advance(HOUR)
+        run = discover(store, SEED, [kept])
+        result = store.mark_missing(run)
+        assert result.marked == 1
+        assert store.get(dropped).missing_runs == n
+        due = [p.normalized_url for p in store.due(SEED)]
+        assert due == ([dropped] if n == 3 else [])
+        assert result.due == (1 if n == 3 else 0)
+    assert store.get(dropped).gone is False
+    assert store.get(kept).missing_runs == 0
+
+
+def test_missing_marking_is_scoped_to_the_run_seed(store: StateStore) -> None:
+    other = "https://other.example/sitemap.xml"
+    discover(store, SEED, ["https://example.com/a"])
+    discover(store, other, ["https://other.example/b"])
+    run = discover(store, SEED, [])
+    assert store.mark_missing(run).marked == 1
+    assert store.get("https://example.com/a").missing_runs == 1
+    assert store.get("https://other.example/b").missing_runs == 0
+
+
+def test_gone_rows_stay_gone_when_rediscovered_unless_revived(tmp_path: Path, clock: Clock) -> None:
+    url = "https://example.com/g"
+    for revive, expect_gone in ((False, True), (True, False)):
+        with StateStore(tmp_path / f"{revive}.sqlite", clock=clock, revive_gone=revive) as store:
+            discover(store, SEED, [url])
+            store.record(url, 404, seed=SEED)
+            discover(store, SEED, [url])
+            assert store.get(url).gone is expect_gone
+            assert bool(store.due(SEED)) is not expect_gone
+
+
+def test_queue_is_oldest_first_and_limited(store: StateStore, clock: Clock) -> None:
+    urls = [f"https://example.com/{i}" for i in range(5)]
+    discover(store, SEED, urls)
+    for i, url in enumerate(urls):
+        clock.advance(10)
+        store.record(url, 200, seed=SEED, content_hash=str(i))
+    clock.advance(2 * DAY)
+    due = store.due(SEED, limit=3)
+    assert [p.normalized_url for p in due] == urls[:3]
+
+
+def test_results_are_buffered_then_flushed_in_one_batch(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "s.sqlite"
+    store = StateStore(path, clock=clock, flush_items=3, flush_seconds=3600)
+    discover(store, SEED, [f"https://example.com/{i}" for i in range(3)])
+    peek = sqlite3.connect(path)
+
+    def fetched() -> int:
+        return peek.execute("SELECT count(*) FROM pages WHERE fetch_count > 0").fetchone()[0]
+
+    store.record("https://example.com/0", 200, seed=SEED, content_hash="a")
+    store.record("https://example.com/1", 200, seed=SEED, content_hash="b")
+    assert fetched() == 0  # nothing committed per row
+    assert store.get("https://example.com/0").fetch_count == 1  # but visible to the owner
+    store.record("https://example.com/2", 200, seed=SEED, content_hash="c")
+    assert fetched() == 3
+    store.record("https://example.com/0", 200, seed=SEED, content_hash="a")
+    store.close()
+    assert (
+        peek.execute("SELECT fetch_count FROM pages WHERE normalized_url LIKE '%/0'").fetchone()[0]
+        == 2
+    )
+
+
+def test_flush_on_elapsed_time(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "t.sqlite"
+    store = StateStore(path, clock=clock, flush_items=1000, flush_seconds=0.05)
+    discover(store, SEED, ["https://example.com/0", "https://example.com/1"])
+    store.record("https://example.com/0", 200, seed=SEED, content_hash="a")
+    time.sleep(0.1)
+    store.record("https://example.com/1", 200, seed=SEED, content_hash="b")
+    peek = sqlite3.connect(path)
+    assert peek.execute("SELECT count(*) FROM pages WHERE fetch_count = 1").fetchone()[0] == 2
+    store.close()
+
+
+def test_record_for_an_undiscovered_url_inserts_it(store: StateStore) -> None:
+    got = store.record("https://example.com/own?utm_medium=x", 200, seed="shop", content_hash="h")
+    assert got.outcome is Outcome.NEW
+    page = store.get("https://example.com/own")
+    assert page.seed == "shop" and page.content_hash == "h"
+
+
+def test_runs_are_recorded(store: StateStore, clock: Clock) -> None:
+    run = store.start_run(SEED)
+    assert store.runs(SEED)[0]["finished_at"] is None  # unfinished until finished
+    clock.advance(5)
+    store.finish_run(
+        run,
+        {"new": 3, "due": 4, "api_requests": 4},
+        discovery_complete=True,
+        close_reason="finished",
+    )
+    row = store.runs(SEED)[0]
+    assert (row["new"], row["due"], row["api_requests"], row["discovery_complete"]) == (3, 4, 4, 1)
+    assert row["finished_at"] == row["started_at"] + 5 and row["close_reason"] == "finished"
+    with pytest.raises(ValueError):
+        store.finish_run(run, {"bogus": 1}, discovery_complete=True)
+
+
+def test_file_that_is_not_a_database_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(b"these are my notes, not a database\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(StateError, match=r"not an increcrawl state database.*left untouched"):
+        StateStore(path)
+    assert path.read_bytes() == before
+
+
+def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE customers (id INTEGER)")
+    db.commit()
+    db.close()
+    with pytest.raises(StateError, match=r"another program"):
+        StateStore(path)
+    tables = sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("customers",)]
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    StateStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StateError, match=r"newer"):
+        StateStore(path)
+
+
+def test_older_schema_is_migrated_in_place(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0])
+    db.execute("PRAGMA application_id = 1229144914")
+    db.execute("PRAGMA user_version = 1")
+    db.execute(
+        "INSERT INTO pages (normalized_url, url, seed, first_seen, interval_s, content_hash) "
+        "VALUES ('https://example.com/old', 'https://example.com/old', ?, 1, 86400, 'h')",
+        (SEED,),
+    )
+    db.commit()
+    db.close()
+    with StateStore(path, clock=clock) as store:
+        assert store.get("https://example.com/old").content_hash == "h"
+        assert [p.normalized_url for p in store.due(SEED)] == ["https://example.com/old"]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_wal_mode(store: StateStore) -> None:
+    mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_second_crawl_on_the_same_database_stops_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "busy.sqlite"
+    first = StateStore(path, exclusive=True)
+    with pytest.raises(StateLockedError, match=r"in use by another crawl \(pid \d+\)"):
+        StateStore(path, exclusive=True)
+    first.close()
+    StateStore(path, exclusive=True).close()  # free again once the first closed
+
+
+HOLD_WRITE = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("UPDATE runs SET errors = errors + 1")
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+    db.execute("COMMIT")
+    """
+)
+
+
+def test_second_process_waits_a_bounded_time_then_stops(tmp_path: Path) -> None:
+    path = tmp_path / "locked.sqlite"
+    StateStore(path).close()
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE, str(path), "30"], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout.readline().strip() == "holding"
+        store = StateStore(path, lock_timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(StateLockedError, match=r"locked by another process.*0.5s"):
+            store.start_run(SEED)
+        assert 0.4 < time.monotonic() - started < 10
+        store.close()
+        holder.kill()
+
+
+def test_second_process_waits_for_a_short_write(tmp_path: Path) -> None:
+    path = tmp_path / "short.sqlite"
+    StateStore(path).close()
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE, str(path), "1"], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout.readline().strip() == "holding"
+        with StateStore(path, lock_timeout=20) as store:
+            started = time.monotonic()
+            run = store.start_run(SEED)
+            assert time.monotonic() - started > 0.3  # it waited for the holder
+            assert run == 1
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from increcrawl_scrapy.state import StateStore
+    store = StateStore(sys.argv[1], flush_items=10**9, flush_seconds=10**9)
+    batch = 0
+    while True:
+        for i in range(2000):
+            store.record(f"https://example.com/{batch}/{i}", 200, seed="s", content_hash="h")
+        store.flush()
+        print(batch, flush=True)
+        batch += 1
+    """
+)
+
+
+@pytest.mark.parametrize("flushed_before_kill", [3, 6])
+def test_sigkill_mid_batch_keeps_the_database_sound(
+    tmp_path: Path, flushed_before_kill: int
+) -> None:
+    path = tmp_path / "killed.sqlite"
+    last = -1
+    with subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    ) as writer:
+        for line in writer.stdout:
+            last = int(line)
+            if last + 1 == flushed_before_kill:
+                break
+        time.sleep(0.05)  # into the next batch, usually mid-flush
+        writer.send_signal(signal.SIGKILL)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    present = {int(url.split("/")[3]) for (url,) in db.execute("SELECT normalized_url FROM pages")}
+    for batch in range(last + 1):
+        count = db.execute(
+            "SELECT count(*) FROM pages WHERE normalized_url LIKE ?",
+            (f"https://example.com/{batch}/%",),
+        ).fetchone()[0]
+        assert count == 2000, f"batch {batch} flushed before the kill is incomplete"
+    # Whatever the kill interrupted is either whole or absent, never half-written.
+    for batch in present - set(range(last + 1)):
+        count = db.execute(
+            "SELECT count(*) FROM pages WHERE normalized_url LIKE ?",
+            (f"https://example.com/{batch}/%",),
+        ).fetchone()[0]
+        assert count == 2000
+    with StateStore(path) as store:
+        assert store.count() >= 2000 * (last + 1)

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.provisional import urls
+
+from increcrawl_scrapy.urls import normalize_url, same_host
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            "https://Example.com:443/docs/?utm_source=x&b=2&a=1#top",
+            "https://example.com/docs?a=1&b=2",
+        ),
+        ("HTTPS://EXAMPLE.COM", "https://example.com/"),
+        ("https://example.com/", "https://example.com/"),
+        ("http://example.com:80/a", "http://example.com/a"),
+        ("http://example.com:8080/a/", "http://example.com:8080/a"),
+        (
+            "https://example.com/a?gclid=1&fbclid=2&ref=x&mc_cid=3&mc_eid=4&q=1",
+            "https://example.com/a?q=1",
+        ),
+        ("https://example.com/a?UTM_Medium=x&q=1", "https://example.com/a?q=1"),
+        ("https://example.com/a?b=1&a=&b=0", "https://example.com/a?a=&b=0&b=1"),
+        ("https://example.com/a?flag", "https://example.com/a?flag="),
+        ("https://bücher.de/straße", "https://xn--bcher-kva.de/stra%C3%9Fe"),
+        ("https://xn--bcher-kva.de/stra%C3%9Fe", "https://xn--bcher-kva.de/stra%C3%9Fe"),
+        ("https://example.com/a%2Fb/", "https://example.com/a%2Fb"),
+        ("http://[::1]:80/x", "http://[::1]/x"),
+        ("  https://example.com/x  ", "https://example.com/x"),
+    ],
+)
+def test_normalize(raw: str, expected: str) -> None:
+    assert normalize_url(raw) == expected
+
+
+def test_trailing_slash_policy_can_be_turned_off() -> None:
+    url = "https://example.com/docs/"
+    assert normalize_url(url, strip_trailing_slash=False) == "https://example.com/docs/"
+    assert normalize_url(url) == "https://example.com/docs"
+
+
+def test_tracking_params_are_configurable() -> None:
+    url = "https://example.com/?sid=1&utm_source=2&q=3"
+    assert normalize_url(url, tracking_params=("sid",)) == "https://example.com/?q=3&utm_source=2"
+    assert normalize_url(url, tracking_params=()) == "https://example.com/?q=3&sid=1&utm_source=2"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "/relative/path",
+        "example.com/x",
+        "ftp://example.com/",
+        "mailto:a@b.c",
+        "javascript:alert(1)",
+        "data:text/html,hi",
+        "file:///etc/passwd",
+        "http://",
+        "https://example.com:99999/",
+        "",
+    ],
+)
+def test_rejects_what_is_not_an_absolute_http_url(bad: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_url(bad)
+
+
+def test_same_host() -> None:
+    assert same_host("https://Example.com/x", "example.com")
+    assert not same_host("https://blog.example.com/x", "example.com")
+    assert same_host("https://blog.example.com/x", "example.com", include_subdomains=True)
+    assert not same_host("https://evil-example.com/x", "example.com", include_subdomains=True)
+
+
+_query_part = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(urls())
+def test_idempotent_on_generated_urls(url: str) -> None:
+    once = normalize_url(url)
+    assert normalize_url(once) == once
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    host=st.sampled_from(["Example.COM", "bücher.de", "xn--bcher-kva.de", "127.0.0.1", "[::1]"]),
+    port=st.sampled_from(["", ":80", ":443", ":8080"]),
+    path=st.lists(_query_part, max_size=4).map("/".join),
+    query=st.lists(st.tuples(_query_part, _query_part), max_size=5),
+    slash=st.booleans(),
+    strip=st.booleans(),
+)
+def test_idempotent_on_awkward_parts(
+    host: str, port: str, path: str, query: list[tuple[str, str]], slash: bool, strip: bool
+) -> None:
+    qs = "&".join(f"{k}={v}" for k, v in query)
+    url = f"http://{host}{port}/{path}{'/' if slash else ''}{'?' + qs if qs else ''}#frag"
+    once = normalize_url(url, strip_trailing_slash=strip)
+    assert normalize_url(once, strip_trailing_slash=strip) == once
+    assert "#" not in once
