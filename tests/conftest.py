@@ -19,3 +19,19 @@ class Clock:
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
+
+
+@pytest.fixture
+def site():
+    from increcrawl_scrapy.testing import SampleSite
+
+    with SampleSite(pages=12) as running:
+        yield running
+
+
+@pytest.fixture
+def api():
+    from increcrawl_scrapy.testing import GeonodeStandIn
+
+    with GeonodeStandIn(api_keys=["test-key"]) as running:
+        yield running
