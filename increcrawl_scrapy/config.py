@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -35,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "GEONODE_BATCH_MIN_URLS": 50,
     "GEONODE_BATCH_POLL_INTERVAL": 10.0,
     "GEONODE_BATCH_TIMEOUT": 3_600.0,
+    "GEONODE_BACKOFF_BASE": 0.5,
+    "GEONODE_BACKOFF_MAX": 30.0,
     "INCRECRAWL_FETCHER": "auto",
     "INCRECRAWL_DB": "crawl_state.sqlite",
     "INCRECRAWL_DB_LOCK_TIMEOUT": 10.0,
@@ -54,6 +58,10 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_FLUSH_SECONDS": 5.0,
     "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
     "INCRECRAWL_SITEMAP_MAX_DEPTH": 5,
+    "INCRECRAWL_INCLUDE_SUBDOMAINS": False,
+    "INCRECRAWL_URL_FIELD": "url",
+    "INCRECRAWL_CONTENT_FIELD": "markdown",
+    "INCRECRAWL_CLOCK": None,
 }
 
 FETCHERS = ("auto", "geonode", "direct")
@@ -80,6 +88,8 @@ class IncrecrawlConfig:
     batch_min_urls: int
     batch_poll_interval: float
     batch_timeout: float
+    backoff_base: float
+    backoff_max: float
     fetcher: str
     db_path: str
     db_lock_timeout: float
@@ -99,6 +109,10 @@ class IncrecrawlConfig:
     flush_seconds: float
     sitemap_max_bytes: int
     sitemap_max_depth: int
+    include_subdomains: bool
+    url_field: str
+    content_field: str
+    clock: Callable[[], float]
 
     def __repr__(self) -> str:
         # The key must never reach a log line, even through a debug repr.
@@ -130,6 +144,8 @@ class IncrecrawlConfig:
             batch_min_urls=read.number("GEONODE_BATCH_MIN_URLS", int, minimum=1),
             batch_poll_interval=read.number("GEONODE_BATCH_POLL_INTERVAL", float, above=0),
             batch_timeout=read.number("GEONODE_BATCH_TIMEOUT", float, above=0),
+            backoff_base=read.number("GEONODE_BACKOFF_BASE", float, minimum=0),
+            backoff_max=read.number("GEONODE_BACKOFF_MAX", float, minimum=0),
             fetcher=read.choice("INCRECRAWL_FETCHER", FETCHERS),
             db_path=read.text("INCRECRAWL_DB"),
             db_lock_timeout=read.number("INCRECRAWL_DB_LOCK_TIMEOUT", float, minimum=0),
@@ -151,6 +167,10 @@ class IncrecrawlConfig:
             flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
             sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),
             sitemap_max_depth=read.number("INCRECRAWL_SITEMAP_MAX_DEPTH", int, minimum=0),
+            include_subdomains=read.flag("INCRECRAWL_INCLUDE_SUBDOMAINS"),
+            url_field=read.text("INCRECRAWL_URL_FIELD"),
+            content_field=read.text("INCRECRAWL_CONTENT_FIELD"),
+            clock=read.clock("INCRECRAWL_CLOCK"),
         )
         config._check_consistency()
         return config
@@ -245,6 +265,20 @@ class _Reader:
         if maximum is not None and number > maximum:
             raise ConfigError(name, value, f"must be at most {maximum:g}")
         return number
+
+    def clock(self, name: str) -> Callable[[], float]:
+        # A hook for tests and simulations: a callable returning Unix seconds.
+        value = self.raw(name)
+        if value is None:
+            return time.time
+        if isinstance(value, str):
+            try:
+                value = load_object(value)
+            except (ImportError, NameError, ValueError) as exc:
+                raise ConfigError(name, value, f"cannot be imported ({exc})") from None
+        if not callable(value):
+            raise ConfigError(name, value, "must be a callable returning Unix seconds")
+        return cast("Callable[[], float]", value)
 
     def choice(self, name: str, allowed: tuple[str, ...]) -> str:
         value = self.raw(name)

@@ -9,6 +9,9 @@ BOT_NAME = "increcrawl_scrapy"
 SPIDER_MODULES = ["increcrawl_scrapy.spiders"]
 NEWSPIDER_MODULE = "increcrawl_scrapy.spiders"
 
+# The Geonode middleware and the state pipeline, as an embedding project gets them.
+ADDONS = {"increcrawl_scrapy.Addon": 300}
+
 ROBOTSTXT_OBEY = True
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FEED_EXPORT_ENCODING = "utf-8"

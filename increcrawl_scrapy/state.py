@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from increcrawl_scrapy.schedule import Outcome, RevisitPolicy, classify
 from increcrawl_scrapy.urls import normalize_url
@@ -108,6 +110,18 @@ RUN_COUNTS = (
 )
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _serialized(method: _F) -> _F:
+    @functools.wraps(method)
+    def wrapper(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        with self._mutex:
+            return method(self, *args, **kwargs)
+
+    return cast("_F", wrapper)
+
+
 class StateError(RuntimeError):
     """The state database cannot be used; the message says why and what to do."""
 
@@ -191,6 +205,7 @@ class StateStore:
         self._last_flush = time.monotonic()
         self._run_seeds: dict[int, str] = {}
         self._lock_file: Any = None
+        self._mutex = threading.RLock()
         if exclusive:
             self._lock_file = self._take_crawl_lock()
         self._db = self._open()
@@ -200,13 +215,13 @@ class StateStore:
         cls,
         config: IncrecrawlConfig,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         exclusive: bool = False,
     ) -> StateStore:
         return cls(
             config.db_path,
             policy=RevisitPolicy.from_config(config),
-            clock=clock,
+            clock=clock or config.clock,
             missing_runs=config.missing_runs,
             revive_gone=config.revive_gone,
             flush_items=config.flush_items,
@@ -245,7 +260,11 @@ class StateStore:
 
     def _open(self) -> sqlite3.Connection:
         existed = Path(self.path).exists() and Path(self.path).stat().st_size > 0
-        db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
+        # One connection, used by one thread at a time (the reactor, or a worker
+        # thread during discovery): _serialized guards every public method.
+        db = sqlite3.connect(
+            self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+        )
         db.row_factory = sqlite3.Row
         try:
             self._check_identity(db, existed)
@@ -322,6 +341,7 @@ class StateStore:
 
     # -- runs ----------------------------------------------------------------
 
+    @_serialized
     def start_run(self, seed: str) -> int:
         with self._transaction() as db:
             cursor = db.execute(
@@ -331,6 +351,7 @@ class StateStore:
         self._run_seeds[run_id] = seed
         return run_id
 
+    @_serialized
     def finish_run(
         self,
         run_id: int,
@@ -358,6 +379,7 @@ class StateStore:
                 },
             )
 
+    @_serialized
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT * FROM runs" + (" WHERE seed = ?" if seed else "") + " ORDER BY id"
         return [dict(row) for row in self._db.execute(query, (seed,) if seed else ())]
@@ -372,22 +394,29 @@ class StateStore:
 
     # -- discovery -----------------------------------------------------------
 
+    @_serialized
     def upsert_discovered(self, run_id: int, entries: Iterable[tuple[str, str | None]]) -> int:
         """Record ``(url, lastmod)`` pairs seen by this run's discovery, in one
-        transaction. A changed lastmod makes the row due now. Returns how many."""
+        transaction. A changed lastmod makes the row due now. URLs that cannot be
+        normalized are skipped. Returns how many pairs were recorded."""
         self.flush()  # pending results must not overwrite what discovery decides
         seed = self._seed_of(run_id)
         now = self.clock()
-        rows = [
-            (self.normalize(url), url, seed, now, run_id, self.policy.default_interval, lastmod)
-            for url, lastmod in entries
-        ]
+        interval = self.policy.default_interval
+        rows = []
+        for url, lastmod in entries:
+            try:
+                key = self.normalize(url)
+            except ValueError:
+                continue
+            rows.append((key, url, seed, now, run_id, interval, lastmod, int(self.revive_gone)))
         if not rows:
             return 0
         with self._transaction() as db:
-            db.executemany(_UPSERT_DISCOVERED, [(*row, int(self.revive_gone)) for row in rows])
+            db.executemany(_UPSERT_DISCOVERED, rows)
         return len(rows)
 
+    @_serialized
     def mark_missing(self, run_id: int) -> MissingResult:
         """After a complete discovery: rows of the run's seed it did not see get
         ``missing_runs + 1``; those reaching the threshold become due now."""
@@ -414,6 +443,7 @@ class StateStore:
 
     # -- the change queue ----------------------------------------------------
 
+    @_serialized
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
         """Rows of *seed* not gone whose next check has come, most overdue first."""
         self.flush()
@@ -425,6 +455,7 @@ class StateStore:
         )
         return [_page(row) for row in rows]
 
+    @_serialized
     def get(self, url: str) -> PageState | None:
         """The current state of *url* (normalized here), pending results included."""
         key = self.normalize(url)
@@ -435,6 +466,7 @@ class StateStore:
         ).fetchone()
         return _page(row) if row else None
 
+    @_serialized
     def count(self, seed: str | None = None, **where: Any) -> int:
         """How many rows match; *where* names columns (``gone=True``)."""
         clauses = [f"{name} = ?" for name in where if name in _PAGE_COLUMNS]
@@ -450,6 +482,7 @@ class StateStore:
 
     # -- fetch results -------------------------------------------------------
 
+    @_serialized
     def record(
         self,
         url: str,
@@ -484,6 +517,7 @@ class StateStore:
             self.flush()
         return Recorded(outcome=outcome, page=page)
 
+    @_serialized
     def flush(self) -> int:
         """Write buffered results in one transaction. Returns how many rows."""
         self._last_flush = time.monotonic()
@@ -497,6 +531,7 @@ class StateStore:
         self._pending.clear()
         return len(pending)
 
+    @_serialized
     def close(self) -> None:
         """Flush and close; safe to call twice."""
         if self._db is None:

@@ -1,0 +1,34 @@
+"""``increcrawl_scrapy.Addon``: install the middleware and the pipeline in one line.
+
+    ADDONS = {"increcrawl_scrapy.Addon": 300}
+
+A project's own middlewares, pipelines and download handlers stay as they are;
+our components are only added where the project has not placed them itself, and
+the middleware only when pages are fetched through Geonode (a key is set).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+MIDDLEWARE_PRIORITY = 1000  # after Scrapy's own, next to the download handler
+PIPELINE_PRIORITY = 300
+
+
+class Addon:
+    def update_settings(self, settings: BaseSettings) -> None:
+        from increcrawl_scrapy.config import IncrecrawlConfig
+        from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
+        from increcrawl_scrapy.pipelines import IncrementalStatePipeline
+
+        # Validates every setting now, so a bad value stops the crawl before it starts.
+        if IncrecrawlConfig.from_settings(settings).uses_geonode:
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", GeonodeExtractMiddleware, MIDDLEWARE_PRIORITY
+            )
+        settings.setdefault_in_component_priority_dict(
+            "ITEM_PIPELINES", IncrementalStatePipeline, PIPELINE_PRIORITY
+        )

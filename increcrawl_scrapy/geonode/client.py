@@ -1,0 +1,242 @@
+"""An asyncio client for the Geonode Scraper API, used from inside the crawl.
+
+API-level failures are retried here (429, 5xx, ``retryable: true``, transport
+errors) with exponential backoff and jitter, honouring ``Retry-After``; site-level
+outcomes are left to Scrapy. At most ``GEONODE_CONCURRENCY`` calls are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from increcrawl_scrapy.geonode.errors import (
+    GeonodeApiError,
+    GeonodeBadAnswer,
+    GeonodeFatalError,
+    GeonodeRetriesExhausted,
+)
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+FATAL_STATUSES = {401: "geonode_bad_key", 402: "geonode_quota_exhausted"}
+_MAX_RETRY_AFTER = 300.0
+
+
+def stat(stats: StatsCollector | None, key: str, count: int = 1) -> None:
+    """Increment ``geonode/<key>``; the one place Geonode stats keys are built."""
+    if stats is not None:
+        stats.inc_value(f"geonode/{key}", count)
+
+
+class GeonodeClient:
+    def __init__(
+        self,
+        config: IncrecrawlConfig,
+        stats: StatsCollector | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not config.api_key:
+            raise ValueError("GeonodeClient needs GEONODE_API_KEY")
+        self.config = config
+        self.stats = stats
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self._session: aiohttp.ClientSession | None = None
+        self._slots: asyncio.Semaphore | None = None
+        # The API's own timeout covers queue wait and the fetch; give it room to answer.
+        self._timeout = aiohttp.ClientTimeout(total=config.timeout_ms / 1000 + 5)
+
+    # -- the documented calls ------------------------------------------------
+
+    async def extract(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.call("POST", "/v1/extract", body)
+        _require(answer, "metadata", dict)
+        return answer
+
+    async def submit_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.call("POST", "/v1/batch", body)
+        _require(answer, "job_id", str)
+        stat(self.stats, "batch/jobs")
+        return answer
+
+    async def batch_status(self, job_id: str, page: int = 1, page_size: int = 50) -> dict[str, Any]:
+        answer = await self.call(
+            "GET", f"/v1/batch/{job_id}", params={"page": page, "page_size": page_size}
+        )
+        _require(answer, "status", str)
+        return answer
+
+    async def cancel_batch(self, job_id: str) -> None:
+        try:
+            await self.call("DELETE", f"/v1/batch/{job_id}")
+        except GeonodeApiError as exc:
+            if exc.status != 409:  # already finished: nothing to cancel
+                raise
+
+    async def map(self, url: str) -> list[str]:
+        answer = await self.call("POST", "/v1/map", {"url": url})
+        links = answer.get("links")
+        if links is None:
+            links = []
+        if not isinstance(links, list):
+            raise GeonodeBadAnswer("map answer has no list of links")
+        found = []
+        for link in links:
+            value = link.get("url") if isinstance(link, dict) else None
+            if isinstance(value, str):
+                found.append(value)
+        if answer.get("warning"):
+            logger.warning("Geonode map of %s: %s", url, answer["warning"])
+        return found
+
+    # -- transport -----------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                base_url=self.config.api_url + "/",
+                headers={"X-Api-Key": self.config.api_key or ""},
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(limit=self.config.concurrency),
+            )
+            self._slots = asyncio.Semaphore(self.config.concurrency)
+        return self._session
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One API call with retries; returns the JSON object of a 2xx answer."""
+        attempt = 0
+        while True:
+            retry_after, problem = await self._attempt(method, path, body, params)
+            if isinstance(problem, dict):
+                return problem
+            if attempt >= self.config.max_retries:
+                raise GeonodeRetriesExhausted(
+                    f"{method} {path} failed after {attempt + 1} attempts: {problem}"
+                )
+            delay = self._delay(attempt, retry_after)
+            attempt += 1
+            stat(self.stats, "retries")
+            stat(self.stats, "retries/backoff_ms", round(delay * 1000))
+            logger.debug(
+                "Geonode %s %s: %s; retry %d in %.2fs", method, path, problem, attempt, delay
+            )
+            await asyncio.sleep(delay)
+
+    async def _attempt(
+        self, method: str, path: str, body: dict[str, Any] | None, params: dict[str, Any] | None
+    ) -> tuple[float | None, dict[str, Any] | str]:
+        """One try. Returns ``(retry_after, json)`` on success or ``(retry_after,
+        reason)`` for a retryable failure; raises for final ones."""
+        session = self._ensure_session()
+        assert self._slots is not None
+        stat(self.stats, "requests")
+        try:
+            async with (
+                self._slots,
+                session.request(method, path.lstrip("/"), json=body, params=params) as answer,
+            ):
+                status = answer.status
+                raw = await answer.read()
+                retry_after = _retry_after(answer.headers.get("Retry-After"))
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            stat(self.stats, "errors/transport")
+            return None, f"transport error {type(exc).__name__}"
+        stat(self.stats, f"status/{status}")
+        logger.debug("Geonode %s %s -> %s", method, path, status)
+        parsed = _json(raw)
+        if 200 <= status < 300:
+            if not isinstance(parsed, dict):
+                raise GeonodeBadAnswer(f"{method} {path} answered {status} without a JSON object")
+            tokens = parsed.get("tokens_charged")
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+                stat(self.stats, "tokens_charged", tokens)
+            return retry_after, parsed
+        if status in FATAL_STATUSES:
+            raise GeonodeFatalError(
+                FATAL_STATUSES[status], f"Geonode API answered {status} to {method} {path}"
+            )
+        code, message, retryable = _error_fields(parsed)
+        if retryable is None:
+            retryable = status in RETRY_STATUSES
+        if retryable:
+            return retry_after, f"{status} {code or ''}".strip()
+        raise GeonodeApiError(status, code, message or _snippet(raw), parsed)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, _MAX_RETRY_AFTER)
+        ceiling = min(self.config.backoff_max, self.config.backoff_base * 2**attempt)
+        return ceiling * self._rng.uniform(0.5, 1.0)
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _error_fields(parsed: Any) -> tuple[str | None, str | None, bool | None]:
+    """(code, message, retryable) from any of the three documented error shapes."""
+    if not isinstance(parsed, dict):
+        return None, None, None  # e.g. a gateway's HTML page
+    error = parsed.get("error")
+    source: dict[str, Any] = error if isinstance(error, dict) else parsed
+    code = source.get("code")
+    message = source.get("message")
+    retryable = source.get("retryable")
+    if "detail" in parsed and code is None:
+        return "VALIDATION_ERROR", json.dumps(parsed["detail"])[:500], False
+    return (
+        code if isinstance(code, str) else None,
+        message if isinstance(message, str) else None,
+        retryable if isinstance(retryable, bool) else None,
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (moment - datetime.now(timezone.utc)).total_seconds())
+
+
+def _snippet(raw: bytes) -> str:
+    return raw[:200].decode("utf-8", "replace")
+
+
+def _require(answer: dict[str, Any], name: str, kind: type) -> None:
+    if not isinstance(answer.get(name), kind):
+        raise GeonodeBadAnswer(f"answer has no {name!r} of type {kind.__name__}")

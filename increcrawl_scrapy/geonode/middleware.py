@@ -1,0 +1,83 @@
+"""``GeonodeExtractMiddleware``: fetch pages through ``POST /v1/extract``.
+
+Install late in the chain (priority 1000, as the add-on does) so Scrapy's own
+middlewares see the request before and the rebuilt response after, exactly as for
+a direct download. Works in any Scrapy project with the asyncio reactor.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+
+from increcrawl_scrapy import compat
+from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.geonode.client import GeonodeClient
+from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeFatalError
+from increcrawl_scrapy.geonode.payload import (
+    build_response,
+    extract_body,
+    is_routed,
+    origin_status_answer,
+)
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+class GeonodeExtractMiddleware:
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> GeonodeExtractMiddleware:
+        return cls(crawler)
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        if not self.config.uses_geonode:
+            raise NotConfigured(
+                "no GEONODE_API_KEY (or INCRECRAWL_FETCHER='direct'): Scrapy fetches pages itself"
+            )
+        if not compat.asyncio_available():
+            raise NotConfigured(
+                "GeonodeExtractMiddleware needs TWISTED_REACTOR = "
+                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'"
+            )
+        self.crawler = crawler
+        self.client = GeonodeClient(self.config, crawler.stats)
+        self._closing = False
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    async def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> Response | None:
+        if not is_routed(request):
+            return None
+        try:
+            answer = await self.client.extract(extract_body(request, self.config))
+        except GeonodeFatalError as exc:
+            self._close(exc.reason, str(exc))
+            raise IgnoreRequest(f"Geonode API unusable ({exc.reason})") from None
+        except GeonodeApiError as exc:
+            status = exc.origin_status()
+            if status is None:
+                raise
+            answer = origin_status_answer(request, status, exc.body)
+        return build_response(request, answer)
+
+    def _close(self, reason: str, message: str) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        logger.error("%s; closing the spider (%s)", message, reason)
+        # Not awaited: closing waits for in-flight downloads, this one included.
+        deferred_from_coro(compat.close_spider(self.crawler, reason))
+
+    async def spider_closed(self) -> None:
+        await self.client.close()

@@ -1,0 +1,101 @@
+"""Mapping between Scrapy requests/responses and Geonode API bodies.
+
+``is_routed`` is the one predicate that decides whether a request goes through
+the API; every component asks it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy.http import HtmlResponse, Request, Response, TextResponse
+
+from increcrawl_scrapy.geonode.errors import GeonodeBadAnswer
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+CONDITIONAL_HEADERS = ("If-None-Match", "If-Modified-Since")
+#: ``request.meta`` keys: per-request API parameters (or False), and the raw answer.
+META_PARAMS = "geonode"
+META_ANSWER = "geonode_api_response"
+
+
+def is_routed(request: Request) -> bool:
+    """Whether *request* is fetched through ``/v1/extract``."""
+    params = request.meta.get(META_PARAMS, True)
+    if params is False:
+        return False
+    if request.url.split("?", 1)[0].endswith("/robots.txt"):
+        return False  # RobotsTxtMiddleware's own fetches
+    return request.url.startswith(("http://", "https://"))
+
+
+def extract_body(request: Request, config: IncrecrawlConfig) -> dict[str, Any]:
+    """The ``/v1/extract`` body for *request*: settings, then per-request overrides."""
+    body: dict[str, Any] = {
+        "url": request.url,
+        "formats": ["markdown"],
+        "render_js": config.render_js,
+        "timeout": config.timeout_ms,
+    }
+    headers = conditional_headers(request)
+    if headers:
+        body["headers"] = headers
+    params = request.meta.get(META_PARAMS)
+    if isinstance(params, dict):
+        body.update(params)
+    return body
+
+
+def conditional_headers(request: Request) -> dict[str, str]:
+    found = {}
+    for name in CONDITIONAL_HEADERS:
+        value = request.headers.get(name)
+        if value:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+def build_response(request: Request, answer: dict[str, Any]) -> Response:
+    """A response with the request's identity: original URL, origin status,
+    extracted content as body, the raw answer in ``meta``, flag ``geonode``."""
+    metadata = answer.get("metadata")
+    status = metadata.get("http_status") if isinstance(metadata, dict) else None
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise GeonodeBadAnswer(f"extract answer for {request.url} has no origin status")
+    data = answer.get("data")
+    if not isinstance(data, dict):
+        data = {}
+    request.meta[META_ANSWER] = answer
+    markdown, html = data.get("markdown"), data.get("html")
+    if not isinstance(markdown, str) and isinstance(html, str):
+        return HtmlResponse(
+            url=request.url,
+            status=status,
+            body=html.encode("utf-8"),
+            encoding="utf-8",
+            request=request,
+            flags=["geonode"],
+            headers={"Content-Type": "text/html; charset=utf-8"},
+        )
+    text = markdown if isinstance(markdown, str) else ""
+    return TextResponse(
+        url=request.url,
+        status=status,
+        body=text.encode("utf-8"),
+        encoding="utf-8",
+        request=request,
+        flags=["geonode"],
+        headers={"Content-Type": "text/markdown; charset=utf-8"},
+    )
+
+
+def origin_status_answer(request: Request, status: int, error: Any) -> dict[str, Any]:
+    """An extract answer for an origin status the API reported as an error."""
+    return {
+        "data": {"markdown": None, "html": None},
+        "metadata": {"url": request.url, "http_status": status},
+        "tokens_charged": 0,
+        "reported_as_error": error,
+    }

@@ -1,0 +1,112 @@
+"""``IncrementalStatePipeline``: fingerprint, compare, record, label the item."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem
+
+from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.fingerprint import compile_patterns, content_fingerprint
+from increcrawl_scrapy.schedule import Outcome
+from increcrawl_scrapy.shared_state import seed_of, store_for
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+    from increcrawl_scrapy.state import StateStore
+
+logger = logging.getLogger(__name__)
+
+UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
+
+
+def stat(crawler: Crawler, key: str, count: int = 1) -> None:
+    """Increment ``increcrawl/<key>``; the one place these stats keys are built."""
+    if crawler.stats is not None:
+        crawler.stats.inc_value(f"increcrawl/{key}", count)
+
+
+class IncrementalStatePipeline:
+    """Works on any item type (itemadapter) that has a URL and a content field
+    (``INCRECRAWL_URL_FIELD``, ``INCRECRAWL_CONTENT_FIELD``). Items may carry
+    ``http_status`` (default 200), ``fetcher``, ``etag`` and ``last_modified``."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> IncrementalStatePipeline:
+        return cls(crawler)
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        compile_patterns(self.config.volatile_patterns)  # a bad pattern stops the crawl now
+        self.store: StateStore | None = None
+
+    def open_spider(self, spider: Spider | None = None) -> None:
+        self.store = store_for(self.crawler)
+
+    def close_spider(self, spider: Spider | None = None) -> None:
+        if self.store is not None:
+            self.store.flush()
+
+    def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        assert self.store is not None
+        adapter = ItemAdapter(item)
+        url = adapter.get(self.config.url_field)
+        if not url:
+            return item  # not a page: nothing to keep state for
+        status = int(adapter.get("http_status") or 200)
+        content = adapter.get(self.config.content_field)
+        content_hash = None
+        if 200 <= status < 300 and content is not None:
+            content_hash = content_fingerprint(str(content), self.config.volatile_patterns)
+        validators = None
+        if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
+            validators = (adapter.get("etag"), adapter.get("last_modified"))
+        try:
+            recorded = self.store.record(
+                url,
+                status,
+                seed=seed_of(self.crawler),
+                content_hash=content_hash,
+                validators=validators,
+            )
+        except ValueError as exc:  # not an absolute http(s) URL
+            stat(self.crawler, "invalid_urls")
+            raise DropItem(f"cannot keep state for {url!r}: {exc}", log_level="WARNING") from None
+        outcome, page = recorded.outcome, recorded.page
+        if outcome is Outcome.ERROR:
+            stat(self.crawler, "errors")
+            raise DropItem(f"{url} failed ({status or 'no answer'}); left due", log_level="DEBUG")
+        stat(self.crawler, outcome.change)
+        _label(
+            adapter,
+            change=outcome.change,
+            normalized_url=page.normalized_url,
+            content_hash=page.content_hash,
+            fetched_at=_iso(page.last_fetched),
+            etag=page.etag,
+            last_modified=page.last_modified,
+        )
+        if self.config.export == "changes" and outcome in UNCHANGED:
+            raise DropItem(f"{url} unchanged", log_level="DEBUG")
+        return item
+
+
+def _label(adapter: ItemAdapter, **fields: Any) -> None:
+    for name, value in fields.items():
+        if name in ("etag", "last_modified") and adapter.get(name) is not None:
+            continue
+        with contextlib.suppress(KeyError):  # an item class without this field
+            adapter[name] = value
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,84 @@
+"""Run whole crawls in-process, against loopback servers, and return what they did."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
+
+from increcrawl_scrapy import settings as project_settings
+from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+
+KEY = "test-key-0123456789"
+
+
+@dataclass
+class CrawlResult:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    def changes(self, kind: str) -> set[str]:
+        return {item["url"] for item in self.items if item.get("change") == kind}
+
+
+class _Capture(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(self.format(record))
+
+
+def crawl_settings(db: str, clock: Any, api: Any = None, **extra: Any) -> dict[str, Any]:
+    values = {
+        name: getattr(project_settings, name) for name in dir(project_settings) if name.isupper()
+    }
+    values.update(
+        {
+            "INCRECRAWL_DB": db,
+            "INCRECRAWL_CLOCK": clock,
+            "LOG_LEVEL": "DEBUG",
+            "TELNETCONSOLE_ENABLED": False,
+            "GEONODE_BATCH_POLL_INTERVAL": 0.05,
+            "GEONODE_BACKOFF_BASE": 0.05,
+            "GEONODE_BACKOFF_MAX": 0.5,
+            "RETRY_TIMES": 1,
+        }
+    )
+    if api is not None:
+        values.update({"GEONODE_API_URL": api.url, "GEONODE_API_KEY": KEY})
+    else:
+        values["INCRECRAWL_FETCHER"] = "direct"
+    values.update(extra)
+    return values
+
+
+async def run_crawl(settings: dict[str, Any], **spider_args: Any) -> CrawlResult:
+    result = CrawlResult()
+    crawler = Crawler(IncrementalSpider, Settings(settings))
+
+    def scraped(item: Any) -> None:
+        result.items.append(dict(item))
+
+    def closed(reason: str) -> None:
+        result.reason = reason
+
+    crawler.signals.connect(scraped, signal=signals.item_scraped)
+    crawler.signals.connect(closed, signal=signals.spider_closed)
+    handler = _Capture(result.log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        await crawler.crawl(**spider_args)
+    finally:
+        root.removeHandler(handler)
+    result.stats = dict(crawler.stats.get_stats()) if crawler.stats else {}
+    return result
