@@ -13,7 +13,7 @@ from scrapy.exceptions import DropItem
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.fingerprint import compile_patterns, content_fingerprint
 from increcrawl_scrapy.schedule import Outcome
-from increcrawl_scrapy.shared_state import seed_of, store_for
+from increcrawl_scrapy.shared_state import crawl_state
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -46,9 +46,11 @@ class IncrementalStatePipeline:
         self.config = IncrecrawlConfig.from_settings(crawler.settings)
         compile_patterns(self.config.volatile_patterns)  # a bad pattern stops the crawl now
         self.store: StateStore | None = None
+        self.seed = ""
 
     def open_spider(self, spider: Spider | None = None) -> None:
-        self.store = store_for(self.crawler)
+        state = crawl_state(self.crawler)
+        self.store, self.seed = state.store, state.seed
 
     def close_spider(self, spider: Spider | None = None) -> None:
         if self.store is not None:
@@ -60,7 +62,8 @@ class IncrementalStatePipeline:
         url = adapter.get(self.config.url_field)
         if not url:
             return item  # not a page: nothing to keep state for
-        status = int(adapter.get("http_status") or 200)
+        status = adapter.get("http_status")
+        status = 200 if status is None else int(status)
         content = adapter.get(self.config.content_field)
         content_hash = None
         if 200 <= status < 300 and content is not None:
@@ -72,7 +75,7 @@ class IncrementalStatePipeline:
             recorded = self.store.record(
                 url,
                 status,
-                seed=seed_of(self.crawler),
+                seed=self.seed,
                 content_hash=content_hash,
                 validators=validators,
             )

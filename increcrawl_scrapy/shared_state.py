@@ -1,8 +1,8 @@
-"""One state store per crawl, shared by the spider and the pipeline.
+"""One state store and one run row per crawl, shared by the spider and the pipeline.
 
 Both need the same SQLite connection (results buffered by the pipeline must be
 visible to the spider's queue), so the store is opened once per crawler, on first
-use, and closed on ``spider_closed`` after every other handler connected earlier.
+use; the run is finished and the store closed on ``spider_closed``.
 """
 
 from __future__ import annotations
@@ -10,40 +10,73 @@ from __future__ import annotations
 import logging
 import os
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state import RUN_COUNTS, StateStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-_STORES: WeakKeyDictionary[Crawler, StateStore] = WeakKeyDictionary()
+_STATES: WeakKeyDictionary[Crawler, CrawlState] = WeakKeyDictionary()
+_CLOSED: WeakSet[Crawler] = WeakSet()
 
 
-def store_for(crawler: Crawler) -> StateStore:
-    """The crawl's state store, opened (with the crawl lock) on first call."""
-    store = _STORES.get(crawler)
-    if store is None:
+class CrawlState:
+    """The crawl's store and its run row."""
+
+    def __init__(self, crawler: Crawler) -> None:
         config = IncrecrawlConfig.from_settings(crawler.settings)
         path = os.path.abspath(config.db_path)
         if path != config.db_path:
             # Under Scrapyd the working directory is Scrapyd's, not the project's.
             logger.info("INCRECRAWL_DB %r resolved to %s", config.db_path, path)
-        store = StateStore.from_config(config, exclusive=True)
-        _STORES[crawler] = store
+        self.crawler = crawler
+        self.store = StateStore.from_config(config, exclusive=True)
+        self.seed = seed_of(crawler)
+        self.run_id = self.store.start_run(self.seed)
+        #: Set by a spider that discovers; None for an embedding project's spiders.
+        self.discovery_complete: bool | None = None
 
-        def close(crawler: Crawler = crawler) -> None:
-            closing = _STORES.pop(crawler, None)
-            if closing is not None:
-                closing.close()
+    def close(self, reason: str) -> None:
+        """Finish the run with the crawl's counts, flush and close the store."""
+        try:
+            stats = self.crawler.stats
+            value = stats.get_value if stats is not None else (lambda key, default=0: default)
+            counts = {name: int(value(f"increcrawl/{name}", 0)) for name in RUN_COUNTS[:7]}
+            counts["api_requests"] = int(value("geonode/requests", 0))
+            counts["tokens_charged"] = int(value("geonode/tokens_charged", 0))
+            self.store.finish_run(
+                self.run_id,
+                counts,
+                discovery_complete=self.discovery_complete,
+                close_reason=reason,
+            )
+        finally:
+            self.store.close()
 
-        crawler.signals.connect(close, signal=signals.spider_closed, weak=False)
-    return store
+
+def crawl_state(crawler: Crawler) -> CrawlState:
+    """The crawl's state, opened (with the crawl lock) on first call."""
+    state = _STATES.get(crawler)
+    if state is not None:
+        return state
+    if crawler in _CLOSED:
+        raise RuntimeError("the crawl's state store is already closed")
+    state = _STATES[crawler] = CrawlState(crawler)
+
+    def closed(reason: str, crawler: Crawler = crawler) -> None:
+        _CLOSED.add(crawler)
+        closing = _STATES.pop(crawler, None)
+        if closing is not None:
+            closing.close(reason)
+
+    crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+    return state
 
 
 def seed_of(crawler: Crawler) -> str:

@@ -469,7 +469,7 @@ class StateStore:
     @_serialized
     def count(self, seed: str | None = None, **where: Any) -> int:
         """How many rows match; *where* names columns (``gone=True``)."""
-        clauses = [f"{name} = ?" for name in where if name in _PAGE_COLUMNS]
+        clauses = [f"{name} IS ?" for name in where if name in _PAGE_COLUMNS]
         if len(clauses) != len(where):
             raise ValueError(f"unknown columns in {sorted(where)}")
         params = list(where.values())

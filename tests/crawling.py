@@ -75,10 +75,13 @@ async def run_crawl(settings: dict[str, Any], **spider_args: Any) -> CrawlResult
     handler = _Capture(result.log)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)
     root.addHandler(handler)
     try:
         await crawler.crawl(**spider_args)
     finally:
         root.removeHandler(handler)
+        root.setLevel(level)
     result.stats = dict(crawler.stats.get_stats()) if crawler.stats else {}
     return result

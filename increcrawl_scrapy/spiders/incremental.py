@@ -34,10 +34,11 @@ from increcrawl_scrapy.discovery import (
     robots_sitemaps,
 )
 from increcrawl_scrapy.geonode.client import GeonodeClient
+from increcrawl_scrapy.geonode.client import stat as geonode_stat
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError, origin_status_of
 from increcrawl_scrapy.markdown import html_to_markdown
-from increcrawl_scrapy.shared_state import store_for
-from increcrawl_scrapy.state import RUN_COUNTS, PageState, StateStore
+from increcrawl_scrapy.shared_state import crawl_state
+from increcrawl_scrapy.state import PageState, StateStore
 from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:
@@ -109,9 +110,9 @@ class IncrementalSpider(scrapy.Spider):
                 config.fetcher,
                 "no GEONODE_API_KEY" if not config.api_key else "key set",
             )
-        store = store_for(self.crawler)
-        self.run_id = store.start_run(self.increcrawl_seed)
-        self.discovery_complete = await self._discover(store)
+        state = crawl_state(self.crawler)
+        store, self.run_id = state.store, state.run_id
+        self.discovery_complete = state.discovery_complete = await self._discover(store)
         if self.discovery_complete:
             missing = store.mark_missing(self.run_id)
             self._stat("missing", missing.marked)
@@ -376,6 +377,10 @@ class IncrementalSpider(scrapy.Spider):
         page, seen = 1, set()
         while True:
             answer = await client.batch_status(job_id, page, BATCH_PAGE_SIZE)
+            if page == 1:
+                tokens = _mapping(answer.get("token_summary")).get("tokens_charged_total")
+                if isinstance(tokens, int) and tokens > 0:
+                    geonode_stat(self.crawler.stats, "tokens_charged", tokens)
             results = answer.get("results") or []
             for result in results:
                 if not isinstance(result, dict) or not isinstance(result.get("url"), str):
@@ -399,16 +404,6 @@ class IncrementalSpider(scrapy.Spider):
     async def closed(self, reason: str) -> None:
         if self._client is not None:
             await self._client.close()
-        if self.run_id is None:
-            return
-        stats = self.crawler.stats
-        value = stats.get_value if stats is not None else (lambda key, default=0: default)
-        counts = {name: int(value(f"increcrawl/{name}", 0)) for name in RUN_COUNTS[:7]}
-        counts["api_requests"] = int(value("geonode/requests", 0))
-        counts["tokens_charged"] = int(value("geonode/tokens_charged", 0))
-        store_for(self.crawler).finish_run(
-            self.run_id, counts, discovery_complete=self.discovery_complete, close_reason=reason
-        )
 
     def _stat(self, key: str, count: int = 1) -> None:
         if count and self.crawler.stats is not None:

@@ -84,6 +84,7 @@ class SampleSite:
         self._lastmod_bumps: dict[int, float] = {}
         self._deleted: dict[int, int] = {}
         self._failing: dict[int, int] = {}
+        self._failing_paths: dict[str, int] = {}
         self._unlisted: set[int] = set()
         self._deployed_at = _BASE_TIME
         self._generation = 0
@@ -212,6 +213,14 @@ class SampleSite:
                 self._failing.pop(i, None)
             else:
                 self._failing[i] = status
+
+    def fail_path(self, path: str, status: int | None = 500) -> None:
+        """Make any path (``/sitemap-2.xml.gz``, ``/robots.txt``) answer *status*."""
+        with self._lock:
+            if status is None:
+                self._failing_paths.pop(path, None)
+            else:
+                self._failing_paths[path] = status
 
     def drop_from_sitemap(self, i: int) -> None:
         """Page *i* leaves the sitemap but still answers."""
@@ -374,7 +383,10 @@ def _handler_for(site: SampleSite) -> type[QuietHandler]:
             path = urlsplit(self.path).path
             with site._lock:
                 site.counters["requests"] += 1
-            if path == "/robots.txt":
+                failing = site._failing_paths.get(path)
+            if failing is not None:
+                self.send_body(failing, b"failing on purpose", "text/plain")
+            elif path == "/robots.txt":
                 self.send_body(200, site.robots_txt(), "text/plain")
             elif path == "/sitemap.xml":
                 self.send_body(200, site.sitemap_index(), "application/xml")
