@@ -313,8 +313,9 @@ class SampleSite:
         return self._gz_cache[key]
 
     def page_html(self, i: int) -> str:
-        links = [f'<a href="/page/{j}">Page {j}</a>' for j in (i - 1, i + 1) if 0 <= j < self.pages]
-        links.append(f'<a href="/page/{(i + 2) % self.pages}/?utm_source=nav">Skip ahead</a>')
+        # Links only to older pages, so adding a page changes no other page.
+        links = [f'<a href="/page/{i - 1}">Page {i - 1}</a>'] if i else []
+        links.append(f'<a href="/page/{i // 2}/?utm_source=nav">Back to {i // 2}</a>')
         volatile = ""
         if self.kind(i) == "volatile":
             rendered = datetime.now(timezone.utc).isoformat()

@@ -1,0 +1,1 @@
+"""``scrapy increcrawl``: helpers that run outside the crawl (``check``, ``demo``)."""
