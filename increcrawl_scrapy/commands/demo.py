@@ -93,7 +93,7 @@ def _crawl(
         "-s",
         "LOG_LEVEL=WARNING",
     ]
-    done = subprocess.run(command, env=env, cwd=db.parent, check=False)
+    done = subprocess.run(command, env=env, cwd=db.parent, check=False)  # noqa: S603 - our argv
     if done.returncode != 0:
         print(f"scrapy crawl failed with exit code {done.returncode}")
         return None
