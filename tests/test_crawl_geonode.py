@@ -195,3 +195,13 @@ def test_the_spider_needs_a_seed_argument() -> None:
         IncrementalSpider()
     with pytest.raises(ValueError, match="sitemap_url"):
         IncrementalSpider(sitemap_url="not a url")
+
+
+@pytest_twisted.ensureDeferred
+async def test_client_keeps_to_geonode_concurrency(servers, tmp_path: Path, clock: Clock) -> None:
+    site, api = servers
+    api.configure(concurrency_limit=100, latency=0.2)
+    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, api, GEONODE_CONCURRENCY=3)
+    result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+    assert len(result.changes("new")) == 12
+    assert api.counters()["peak_concurrency"] == 3
