@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest_twisted
 import scrapy
 from scrapy.crawler import Crawler
@@ -13,7 +15,7 @@ from tests.crawling import KEY
 
 class PlainSpider(scrapy.Spider):
     name = "plain"
-    seen: list = []
+    seen: ClassVar[list] = []
 
     async def start(self):
         for url in self.urls:
