@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "GEONODE_API_URL": "https://scraper.geonode.io",
     "GEONODE_CONCURRENCY": 2,
     "GEONODE_RENDER_JS": False,
+    "GEONODE_FORMATS": ("markdown",),
     "GEONODE_TIMEOUT_MS": 60_000,
     "GEONODE_MAX_RETRIES": 5,
     "GEONODE_BATCH_MIN_URLS": 50,
@@ -83,6 +84,7 @@ class IncrecrawlConfig:
     api_url: str
     concurrency: int
     render_js: bool
+    formats: tuple[str, ...]
     timeout_ms: int
     max_retries: int
     batch_min_urls: int
@@ -139,6 +141,7 @@ class IncrecrawlConfig:
             api_url=read.text("GEONODE_API_URL").rstrip("/"),
             concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
             render_js=read.flag("GEONODE_RENDER_JS"),
+            formats=read.strings("GEONODE_FORMATS", check=_format),
             timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),
             max_retries=read.number("GEONODE_MAX_RETRIES", int, minimum=0),
             batch_min_urls=read.number("GEONODE_BATCH_MIN_URLS", int, minimum=1),
@@ -203,6 +206,11 @@ def redact(secret: str | None) -> str:
     if not secret:
         return "<unset>"
     return f"{secret[:4]}***" if len(secret) > 8 else "***"
+
+
+def _format(name: str, value: str) -> None:
+    if value not in ("markdown", "html"):
+        raise ConfigError(name, value, "formats are 'markdown' and 'html'")
 
 
 def _regex(name: str, value: str) -> None:

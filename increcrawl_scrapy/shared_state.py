@@ -33,8 +33,16 @@ class CrawlState:
         config = IncrecrawlConfig.from_settings(crawler.settings)
         path = os.path.abspath(config.db_path)
         if path != config.db_path:
-            # Under Scrapyd the working directory is Scrapyd's, not the project's.
-            logger.info("INCRECRAWL_DB %r resolved to %s", config.db_path, path)
+            if os.environ.get("SCRAPY_JOB"):  # set by Scrapyd for its jobs
+                logger.warning(
+                    "INCRECRAWL_DB %r is relative: under Scrapyd it resolves against "
+                    "Scrapyd's working directory, to %s. Give an absolute path "
+                    "(schedule.json setting=INCRECRAWL_DB=/path/to/state.sqlite)",
+                    config.db_path,
+                    path,
+                )
+            else:
+                logger.info("INCRECRAWL_DB %r resolved to %s", config.db_path, path)
         self.crawler = crawler
         self.store = StateStore.from_config(config, exclusive=True)
         self.seed = seed_of(crawler)

@@ -35,7 +35,7 @@ def extract_body(request: Request, config: IncrecrawlConfig) -> dict[str, Any]:
     """The ``/v1/extract`` body for *request*: settings, then per-request overrides."""
     body: dict[str, Any] = {
         "url": request.url,
-        "formats": ["markdown"],
+        "formats": list(config.formats),
         "render_js": config.render_js,
         "timeout": config.timeout_ms,
     }
@@ -69,7 +69,7 @@ def build_response(request: Request, answer: dict[str, Any]) -> Response:
         data = {}
     request.meta[META_ANSWER] = answer
     markdown, html = data.get("markdown"), data.get("html")
-    if not isinstance(markdown, str) and isinstance(html, str):
+    if isinstance(html, str):  # HTML asked for: selectors work as on a direct response
         return HtmlResponse(
             url=request.url,
             status=status,

@@ -310,7 +310,7 @@ class IncrementalSpider(scrapy.Spider):
         yield {
             "url": response.meta.get("increcrawl_url", response.url),
             "http_status": response.status,
-            "markdown": _markdown(response, geonode) if response.status == 200 else None,
+            "markdown": _markdown(response) if response.status == 200 else None,
             "fetcher": "geonode" if geonode else "direct",
             "etag": _header(response, "ETag"),
             "last_modified": _header(response, "Last-Modified"),
@@ -410,11 +410,12 @@ class IncrementalSpider(scrapy.Spider):
             self.crawler.stats.inc_value(f"increcrawl/{key}", count)
 
 
-def _markdown(response: scrapy.http.Response, geonode: bool) -> str:
-    if geonode or (isinstance(response, TextResponse) and not isinstance(response, HtmlResponse)):
-        return response.text if isinstance(response, TextResponse) else ""
+def _markdown(response: scrapy.http.Response) -> str:
+    """The page as markdown, whoever fetched it, so both paths hash the same text."""
     if isinstance(response, HtmlResponse):
         return html_to_markdown(response.body)
+    if isinstance(response, TextResponse):  # markdown from the API, or plain text
+        return response.text
     # Not text at all (a PDF, an image): its bytes still tell whether it changed.
     return f"binary sha256:{hashlib.sha256(response.body).hexdigest()}"
 

@@ -1,0 +1,75 @@
+"""increcrawl in an existing Scrapy project (examples/shop), enabled by the add-on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from tests.servers import REPO
+
+pytestmark = pytest.mark.e2e
+
+KEY = "shop-secret-key-77"
+SHOP = REPO / "examples" / "shop"
+
+
+def crawl(site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path) -> list[dict]:
+    env = {**os.environ, "GEONODE_API_KEY": KEY}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "products",
+            "-a",
+            f"start_url={site.url}/",
+            "-O",
+            str(feed),
+            "-s",
+            f"GEONODE_API_URL={api.url}",
+            "-s",
+            f"INCRECRAWL_DB={db}",
+        ],
+        cwd=SHOP,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert KEY not in done.stderr
+    return json.loads(feed.read_text())
+
+
+def test_shop_project_with_the_addon(tmp_path: Path) -> None:
+    db = tmp_path / "shop.sqlite"
+    with SampleSite(pages=10) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        first = crawl(site, api, db, tmp_path / "run1.json")
+        assert {item["link"] for item in first} == set(site.page_urls())
+        assert {item["change"] for item in first} == {"new"}
+        assert all(item["currency"] == "EUR" for item in first)  # its own pipeline ran
+        assert all(item["description"].startswith("Page ") for item in first)
+        # Every page request went through the API (robots.txt went to the site itself).
+        extracts = api.counters()["requests"]["POST /v1/extract"]
+        assert extracts == 1 + len(site.page_urls())
+        assert site.counters["pages"] == len(site.page_urls())
+        assert site.fetched["/page/0"] == 1
+        bodies = [entry["body"] for entry in api.counters()["bodies"]]
+        assert all(body["formats"] == ["html"] for body in bodies)
+
+        site.edit(4, text="A new description for product four.")
+        second = crawl(site, api, db, tmp_path / "run2.json")
+        assert [(item["link"], item["change"]) for item in second] == [
+            (site.page_url(4), "changed")
+        ]
+        assert second[0]["description"] == "A new description for product four."
+        assert second[0]["currency"] == "EUR"
