@@ -71,11 +71,20 @@ MIGRATIONS: tuple[str, ...] = (
         discovery_complete INTEGER
     );
     """,
-    # 2: run-scoped missing-marking (which run last saw a row), the queue index,
-    # and the run's due count and close reason.
+    # 2: the child sitemap that lists a row, digests of sitemaps read whole (an
+    # identical one is not read again), the queue index, the run's due count and
+    # close reason.
     """
-    ALTER TABLE pages ADD COLUMN last_seen_run INTEGER;
+    ALTER TABLE pages ADD COLUMN sitemap_url TEXT;
     CREATE INDEX pages_queue ON pages (seed, gone, next_check);
+    CREATE INDEX pages_sitemap ON pages (sitemap_url);
+    CREATE TABLE sitemaps (
+        seed    TEXT NOT NULL,
+        url     TEXT NOT NULL,
+        digest  TEXT NOT NULL,
+        read_at REAL NOT NULL,
+        PRIMARY KEY (seed, url)
+    ) WITHOUT ROWID;
     ALTER TABLE runs ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN close_reason TEXT;
     """,
@@ -151,7 +160,7 @@ class PageState:
     change_count: int
     fetch_count: int
     error_count: int
-    last_seen_run: int | None = None
+    sitemap_url: str | None = None
 
     @property
     def has_validators(self) -> bool:
@@ -343,10 +352,14 @@ class StateStore:
 
     @_serialized
     def start_run(self, seed: str) -> int:
+        """Record a new run of *seed*. Its discovery must happen on this store:
+        what the run has seen is kept in this connection's temporary tables."""
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO runs (seed, started_at) VALUES (?, ?)", (seed, self.clock())
             )
+            for statement in _statements(_RUN_TABLES):
+                db.execute(statement)
         run_id = int(cursor.lastrowid or 0)
         self._run_seeds[run_id] = seed
         return run_id
@@ -395,51 +408,107 @@ class StateStore:
     # -- discovery -----------------------------------------------------------
 
     @_serialized
-    def upsert_discovered(self, run_id: int, entries: Iterable[tuple[str, str | None]]) -> int:
-        """Record ``(url, lastmod)`` pairs seen by this run's discovery, in one
-        transaction. A changed lastmod makes the row due now. URLs that cannot be
-        normalized are skipped. Returns how many pairs were recorded."""
+    def upsert_discovered(
+        self,
+        run_id: int,
+        entries: Iterable[tuple[str, str | None]],
+        *,
+        sitemap_url: str | None = None,
+    ) -> int:
+        """Record ``(url, lastmod)`` pairs seen by this run's discovery (one chunk of
+        a sitemap), in one set-based transaction: new rows are inserted due now, a
+        changed lastmod makes a row due now, a row seen again is no longer missing.
+        URLs that cannot be normalized are skipped. Returns how many were recorded."""
         self.flush()  # pending results must not overwrite what discovery decides
-        seed = self._seed_of(run_id)
-        now = self.clock()
-        interval = self.policy.default_interval
-        rows = []
+        self._check_discovery_run(run_id)
+        rows: dict[str, tuple[str, str, str | None, str | None]] = {}
         for url, lastmod in entries:
             try:
                 key = self.normalize(url)
             except ValueError:
                 continue
-            rows.append((key, url, seed, now, run_id, interval, lastmod, int(self.revive_gone)))
+            rows.setdefault(key, (key, url, lastmod, sitemap_url))  # first spelling wins
         if not rows:
             return 0
+        params = {
+            "seed": self._seed_of(run_id),
+            "now": self.clock(),
+            "interval": self.policy.default_interval,
+            "revive": int(self.revive_gone),
+        }
         with self._transaction() as db:
-            db.executemany(_UPSERT_DISCOVERED, rows)
+            db.execute("DELETE FROM temp.chunk")
+            db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?)", rows.values())
+            for statement in _APPLY_CHUNK:
+                db.execute(statement, params)
         return len(rows)
 
     @_serialized
+    def sitemap_unchanged(self, run_id: int, sitemap_url: str, digest: str) -> bool:
+        """Whether *sitemap_url* is exactly what this seed read last time. If so the
+        caller need not read it again: its rows stay as they are and are not missing."""
+        self._check_discovery_run(run_id)
+        row = self._db.execute(
+            "SELECT digest FROM sitemaps WHERE seed = ? AND url = ?",
+            (self._seed_of(run_id), sitemap_url),
+        ).fetchone()
+        if row is None or row["digest"] != digest:
+            return False
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+        return True
+
+    @_serialized
+    def sitemap_read(self, run_id: int, sitemap_url: str, digest: str) -> None:
+        """*sitemap_url* was read whole this run: remember its digest. Rows it
+        listed before and no longer lists are no longer attached to it."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
+                "AND normalized_url NOT IN temp.seen",
+                (sitemap_url,),
+            )
+            db.execute(
+                "INSERT INTO sitemaps (seed, url, digest, read_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
+                "read_at = excluded.read_at",
+                (self._seed_of(run_id), sitemap_url, digest, self.clock()),
+            )
+
+    @_serialized
     def mark_missing(self, run_id: int) -> MissingResult:
-        """After a complete discovery: rows of the run's seed it did not see get
-        ``missing_runs + 1``; those reaching the threshold become due now."""
+        """After a complete discovery: rows of the run's seed it did not see (and
+        that no unchanged sitemap lists) get ``missing_runs + 1``; those reaching
+        the threshold become due now. Absence never marks a row gone."""
         self.flush()
+        self._check_discovery_run(run_id)
         params = {
             "seed": self._seed_of(run_id),
-            "run": run_id,
             "now": self.clock(),
             "n": self.missing_runs,
         }
         with self._transaction() as db:
+            db.execute("DELETE FROM temp.missing")
+            db.execute(_FIND_MISSING, params)
             due = db.execute(
-                "SELECT count(*) FROM pages WHERE seed = :seed AND gone = 0 "
-                "AND last_seen_run IS NOT :run AND missing_runs + 1 = :n",
+                "SELECT count(*) FROM pages WHERE normalized_url IN temp.missing "
+                "AND missing_runs + 1 = :n",
                 params,
             ).fetchone()[0]
             marked = db.execute(
                 "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
                 "WHEN missing_runs + 1 = :n THEN min(next_check, :now) ELSE next_check END "
-                "WHERE seed = :seed AND gone = 0 AND last_seen_run IS NOT :run",
+                "WHERE normalized_url IN temp.missing",
                 params,
             ).rowcount
         return MissingResult(marked=marked, due=due)
+
+    def _check_discovery_run(self, run_id: int) -> None:
+        if run_id != max(self._run_seeds, default=None):
+            raise ValueError(
+                f"run {run_id} was not started on this store (or a later run was): "
+                "discovery must follow start_run() on the same StateStore"
+            )
 
     # -- the change queue ----------------------------------------------------
 
@@ -622,22 +691,56 @@ def _apply(
     return replace(page, **changes)
 
 
-_UPSERT_DISCOVERED = """
-INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, last_seen_run,
-                   next_check, interval_s, sitemap_lastmod)
-VALUES (?1, ?2, ?3, ?4, ?4, ?5, 0, ?6, ?7)
-ON CONFLICT (normalized_url) DO UPDATE SET
-    last_seen = excluded.last_seen,
-    last_seen_run = excluded.last_seen_run,
-    missing_runs = 0,
-    next_check = CASE
-        WHEN pages.gone = 1 AND ?8 THEN excluded.last_seen
-        WHEN excluded.sitemap_lastmod IS NOT NULL AND pages.sitemap_lastmod IS NOT NULL
-             AND excluded.sitemap_lastmod != pages.sitemap_lastmod
-            THEN min(pages.next_check, excluded.last_seen)
-        ELSE pages.next_check END,
-    gone = CASE WHEN ?8 THEN 0 ELSE pages.gone END,
-    sitemap_lastmod = coalesce(excluded.sitemap_lastmod, pages.sitemap_lastmod)
+#: Per-connection tables of the current run: the chunk being applied, every URL
+#: seen, sitemaps found unchanged, and rows found missing.
+_RUN_TABLES = """
+CREATE TEMP TABLE IF NOT EXISTS chunk (
+    normalized_url TEXT PRIMARY KEY, url TEXT, lastmod TEXT, sitemap_url TEXT
+) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS seen (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID;
+DELETE FROM temp.chunk;
+DELETE FROM temp.seen;
+DELETE FROM temp.unchanged;
+DELETE FROM temp.missing
+"""
+
+_APPLY_CHUNK = (
+    # Rows seen again: a changed lastmod (or a revived gone row) is due now.
+    """
+    UPDATE pages SET
+        last_seen = :now,
+        missing_runs = 0,
+        sitemap_url = coalesce(c.sitemap_url, pages.sitemap_url),
+        next_check = CASE
+            WHEN pages.gone = 1 AND :revive THEN :now
+            WHEN c.lastmod IS NOT NULL AND pages.sitemap_lastmod IS NOT NULL
+                 AND c.lastmod != pages.sitemap_lastmod THEN min(pages.next_check, :now)
+            ELSE pages.next_check END,
+        gone = CASE WHEN :revive THEN 0 ELSE pages.gone END,
+        sitemap_lastmod = coalesce(c.lastmod, pages.sitemap_lastmod)
+    FROM temp.chunk AS c
+    WHERE c.normalized_url = pages.normalized_url
+    """,
+    # Then rows discovery has never seen: due now, default interval.
+    """
+    INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
+                       interval_s, sitemap_lastmod, sitemap_url)
+    SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url
+    FROM temp.chunk AS c
+    WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+    """,
+    "INSERT OR IGNORE INTO temp.seen SELECT normalized_url FROM temp.chunk",
+)
+
+_FIND_MISSING = """
+INSERT INTO temp.missing
+SELECT p.normalized_url FROM pages AS p
+WHERE p.seed = :seed AND p.gone = 0
+  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
+  AND (p.sitemap_url IS NULL
+       OR NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = p.sitemap_url))
 """
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *_RESULT_COLUMNS)

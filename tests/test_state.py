@@ -411,3 +411,44 @@ def test_sigkill_mid_batch_keeps_the_database_sound(
         assert count == 2000
     with StateStore(path) as store:
         assert store.count() >= 2000 * (last + 1)
+
+
+def test_an_identical_sitemap_is_not_applied_again(store: StateStore, clock: Clock) -> None:
+    child = "https://example.com/sitemap-1.xml"
+    urls = [f"https://example.com/{i}" for i in range(3)]
+    run = store.start_run(SEED)
+    assert store.sitemap_unchanged(run, child, "d1") is False
+    store.upsert_discovered(run, [(u, None) for u in urls], sitemap_url=child)
+    store.sitemap_read(run, child, "d1")
+    store.mark_missing(run)
+    # Next run: same digest, nothing applied, and its rows are not missing.
+    clock.advance(3600)
+    run = store.start_run(SEED)
+    assert store.sitemap_unchanged(run, child, "d1") is True
+    assert store.mark_missing(run).marked == 0
+    # The child changes and drops a URL: that row is missing from then on,
+    # also in later runs where the (new) child is unchanged.
+    for n in (1, 2, 3):
+        clock.advance(3600)
+        run = store.start_run(SEED)
+        if not store.sitemap_unchanged(run, child, "d2"):
+            store.upsert_discovered(run, [(u, None) for u in urls[:2]], sitemap_url=child)
+            store.sitemap_read(run, child, "d2")
+        store.mark_missing(run)
+        assert store.get(urls[2]).missing_runs == n
+        assert store.get(urls[0]).missing_runs == 0
+
+
+def test_duplicates_in_one_chunk_are_one_row_with_the_first_spelling(store: StateStore) -> None:
+    run = store.start_run(SEED)
+    entries = [("https://example.com/a", "2024-01-01")] + [("https://EXAMPLE.com/a/", None)] * 1000
+    assert store.upsert_discovered(run, entries) == 1
+    assert store.get("https://example.com/a").url == "https://example.com/a"
+
+
+def test_discovery_belongs_to_the_store_that_started_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "two.sqlite"
+    with StateStore(path) as first:
+        run = first.start_run(SEED)
+        with StateStore(path) as second, pytest.raises(ValueError, match="same StateStore"):
+            second.upsert_discovered(run, [("https://example.com/x", None)])

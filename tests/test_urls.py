@@ -103,3 +103,35 @@ def test_idempotent_on_awkward_parts(
     once = normalize_url(url, strip_trailing_slash=strip)
     assert normalize_url(once, strip_trailing_slash=strip) == once
     assert "#" not in once
+
+
+_label = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,6}[a-z0-9])?", fullmatch=True)
+_segment = st.from_regex(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,8}", fullmatch=True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    labels=st.lists(_label, min_size=1, max_size=3),
+    port=st.one_of(st.none(), st.integers(1, 70000)),
+    segments=st.lists(_segment, max_size=4),
+)
+def test_fast_path_agrees_with_the_full_rules(scheme, labels, port, segments) -> None:
+    from increcrawl_scrapy.config import DEFAULT_TRACKING_PARAMS
+    from increcrawl_scrapy.urls import _full_rules
+
+    url = f"{scheme}://{'.'.join(labels)}{f':{port}' if port else ''}/{'/'.join(segments)}"
+    for strip in (True, False):
+        try:
+            expected = _full_rules(url, DEFAULT_TRACKING_PARAMS, strip)
+        except ValueError:
+            with pytest.raises(ValueError):
+                normalize_url(url, strip_trailing_slash=strip)
+            continue
+        assert normalize_url(url, strip_trailing_slash=strip) == expected
+
+
+def test_fast_path_leaves_default_ports_to_the_full_rules() -> None:
+    assert normalize_url("http://example.com:80/a") == "http://example.com/a"
+    assert normalize_url("https://example.com:443/") == "https://example.com/"
+    assert normalize_url("https://example.com:80/") == "https://example.com:80/"

@@ -193,7 +193,7 @@ class IncrementalSpider(scrapy.Spider):
                 continue
             try:
                 stats, children, recorded, invalid = await compat.in_thread(
-                    self._ingest, store, response.body
+                    self._ingest, store, url, response.body
                 )
             except SitemapError as exc:
                 logger.warning("Sitemap %s is unusable: %s", url, exc)
@@ -201,6 +201,8 @@ class IncrementalSpider(scrapy.Spider):
                 complete = False
                 continue
             self._stat("sitemaps")
+            if stats.kind == "unchanged":
+                self._stat("sitemap/unchanged")
             self._stat("discovered", recorded)
             self._stat("invalid_urls", invalid)
             for reason, count in stats.skipped.items():
@@ -208,15 +210,21 @@ class IncrementalSpider(scrapy.Spider):
             queue.extend((child, depth + 1) for child in children)
         return complete
 
-    def _ingest(self, store: StateStore, body: bytes) -> tuple[SitemapStats, list[str], int, int]:
+    def _ingest(
+        self, store: StateStore, url: str, body: bytes
+    ) -> tuple[SitemapStats, list[str], int, int]:
         """Parse one sitemap and upsert its URLs as they stream (in a worker thread).
         Returns what was skipped, child sitemaps, URLs recorded and URLs invalid."""
         assert self.run_id is not None
         stats = SitemapStats()
+        xml = decompress(body, self.config.sitemap_max_bytes)
+        digest = hashlib.sha256(xml).hexdigest()
+        if store.sitemap_unchanged(self.run_id, url, digest):
+            stats.kind = "unchanged"  # read whole last time and identical: nothing to apply
+            return stats, [], 0, 0
         children: list[str] = []
         batch: list[tuple[str, str | None]] = []
         recorded = read = 0
-        xml = decompress(body, self.config.sitemap_max_bytes)
         try:
             for entry in iter_sitemap(xml, stats):
                 if not in_scope(
@@ -231,13 +239,15 @@ class IncrementalSpider(scrapy.Spider):
                     continue
                 batch.append((entry.loc, entry.lastmod))
                 if len(batch) >= UPSERT_CHUNK:
-                    recorded += store.upsert_discovered(self.run_id, batch)
+                    recorded += store.upsert_discovered(self.run_id, batch, sitemap_url=url)
                     read += len(batch)
                     batch = []
         finally:
             # What was read before a syntax error still counts as seen.
-            recorded += store.upsert_discovered(self.run_id, batch)
+            recorded += store.upsert_discovered(self.run_id, batch, sitemap_url=url)
             read += len(batch)
+        if stats.kind == "urlset":
+            store.sitemap_read(self.run_id, url, digest)
         return stats, children, recorded, read - recorded
 
     async def _discover_by_map(self, store: StateStore, site_url: str) -> bool:
