@@ -11,15 +11,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import operator
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from increcrawl_scrapy.schedule import Outcome, RevisitPolicy, classify
 from increcrawl_scrapy.urls import normalize_url
@@ -35,7 +36,8 @@ MIGRATIONS: tuple[str, ...] = (
     # 1: the pages and runs tables of DESIGN section 5.
     """
     CREATE TABLE pages (
-        normalized_url  TEXT PRIMARY KEY,
+        id              INTEGER PRIMARY KEY,  -- rows append in discovery order
+        normalized_url  TEXT NOT NULL UNIQUE,
         url             TEXT NOT NULL,
         seed            TEXT NOT NULL,
         first_seen      REAL NOT NULL,
@@ -54,7 +56,7 @@ MIGRATIONS: tuple[str, ...] = (
         change_count    INTEGER NOT NULL DEFAULT 0,
         fetch_count     INTEGER NOT NULL DEFAULT 0,
         error_count     INTEGER NOT NULL DEFAULT 0
-    ) WITHOUT ROWID;
+    );
     CREATE TABLE runs (
         id                 INTEGER PRIMARY KEY,
         seed               TEXT NOT NULL,
@@ -139,8 +141,9 @@ class StateLockedError(StateError):
     """Another process holds the database longer than the lock timeout."""
 
 
-@dataclass(frozen=True)
-class PageState:
+class PageState(NamedTuple):
+    """One row of ``pages`` (a tuple: cheap to build from a row and to update)."""
+
     normalized_url: str
     url: str
     seed: str
@@ -167,7 +170,9 @@ class PageState:
         return bool(self.etag or self.last_modified)
 
 
-_PAGE_COLUMNS = tuple(f.name for f in fields(PageState))
+_PAGE_COLUMNS = PageState._fields
+_GONE = _PAGE_COLUMNS.index("gone")
+_SELECT_PAGE = ", ".join(_PAGE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,8 @@ class StateStore:
         self.lock_timeout = lock_timeout
         self.normalize = normalize
         self._pending: dict[str, PageState] = {}
+        self._new_keys: set[str] = set()
+        self._queued: dict[str, PageState] = {}  # rows handed out by due(), not yet recorded
         self._last_flush = time.monotonic()
         self._run_seeds: dict[int, str] = {}
         self._lock_file: Any = None
@@ -280,6 +287,12 @@ class StateStore:
             with self._locked_errors():
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
+                # The run's scratch tables live in memory; a bigger page cache (64 MB)
+                # keeps the working set of large seeds off the disk.
+                db.execute("PRAGMA temp_store=MEMORY")
+                db.execute("PRAGMA cache_size=-65536")
+                # Fewer, larger checkpoints (40 MB of WAL): each one syncs the disk.
+                db.execute("PRAGMA wal_autocheckpoint=10000")
                 self._migrate(db)
         except BaseException:
             db.close()
@@ -420,6 +433,7 @@ class StateStore:
         changed lastmod makes a row due now, a row seen again is no longer missing.
         URLs that cannot be normalized are skipped. Returns how many were recorded."""
         self.flush()  # pending results must not overwrite what discovery decides
+        self._queued.clear()  # discovery may change queued rows
         self._check_discovery_run(run_id)
         rows: dict[str, tuple[str, str, str | None, str | None]] = {}
         for url, lastmod in entries:
@@ -481,6 +495,7 @@ class StateStore:
         that no unchanged sitemap lists) get ``missing_runs + 1``; those reaching
         the threshold become due now. Absence never marks a row gone."""
         self.flush()
+        self._queued.clear()
         self._check_discovery_run(run_id)
         params = {
             "seed": self._seed_of(run_id),
@@ -516,24 +531,35 @@ class StateStore:
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
         """Rows of *seed* not gone whose next check has come, most overdue first."""
         self.flush()
-        rows = self._db.execute(
-            f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages "
+        rows = self._tuples(
+            f"SELECT {_SELECT_PAGE} FROM pages "
             "WHERE seed = ? AND gone = 0 AND next_check <= ? "
             "ORDER BY next_check, normalized_url LIMIT ?",
             (seed, self.clock(), limit if limit else -1),
         )
-        return [_page(row) for row in rows]
+        pages = [_page(row) for row in rows]
+        if len(self._queued) + len(pages) <= _QUEUE_CACHE:
+            # The crawl records these next: keep them, so recording needs no lookup.
+            self._queued.update((page.normalized_url, page) for page in pages)
+        return pages
 
     @_serialized
     def get(self, url: str) -> PageState | None:
         """The current state of *url* (normalized here), pending results included."""
-        key = self.normalize(url)
+        return self._lookup(self.normalize(url))
+
+    def _lookup(self, key: str) -> PageState | None:
         if key in self._pending:
             return self._pending[key]
-        row = self._db.execute(
-            f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages WHERE normalized_url = ?", (key,)
-        ).fetchone()
+        if key in self._queued:
+            return self._queued.pop(key)
+        row = self._tuples(_GET_PAGE, (key,)).fetchone()
         return _page(row) if row else None
+
+    def _tuples(self, sql: str, params: Any) -> sqlite3.Cursor:
+        cursor = self._db.cursor()
+        cursor.row_factory = None  # plain tuples: PageState is built from them directly
+        return cursor.execute(sql, params)
 
     @_serialized
     def count(self, seed: str | None = None, **where: Any) -> int:
@@ -569,7 +595,9 @@ class StateStore:
         """
         key = self.normalize(url)
         now = self.clock()
-        previous = self.get(key)
+        previous = self._lookup(key)
+        if previous is None:
+            self._new_keys.add(key)  # a URL discovery never saw: inserted on flush
         outcome = classify(
             status if status is not None else 0,
             previous_hash=previous.content_hash if previous else None,
@@ -593,11 +621,16 @@ class StateStore:
         if not self._pending:
             return 0
         pending = list(self._pending.values())
+        new = [p for p in pending if p.normalized_url in self._new_keys]
         with self._transaction() as db:
+            if new:
+                db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
             db.executemany(
-                _UPSERT_RESULT, [[getattr(p, c) for c in _RESULT_INSERT] for p in pending]
+                _UPDATE_RESULT,
+                [_update_values(p) for p in pending if p.normalized_url not in self._new_keys],
             )
         self._pending.clear()
+        self._new_keys.clear()
         return len(pending)
 
     @_serialized
@@ -625,10 +658,10 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def _page(row: sqlite3.Row) -> PageState:
-    values = dict(row)
-    values["gone"] = bool(values["gone"])
-    return PageState(**values)
+def _page(row: tuple[Any, ...]) -> PageState:
+    values = list(row)
+    values[_GONE] = bool(values[_GONE])
+    return PageState._make(values)
 
 
 def _new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
@@ -667,8 +700,7 @@ def _apply(
 ) -> PageState:
     """The row after *outcome*: DESIGN section 1, step 7."""
     if outcome is Outcome.ERROR:
-        return replace(
-            page,
+        return page._replace(
             error_count=page.error_count + 1,
             last_status=status if status is not None else page.last_status,
         )
@@ -679,7 +711,7 @@ def _apply(
     }
     if outcome is Outcome.GONE:
         changes.update(gone=True, last_changed=now, change_count=page.change_count + 1)
-        return replace(page, **changes)
+        return page._replace(**changes)
     interval = policy.next_interval(page.interval_s, outcome)
     changes.update(interval_s=interval, next_check=now + interval, gone=False)
     if outcome in (Outcome.NEW, Outcome.CHANGED):
@@ -688,7 +720,7 @@ def _apply(
         changes["change_count"] = page.change_count + 1
     if validators is not None:
         changes["etag"], changes["last_modified"] = validators
-    return replace(page, **changes)
+    return page._replace(**changes)
 
 
 #: Per-connection tables of the current run: the chunk being applied, every URL
@@ -707,21 +739,27 @@ DELETE FROM temp.missing
 """
 
 _APPLY_CHUNK = (
-    # Rows seen again: a changed lastmod (or a revived gone row) is due now.
+    # Rows seen again: a changed lastmod (or a revived gone row) is due now. Driven
+    # by the chunk's keys (IN), so each is one primary-key lookup, never a scan.
     """
     UPDATE pages SET
         last_seen = :now,
         missing_runs = 0,
-        sitemap_url = coalesce(c.sitemap_url, pages.sitemap_url),
+        sitemap_url = coalesce(
+            (SELECT c.sitemap_url FROM temp.chunk AS c
+             WHERE c.normalized_url = pages.normalized_url), sitemap_url),
         next_check = CASE
-            WHEN pages.gone = 1 AND :revive THEN :now
-            WHEN c.lastmod IS NOT NULL AND pages.sitemap_lastmod IS NOT NULL
-                 AND c.lastmod != pages.sitemap_lastmod THEN min(pages.next_check, :now)
-            ELSE pages.next_check END,
-        gone = CASE WHEN :revive THEN 0 ELSE pages.gone END,
-        sitemap_lastmod = coalesce(c.lastmod, pages.sitemap_lastmod)
-    FROM temp.chunk AS c
-    WHERE c.normalized_url = pages.normalized_url
+            WHEN gone = 1 AND :revive THEN :now
+            WHEN sitemap_lastmod IS NOT NULL AND sitemap_lastmod != coalesce(
+                (SELECT c.lastmod FROM temp.chunk AS c
+                 WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
+                THEN min(next_check, :now)
+            ELSE next_check END,
+        gone = CASE WHEN :revive THEN 0 ELSE gone END,
+        sitemap_lastmod = coalesce(
+            (SELECT c.lastmod FROM temp.chunk AS c
+             WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
+    WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
     """,
     # Then rows discovery has never seen: due now, default interval.
     """
@@ -744,9 +782,18 @@ WHERE p.seed = :seed AND p.gone = 0
 """
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *_RESULT_COLUMNS)
-_UPSERT_RESULT = (
+_INSERT_RESULT = (
     f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
-    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)}) "
-    "ON CONFLICT (normalized_url) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _RESULT_COLUMNS)
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
 )
+_UPDATE_RESULT = (
+    "UPDATE pages SET "
+    + ", ".join(f"{c} = ?" for c in _RESULT_COLUMNS)
+    + " WHERE normalized_url = ?"
+)
+_insert_values = operator.itemgetter(*(_PAGE_COLUMNS.index(c) for c in _RESULT_INSERT))
+_update_values = operator.itemgetter(
+    *(_PAGE_COLUMNS.index(c) for c in (*_RESULT_COLUMNS, "normalized_url"))
+)
+_QUEUE_CACHE = 200_000  # rows of due() kept for record(), at most
+_GET_PAGE = f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url = ?"

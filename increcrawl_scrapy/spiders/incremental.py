@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 BATCH_MAX_URLS = 1000
 BATCH_PAGE_SIZE = 50
-UPSERT_CHUNK = 5000
+UPSERT_CHUNK = 20_000  # one transaction each: large chunks, few commits
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, 404, 410]
 ARGUMENTS = "-a sitemap_url=URL, -a robots_url=URL or -a site_url=URL"

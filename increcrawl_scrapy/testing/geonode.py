@@ -106,6 +106,7 @@ class GeonodeStandIn:
         self._rng = random.Random(seed)  # noqa: S311 - deterministic faults, not security
         self._jobs: dict[str, _Job] = {}
         self._in_flight = 0
+        self._reserved = 0  # quota held by sync extractions in progress
         self._reset_counters()
         self.configure(**knobs)
         self._port = port
@@ -271,10 +272,19 @@ class GeonodeStandIn:
             self._in_flight -= 1
             self._lock.notify_all()
 
-    def _quota_left(self) -> bool:
+    def _quota_left(self, reserve: bool = False) -> bool:
+        """Whether the quota allows one more extraction; with *reserve*, hold a place
+        for it (checked and taken at once, so parallel calls cannot overdraw)."""
         with self._lock:
             quota = self.knobs.quota
-            return quota is None or self._counters["extractions"] < quota
+            left = quota is None or self._counters["extractions"] + self._reserved < quota
+            if left and reserve:
+                self._reserved += 1
+            return left
+
+    def _unreserve(self) -> None:
+        with self._lock:
+            self._reserved -= 1
 
     # -- extraction ----------------------------------------------------------
 
@@ -602,8 +612,8 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             details = {"limit": api.knobs.concurrency_limit}
             self.send_json(429, api_error(code, message, retryable=True, details=details), headers)
 
-        def quota_ok(self) -> bool:
-            if api._quota_left():
+        def quota_ok(self, reserve: bool = False) -> bool:
+            if api._quota_left(reserve):
                 return True
             self.send_json(
                 402, api_error("PAYMENT_REQUIRED", "Monthly quota exhausted", retryable=False)
@@ -723,21 +733,27 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             if check.detail:
                 self.send_json(422, check.body_dict())
                 return
-            if self.play_fault("extract") or not self.quota_ok():
+            if self.play_fault("extract"):
                 return
             assert url is not None
             if config["processing_mode"] == "async":
-                self.start_async(url, config)
+                if self.quota_ok():
+                    self.start_async(url, config)
                 return
-            if not api._try_slot():
-                self.too_busy(
-                    "WORK_CONCURRENCY_LIMITED", "Work concurrency limit reached for this plan"
-                )
+            if not self.quota_ok(reserve=True):
                 return
             try:
-                status, answer = api.extract(url, config)
+                if not api._try_slot():
+                    self.too_busy(
+                        "WORK_CONCURRENCY_LIMITED", "Work concurrency limit reached for this plan"
+                    )
+                    return
+                try:
+                    status, answer = api.extract(url, config)
+                finally:
+                    api._release_slot()
             finally:
-                api._release_slot()
+                api._unreserve()
             self.send_json(status, answer)
 
         def start_async(self, url: str, config: dict[str, Any]) -> None:
