@@ -7,6 +7,7 @@ parser resolves no entities and loads nothing from the network or the disk.
 
 from __future__ import annotations
 
+import calendar
 import io
 import re
 from collections import Counter
@@ -17,8 +18,6 @@ from datetime import datetime, timedelta, timezone
 from lxml import etree
 from protego import Protego
 from scrapy.utils.gz import gunzip
-
-from increcrawl_scrapy.urls import same_host
 
 MAX_URL_LENGTH = 2048
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -61,11 +60,12 @@ def iter_sitemap(xml: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
     """Yield the ``<loc>``/``<lastmod>`` pairs of a urlset or a sitemap index.
 
     Raises SitemapError when the document is not XML or not a sitemap; entries
-    read before a syntax error have been yielded already.
+    read before a syntax error have been yielded already. Any namespace (or none)
+    is accepted: sites get it wrong often enough.
     """
     parser = etree.iterparse(
         io.BytesIO(xml),
-        events=("start", "end"),
+        events=("end",),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -73,45 +73,72 @@ def iter_sitemap(xml: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
         remove_comments=True,
         remove_pis=True,
     )
+    loc = lastmod = None
+    names: dict[str, str] = {}  # tag -> local name, whatever the namespace
     try:
-        for event, element in parser:
-            name = _local(element)
-            if event == "start":
+        for _event, element in parser:
+            tag = element.tag
+            if tag.__class__ is not str:
+                continue
+            name = names.get(tag)
+            if name is None:
+                name = names[tag] = tag.rsplit("}", 1)[-1].lower()
+            if name == "loc":
+                if loc is None or _local(element.getparent()) in ("url", "sitemap"):
+                    loc = element.text  # an <image:loc> after the page's own is not it
+            elif name == "lastmod":
+                lastmod = element.text
+            elif name in ("url", "sitemap"):
                 if not stats.kind:
-                    if name not in ("urlset", "sitemapindex"):
-                        raise SitemapError(f"root element <{name}> is not a sitemap")
-                    stats.kind = name
-                continue
-            if name not in ("url", "sitemap"):
-                continue
-            loc, lastmod = _child_text(element, "loc"), _child_text(element, "lastmod")
-            _free(element)
-            if not loc:
-                stats.skipped["no_loc"] += 1
-                continue
-            stats.entries += 1
-            yield SitemapEntry(loc, _w3c_datetime(lastmod, stats) if lastmod else None)
+                    stats.kind = _root_kind(element)
+                _free(element)
+                found = loc.strip() if loc else None
+                stamp = _w3c_datetime(lastmod, stats) if lastmod and found else None
+                loc = lastmod = None
+                if not found:
+                    stats.skipped["no_loc"] += 1
+                    continue
+                stats.entries += 1
+                yield SitemapEntry(found, stamp)
     except etree.XMLSyntaxError as exc:
         raise SitemapError(f"malformed XML: {exc}") from None
     if not stats.kind:
-        raise SitemapError("empty document")
+        root = _local(parser.root) if getattr(parser, "root", None) is not None else ""
+        if root not in ("urlset", "sitemapindex"):
+            raise SitemapError(f"root element <{root or '?'}> is not a sitemap")
+        stats.kind = root
 
 
-def in_scope(
-    loc: str, seed_host: str, stats: SitemapStats, *, include_subdomains: bool = False
-) -> bool:
-    """Whether a sitemap URL may be crawled: http(s), on the seed's host, not huge."""
-    if len(loc) > MAX_URL_LENGTH:
-        stats.skipped["too_long"] += 1
+def _root_kind(entry: etree._Element) -> str:
+    parent = entry.getparent()
+    kind = _local(parent) if parent is not None else ""
+    if kind not in ("urlset", "sitemapindex"):
+        raise SitemapError(f"<{_local(entry)}> inside <{kind or '?'}>: not a sitemap")
+    return kind
+
+
+class Scope:
+    """Which discovered URLs may be crawled: http(s), on the seed's host (or, if
+    allowed, its subdomains), at most MAX_URL_LENGTH characters."""
+
+    def __init__(self, seed_host: str, *, include_subdomains: bool = False) -> None:
+        host = re.escape(seed_host.lower())
+        subdomains = r"(?:[^/?#@:]+\.)?" if include_subdomains else ""
+        self._pattern = re.compile(
+            rf"https?://(?:[^/?#@]*@)?{subdomains}{host}(?::[0-9]*)?(?:[/?#]|$)", re.IGNORECASE
+        )
+
+    def allows(self, loc: str, stats: SitemapStats) -> bool:
+        if len(loc) > MAX_URL_LENGTH:
+            stats.skipped["too_long"] += 1
+            return False
+        if self._pattern.match(loc):
+            return True
+        if not loc[:8].lower().startswith(("http://", "https://")):
+            stats.skipped["bad_scheme"] += 1
+        else:
+            stats.skipped["offsite"] += 1
         return False
-    scheme = loc.split(":", 1)[0].lower() if ":" in loc else ""
-    if scheme not in ("http", "https"):
-        stats.skipped["bad_scheme"] += 1
-        return False
-    if not same_host(loc, seed_host, include_subdomains=include_subdomains):
-        stats.skipped["offsite"] += 1
-        return False
-    return True
 
 
 def robots_sitemaps(robots_txt: bytes | str) -> list[str]:
@@ -127,14 +154,6 @@ def _local(element: etree._Element) -> str:
     return tag.rsplit("}", 1)[-1].lower()
 
 
-def _child_text(element: etree._Element, name: str) -> str | None:
-    for child in element:
-        if _local(child) == name:
-            text = child.text
-            return text.strip() if text else None
-    return None
-
-
 def _free(element: etree._Element) -> None:
     # Release what was read: the element and the siblings before it.
     element.clear()
@@ -144,6 +163,7 @@ def _free(element: etree._Element) -> None:
             del parent[0]
 
 
+_UTC_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|\+00:00)")
 _W3C = re.compile(
     r"^(?P<y>\d{4})(?:-(?P<m>\d{2})(?:-(?P<d>\d{2})"
     r"(?:[Tt ](?P<H>\d{2}):(?P<M>\d{2})(?::(?P<S>\d{2})(?:\.(?P<f>\d+))?)?"
@@ -153,26 +173,45 @@ _W3C = re.compile(
 
 def _w3c_datetime(value: str, stats: SitemapStats) -> str | None:
     """A W3C datetime (any precision the protocol allows) as ISO 8601 UTC, or None."""
-    match = _W3C.match(value.strip())
+    value = value.strip()
+    if _UTC_SECONDS.fullmatch(value):  # the common case: already UTC, to the second
+        parts = [
+            int(value[a:b]) for a, b in ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19))
+        ]
+        if _valid(*parts):
+            return value[:19] + "Z"
+        stats.skipped["bad_lastmod"] += 1
+        return None
+    match = _W3C.match(value)
     if not match:
         stats.skipped["bad_lastmod"] += 1
         return None
-    parts = match.groupdict()
+    y, m, d, hh, mm, ss, fraction, zone = match.groups()
     try:
         stamp = datetime(
-            int(parts["y"]),
-            int(parts["m"] or 1),
-            int(parts["d"] or 1),
-            int(parts["H"] or 0),
-            int(parts["M"] or 0),
-            int(parts["S"] or 0),
-            int((parts["f"] or "0")[:6].ljust(6, "0")),
-            tzinfo=_zone(parts["tz"]),
+            int(y),
+            int(m or 1),
+            int(d or 1),
+            int(hh or 0),
+            int(mm or 0),
+            int(ss or 0),
+            int((fraction or "0")[:6].ljust(6, "0")),
+            tzinfo=_zone(zone),
         )
     except ValueError:
         stats.skipped["bad_lastmod"] += 1
         return None
     return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+
+
+def _valid(year: int, month: int, day: int, hour: int, minute: int, second: int) -> bool:
+    return (
+        1 <= month <= 12
+        and 1 <= day <= calendar.monthrange(year, month)[1]
+        and hour < 24
+        and minute < 60
+        and second < 60
+    )
 
 
 def _zone(text: str | None) -> timezone:

@@ -451,6 +451,14 @@ class StateStore:
             "revive": int(self.revive_gone),
         }
         with self._transaction() as db:
+            if sitemap_url is not None:
+                # Known from now on, so its rows are checked for absence even if it is
+                # never read whole (an empty digest matches no real one).
+                db.execute(
+                    "INSERT OR IGNORE INTO sitemaps (seed, url, digest, read_at) "
+                    "VALUES (:seed, :url, '', :now)",
+                    {**params, "url": sitemap_url},
+                )
             db.execute("DELETE FROM temp.chunk")
             db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?)", rows.values())
             for statement in _APPLY_CHUNK:
@@ -773,12 +781,15 @@ _APPLY_CHUNK = (
 )
 
 _FIND_MISSING = """
-INSERT INTO temp.missing
+INSERT OR IGNORE INTO temp.missing
 SELECT p.normalized_url FROM pages AS p
-WHERE p.seed = :seed AND p.gone = 0
+WHERE p.sitemap_url IS NULL AND p.seed = :seed AND p.gone = 0
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
-  AND (p.sitemap_url IS NULL
-       OR NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = p.sitemap_url))
+UNION ALL
+SELECT p.normalized_url FROM sitemaps AS m JOIN pages AS p ON p.sitemap_url = m.url
+WHERE m.seed = :seed AND p.seed = :seed AND p.gone = 0
+  AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
+  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 """
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *_RESULT_COLUMNS)

@@ -64,8 +64,19 @@ def _full_rules(url: str, tracking_params: tuple[str, ...], strip_trailing_slash
     netloc = _netloc(parts.netloc, host, port, scheme)
     query = _drop_tracking(parts.query, _tracking_matcher(tracking_params))
     cleaned = urlunsplit((scheme, netloc, parts.path or "/", query, ""))
-    canonical = canonicalize_url(cleaned, keep_blank_values=True, keep_fragments=False)
-    return _slash_policy(canonical, strip_trailing_slash)
+    result = cleaned
+    for _ in range(3):
+        # Stripping a slash can expose something canonicalization removes (``/;/``
+        # becomes ``/;``, then ``/``): repeat until nothing changes, so the result
+        # is a fixed point and normalizing it again gives it back.
+        again = _slash_policy(
+            canonicalize_url(result, keep_blank_values=True, keep_fragments=False),
+            strip_trailing_slash,
+        )
+        if again == result:
+            break
+        result = again
+    return result
 
 
 def same_host(url: str, seed_host: str, *, include_subdomains: bool = False) -> bool:

@@ -21,15 +21,15 @@ import scrapy
 from scrapy.http import HtmlResponse, Request, TextResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.spidermiddlewares.httperror import HttpError
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
 from increcrawl_scrapy.discovery import (
+    Scope,
     SitemapError,
     SitemapStats,
     decompress,
-    in_scope,
     iter_sitemap,
     robots_sitemaps,
 )
@@ -65,10 +65,13 @@ class IncrementalSpider(scrapy.Spider):
         robots_url: str | None = None,
         site_url: str | None = None,
         seed: str | None = None,
+        discover_only: str | bool = False,
         *args: Any,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # -a discover_only=1: fill the database from the sitemaps, fetch nothing.
+        self.discover_only = str(discover_only).lower() in ("1", "true", "yes")
         if not (sitemap_url or robots_url or site_url):
             raise ValueError(f"the incremental spider needs one of {ARGUMENTS}")
         for name, value in (
@@ -87,7 +90,11 @@ class IncrementalSpider(scrapy.Spider):
         first = sitemap_url or robots_url or site_url or ""
         self.increcrawl_seed = seed or normalize_url(first)
         self.seed_host = (urlsplit(first).hostname or "").lower()
+        # Sitemaps themselves must be on the seed's host (the sitemaps protocol).
+        self._sitemap_scope = Scope(self.seed_host)
+        self._scope = self._sitemap_scope  # for pages; widened from settings in from_crawler
         self.run_id: int | None = None
+        self._complete = True
         self.discovery_complete: bool | None = None
         self._client: GeonodeClient | None = None
 
@@ -95,6 +102,7 @@ class IncrementalSpider(scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
+        spider._scope = Scope(spider.seed_host, include_subdomains=spider.config.include_subdomains)
         return spider
 
     # -- phases ----------------------------------------------------------------
@@ -122,6 +130,8 @@ class IncrementalSpider(scrapy.Spider):
                 "Discovery was incomplete: pages absent from it are not counted as missing this run"
             )
             self._stat("discovery_incomplete")
+        if self.discover_only:
+            return
         due = store.due(self.increcrawl_seed, config.max_fetches or None)
         self._stat("due", len(due))
         singles, batched = self._split(due)
@@ -163,9 +173,49 @@ class IncrementalSpider(scrapy.Spider):
         return complete and await self._discover_sitemaps(store, sitemaps)
 
     async def _discover_sitemaps(self, store: StateStore, roots: list[str]) -> bool:
-        complete = True
+        """Read sitemaps breadth first; the next one downloads while this one is parsed."""
+        self._complete = True
         queue = deque((url, 0) for url in roots)
         visited: set[str] = set()
+        current = self._take(queue, visited)
+        fetching = deferred_from_coro(self._fetch(current[0])) if current else None
+        while current is not None and fetching is not None:
+            url, depth = current
+            response = await maybe_deferred_to_future(fetching)
+            current = self._take(queue, visited)
+            fetching = deferred_from_coro(self._fetch(current[0])) if current else None
+            if response is None or response.status != 200:
+                status = response.status if response is not None else "no answer"
+                logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
+                self._stat("sitemap/errors")
+                self._complete = False
+                continue
+            try:
+                stats, children, recorded, invalid = await compat.in_thread(
+                    self._ingest, store, url, response.body
+                )
+            except SitemapError as exc:
+                logger.warning("Sitemap %s is unusable: %s", url, exc)
+                self._stat("sitemap/invalid")
+                self._complete = False
+                continue
+            finally:
+                del response  # at most two bodies alive: this one and the next
+            self._stat("sitemaps")
+            if stats.kind == "unchanged":
+                self._stat("sitemap/unchanged")
+            self._stat("discovered", recorded)
+            self._stat("invalid_urls", invalid)
+            for reason, count in stats.skipped.items():
+                self._stat(f"sitemap/skipped/{reason}", count)
+            queue.extend((child, depth + 1) for child in children)
+            if current is None:
+                current = self._take(queue, visited)
+                fetching = deferred_from_coro(self._fetch(current[0])) if current else None
+        return self._complete
+
+    def _take(self, queue: deque[tuple[str, int]], visited: set[str]) -> tuple[str, int] | None:
+        """The next sitemap worth fetching; the ones skipped are counted."""
         while queue:
             url, depth = queue.popleft()
             if url in visited:
@@ -179,36 +229,13 @@ class IncrementalSpider(scrapy.Spider):
                     self.config.sitemap_max_depth,
                 )
                 self._stat("sitemap/too_deep")
-                complete = False
+                self._complete = False
                 continue
-            if not in_scope(url, self.seed_host, SitemapStats(), include_subdomains=False):
+            if not self._sitemap_scope.allows(url, SitemapStats()):
                 self._stat("sitemap/offsite")
                 continue
-            response = await self._fetch(url)
-            if response is None or response.status != 200:
-                status = response.status if response is not None else "no answer"
-                logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
-                self._stat("sitemap/errors")
-                complete = False
-                continue
-            try:
-                stats, children, recorded, invalid = await compat.in_thread(
-                    self._ingest, store, url, response.body
-                )
-            except SitemapError as exc:
-                logger.warning("Sitemap %s is unusable: %s", url, exc)
-                self._stat("sitemap/invalid")
-                complete = False
-                continue
-            self._stat("sitemaps")
-            if stats.kind == "unchanged":
-                self._stat("sitemap/unchanged")
-            self._stat("discovered", recorded)
-            self._stat("invalid_urls", invalid)
-            for reason, count in stats.skipped.items():
-                self._stat(f"sitemap/skipped/{reason}", count)
-            queue.extend((child, depth + 1) for child in children)
-        return complete
+            return url, depth
+        return None
 
     def _ingest(
         self, store: StateStore, url: str, body: bytes
@@ -227,12 +254,7 @@ class IncrementalSpider(scrapy.Spider):
         recorded = read = 0
         try:
             for entry in iter_sitemap(xml, stats):
-                if not in_scope(
-                    entry.loc,
-                    self.seed_host,
-                    stats,
-                    include_subdomains=self.config.include_subdomains,
-                ):
+                if not self._scope.allows(entry.loc, stats):
                     continue
                 if stats.kind == "sitemapindex":
                     children.append(entry.loc)
@@ -267,13 +289,7 @@ class IncrementalSpider(scrapy.Spider):
             self._stat("map/errors")
             return False
         stats = SitemapStats()
-        kept = [
-            (link, None)
-            for link in links
-            if in_scope(
-                link, self.seed_host, stats, include_subdomains=self.config.include_subdomains
-            )
-        ]
+        kept = [(link, None) for link in links if self._scope.allows(link, stats)]
         for reason, count in stats.skipped.items():
             self._stat(f"map/skipped/{reason}", count)
         assert self.run_id is not None

@@ -1,0 +1,406 @@
+"""Revisit simulator: requests per week, changes caught and how late, per policy.
+
+    python benchmarks/simulate.py [--pages 50000] [--weeks 12] [--discover-every 1]
+                                  [--seed 7] [--policies store,weekly-full,daily]
+                                  [--lastmod honest,deploy,never]
+
+A site whose pages change as random processes with their own rates (most never,
+some monthly, some weekly, a few daily: about 2% of the site a week), some pages with
+volatile parts, pages added and deleted over time, sitemaps of 1,000 URLs each whose
+`lastmod` is honest, stamped on every URL at each deploy (two a week), or never
+updated. A cron job runs every `--discover-every` hours: it reads the sitemap and
+fetches what the policy says is due. The `store` policy drives the project's real
+StateStore and revisit policy (DESIGN section 1) with a moved clock; each policy
+sees the same site, the same events, the same seed. Figures are for the last four
+weeks. A new policy is one more entry in POLICIES: compare it in one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import random
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import table, write_section
+from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.schedule import Outcome, RevisitPolicy
+from increcrawl_scrapy.state import StateStore
+
+HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
+START = 1_700_000_000.0
+CHILD_SIZE = 1000
+#: (share of pages, mean days between changes); the rest never change.
+CHANGE_CLASSES = ((0.05, 30.0), (0.006, 7.0), (0.0004, 1.0))
+VOLATILE_SHARE = 0.10
+ADDED_PER_WEEK, DELETED_PER_WEEK = 100, 50
+DEPLOYS_PER_WEEK = 2
+SEED_URL = "https://site.example/sitemap.xml"
+
+
+# -- the site and its events ---------------------------------------------------
+
+
+@dataclass(order=True)
+class Event:
+    at: float
+    kind: str = field(compare=False)  # "change", "add", "delete", "deploy"
+    page: int = field(compare=False, default=-1)
+
+
+def make_events(pages: int, weeks: int, seed: int) -> tuple[list[float], list[bool], list[Event]]:
+    """Every page's change rate, which pages are volatile, and the timeline."""
+    rng = random.Random(seed)
+    end = START + weeks * WEEK
+    total = pages + ADDED_PER_WEEK * weeks
+    rates, volatile = [], []
+    for _ in range(total):
+        draw, rate = rng.random(), 0.0
+        for share, days in CHANGE_CLASSES:
+            if draw < share:
+                rate = 1 / (days * DAY)
+                break
+            draw -= share
+        rates.append(rate)
+        volatile.append(rng.random() < VOLATILE_SHARE)
+    events: list[Event] = []
+    born = [START] * pages + [START + rng.random() * weeks * WEEK for _ in range(total - pages)]
+    for page, (rate, birth) in enumerate(zip(rates, born, strict=True)):
+        if page >= pages:
+            events.append(Event(birth, "add", page))
+        at = birth
+        while rate:
+            at += rng.expovariate(rate)
+            if at >= end:
+                break
+            events.append(Event(at, "change", page))
+    deletable = list(range(pages))
+    rng.shuffle(deletable)
+    for page in deletable[: DELETED_PER_WEEK * weeks]:
+        events.append(Event(START + rng.random() * weeks * WEEK, "delete", page))
+    for week in range(weeks):
+        for k in range(DEPLOYS_PER_WEEK):
+            events.append(
+                Event(START + week * WEEK + (k + 0.5) * WEEK / DEPLOYS_PER_WEEK, "deploy")
+            )
+    events.sort()
+    return rates, volatile, events
+
+
+class Site:
+    """The site as a policy sees it, replaying the shared timeline."""
+
+    def __init__(self, pages: int, volatile: list[bool], events: list[Event], lastmod: str) -> None:
+        self.volatile = volatile
+        self.lastmod_mode = lastmod
+        self.events = events
+        self.next_event = 0
+        total = len(volatile)
+        self.live = [page < pages for page in range(total)]
+        self.deleted = [False] * total
+        self.version = [0] * total
+        self.changed_at = [START] * total
+        self.born = [START] * total
+        self.changes: list[tuple[float, int, int]] = []  # (when, page, version)
+        self.deployed = START
+        self.dirty: set[int] = set(range(self.children()))
+
+    def children(self) -> int:
+        return (len(self.live) + CHILD_SIZE - 1) // CHILD_SIZE
+
+    def advance(self, now: float) -> None:
+        while self.next_event < len(self.events) and self.events[self.next_event].at <= now:
+            event = self.events[self.next_event]
+            self.next_event += 1
+            page = event.page
+            if event.kind == "deploy":
+                self.deployed = event.at
+                if self.lastmod_mode == "deploy":
+                    self.dirty.update(range(self.children()))
+                continue
+            if event.kind == "add":
+                self.live[page], self.born[page], self.changed_at[page] = True, event.at, event.at
+            elif event.kind == "delete":
+                if not self.live[page]:
+                    continue
+                self.live[page], self.deleted[page] = False, True
+            elif event.kind == "change":
+                if not self.live[page]:
+                    continue
+                self.version[page] += 1
+                self.changed_at[page] = event.at
+                self.changes.append((event.at, page, self.version[page]))
+            self.dirty.add(page // CHILD_SIZE)
+
+    def lastmod(self, page: int) -> str:
+        stamp = {
+            "honest": self.changed_at[page],
+            "deploy": self.deployed,
+            "never": self.born[page],
+        }[self.lastmod_mode]
+        return f"{int(stamp)}"
+
+    def sitemap(self, child: int) -> list[tuple[str, str]]:
+        pages = range(child * CHILD_SIZE, min(len(self.live), (child + 1) * CHILD_SIZE))
+        return [(url(p), self.lastmod(p)) for p in pages if self.live[p]]
+
+    def fetch(self, page: int, now: float) -> tuple[int, str | None]:
+        if self.deleted[page]:
+            return 404, None
+        text = f"# Page {page}\n\nVersion {self.version[page]} of the text."
+        if self.volatile[page]:
+            stamp = f"{int(now)}"
+            text += f"\n\nRendered at 2024-01-01T{int(stamp) % 24:02d}:00:00Z, csrf_token={stamp}"
+        return 200, text
+
+
+def url(page: int) -> str:
+    return f"https://site.example/p/{page}"
+
+
+def page_of(link: str) -> int:
+    return int(link.rsplit("/", 1)[1])
+
+
+# -- policies ------------------------------------------------------------------
+
+
+class Recorder:
+    """What a policy fetched, and what it concluded, for the report."""
+
+    def __init__(self) -> None:
+        self.fetches: list[tuple[float, int, int]] = []  # (when, page, version seen)
+        self.false_changes = 0
+        self.false_deletions = 0
+
+    def fetched(
+        self,
+        now: float,
+        page: int,
+        site: Site,
+        outcome: Outcome | None,
+        last_seen_version: dict[int, int],
+    ) -> None:
+        version = -1 if site.deleted[page] else site.version[page]
+        self.fetches.append((now, page, version))
+        if outcome is Outcome.CHANGED and last_seen_version.get(page) == version:
+            self.false_changes += 1
+        if outcome is Outcome.GONE and not site.deleted[page]:
+            self.false_deletions += 1
+        last_seen_version[page] = version
+
+
+def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
+    """The project's StateStore, driven as a crawl would drive it, with *policy*."""
+
+    def run(site: Site, runs: Iterator[float], workdir: str) -> tuple[Recorder, int]:
+        clock = [START]
+        store = StateStore(
+            f"{workdir}/sim.sqlite",
+            policy=policy,
+            clock=lambda: clock[0],
+            flush_items=5000,
+            flush_seconds=1e9,
+            normalize=str,
+        )
+        recorder, seen_version = Recorder(), {}
+        digests: dict[int, str] = {}
+        for now in runs:
+            clock[0] = now
+            site.advance(now)
+            run_id = store.start_run(SEED_URL)
+            for child in range(site.children()):
+                child_url = f"https://site.example/sitemap-{child}.xml"
+                if child in site.dirty or child not in digests:
+                    entries = site.sitemap(child)
+                    digests[child] = hashlib.sha256(repr(entries).encode()).hexdigest()
+                if store.sitemap_unchanged(run_id, child_url, digests[child]):
+                    continue
+                store.upsert_discovered(run_id, site.sitemap(child), sitemap_url=child_url)
+                store.sitemap_read(run_id, child_url, digests[child])
+            site.dirty.clear()
+            store.mark_missing(run_id)
+            for row in store.due(SEED_URL):
+                page = page_of(row.url)
+                status, text = site.fetch(page, now)
+                result = store.record(
+                    row.url,
+                    status,
+                    seed=SEED_URL,
+                    content_hash=content_fingerprint(text) if text else None,
+                )
+                recorder.fetched(now, page, site, result.outcome, seen_version)
+            store.finish_run(run_id, {}, discovery_complete=True)
+        wrongly_gone = sum(
+            1
+            for page in range(len(site.live))
+            if site.live[page] and (row := store.get(url(page))) is not None and row.gone
+        )
+        store.close()
+        return recorder, wrongly_gone
+
+    return run
+
+
+def fixed_policy(every: float) -> Callable[..., Recorder]:
+    """Baselines without state: fetch every listed page every *every* seconds."""
+
+    def run(site: Site, runs: Iterator[float], workdir: str) -> tuple[Recorder, int]:
+        recorder, seen_version = Recorder(), {}
+        next_crawl = START
+        for now in runs:
+            site.advance(now)
+            if now < next_crawl:
+                continue
+            next_crawl += every
+            for page in range(len(site.live)):
+                if site.live[page] or (site.deleted[page] and seen_version.get(page, -1) != -1):
+                    status, _ = site.fetch(page, now)
+                    outcome = Outcome.GONE if status == 404 else None
+                    recorder.fetched(now, page, site, outcome, seen_version)
+        return recorder, 0
+
+    return run
+
+
+POLICIES: dict[str, tuple[str, Callable[..., Callable[..., Recorder]], tuple]] = {
+    "store": ("seed policy (DESIGN section 1), real StateStore", store_policy, (RevisitPolicy(),)),
+    "weekly-full": ("weekly full crawl", fixed_policy, (WEEK,)),
+    "daily": ("fixed daily revisit", fixed_policy, (DAY,)),
+}
+
+
+# -- measuring -----------------------------------------------------------------
+
+
+def measure(site: Site, recorder: Recorder, since: float, until: float) -> dict:
+    """Requests a week, share of changes caught and how late, in [since, until)."""
+    requests = sum(1 for when, _, _ in recorder.fetches if since <= when < until)
+    by_page: dict[int, list[tuple[float, int]]] = {}
+    for when, page, version in recorder.fetches:
+        by_page.setdefault(page, []).append((when, version))
+    delays, missed = [], 0
+    for when, page, version in site.changes:
+        if not since <= when < until:
+            continue
+        fetches = by_page.get(page, [])
+        index = bisect.bisect_right(fetches, (when, 1 << 60))
+        # Caught if the first fetch after the change saw this very version; a later
+        # version (or the page gone) means it was never observed as such.
+        caught = fetches[index] if index < len(fetches) else None
+        if caught is None or caught[1] != version:
+            missed += 1
+        else:
+            delays.append(caught[0] - when)
+    total = len(delays) + missed
+    return {
+        "requests_per_week": requests / ((until - since) / WEEK),
+        "detected": len(delays) / total if total else 1.0,
+        "median_h": statistics.median(delays) / HOUR if delays else float("nan"),
+        "p90_h": _quantile(delays, 0.9) / HOUR if delays else float("nan"),
+        "changes": total,
+    }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def simulate(args: tuple) -> dict:
+    name, lastmod, pages, weeks, every_hours, seed = args
+    _, factory, params = POLICIES[name]
+    _rates, volatile, events = make_events(pages, weeks, seed)
+    site = Site(pages, volatile, events, lastmod)
+    runs = (START + k * every_hours * HOUR for k in range(int(weeks * WEEK / (every_hours * HOUR))))
+    with tempfile.TemporaryDirectory() as workdir:
+        recorder, wrongly_gone = factory(*params)(site, runs, workdir)
+    end = START + weeks * WEEK
+    figures = measure(site, recorder, end - 4 * WEEK, end)
+    figures.update(
+        policy=name,
+        lastmod=lastmod,
+        false_changes=recorder.false_changes,
+        false_deletions=recorder.false_deletions,
+        wrongly_gone=wrongly_gone,
+    )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--pages", type=int, default=50_000)
+    parser.add_argument("--weeks", type=int, default=12)
+    parser.add_argument("--discover-every", type=float, default=1.0, help="hours between runs")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--lastmod", default="honest,deploy,never")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    jobs = [
+        (name, mode, args.pages, args.weeks, args.discover_every, args.seed)
+        for mode in args.lastmod.split(",")
+        for name in args.policies.split(",")
+    ]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(simulate, jobs))
+    sections = []
+    for mode in args.lastmod.split(","):
+        rows, full = [], None
+        for result in (r for r in results if r["lastmod"] == mode):
+            if result["policy"] == "weekly-full":
+                full = result["requests_per_week"]
+        for result in (r for r in results if r["lastmod"] == mode):
+            saving = f"{full / result['requests_per_week']:.1f}x" if full else ""
+            rows.append(
+                [
+                    POLICIES[result["policy"]][0],
+                    f"{result['requests_per_week']:,.0f}",
+                    saving,
+                    f"{result['detected']:.1%}",
+                    f"{result['median_h']:.1f} h",
+                    f"{result['p90_h']:.1f} h",
+                    result["false_changes"],
+                    result["false_deletions"],
+                    result["wrongly_gone"],
+                ]
+            )
+        sections.append(
+            f"### sitemap lastmod: {mode}\n\n"
+            + table(
+                [
+                    "policy",
+                    "requests/week",
+                    "fewer than weekly full",
+                    "changes detected",
+                    "delay median",
+                    "delay p90",
+                    "false changes",
+                    "false deletions",
+                    "live pages marked gone",
+                ],
+                rows,
+            )
+        )
+    changes = next(r["changes"] for r in results)
+    body = (
+        f"{args.pages:,} pages, {args.weeks} weeks, a run every {args.discover_every:g} h "
+        f"reading the sitemap, seed {args.seed}; {changes:,} true changes in the last four "
+        "weeks (figures are for those four weeks).\n\n" + "\n\n".join(sections)
+    )
+    write_section("Revisit simulator", body)
+
+
+if __name__ == "__main__":
+    main()
