@@ -15,7 +15,7 @@ from weakref import WeakKeyDictionary, WeakSet
 from scrapy import signals
 
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.state import RUN_COUNTS, StateStore
+from increcrawl_scrapy.state import CRAWL_COUNTS, StateStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -55,7 +55,7 @@ class CrawlState:
         try:
             stats = self.crawler.stats
             value = stats.get_value if stats is not None else (lambda key, default=0: default)
-            counts = {name: int(value(f"increcrawl/{name}", 0)) for name in RUN_COUNTS[:7]}
+            counts = {name: int(value(f"increcrawl/{name}", 0)) for name in CRAWL_COUNTS}
             counts["api_requests"] = int(value("geonode/requests", 0))
             counts["tokens_charged"] = int(value("geonode/tokens_charged", 0))
             self.store.finish_run(

@@ -108,17 +108,10 @@ _RESULT_COLUMNS = (
     "fetch_count",
     "error_count",
 )
-RUN_COUNTS = (
-    "discovered",
-    "new",
-    "changed",
-    "unchanged",
-    "gone",
-    "errors",
-    "due",
-    "api_requests",
-    "tokens_charged",
-)
+#: A run's counts that are ``increcrawl/<name>`` stats of the crawl...
+CRAWL_COUNTS = ("discovered", "new", "changed", "unchanged", "gone", "errors", "due")
+#: ...and all of them, API usage included.
+RUN_COUNTS = (*CRAWL_COUNTS, "api_requests", "tokens_charged")
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

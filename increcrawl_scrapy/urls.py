@@ -79,15 +79,6 @@ def _full_rules(url: str, tracking_params: tuple[str, ...], strip_trailing_slash
     return result
 
 
-def same_host(url: str, seed_host: str, *, include_subdomains: bool = False) -> bool:
-    """Whether *url* is on *seed_host* (the sitemaps protocol's scope rule)."""
-    host = (urlsplit(url).hostname or "").lower()
-    seed_host = seed_host.lower()
-    if host == seed_host:
-        return True
-    return include_subdomains and host.endswith("." + seed_host)
-
-
 def _netloc(raw: str, host: str, port: int | None, scheme: str) -> str:
     userinfo = raw.rpartition("@")[0] if "@" in raw else ""
     if ":" in host:  # IPv6 literal: keep its brackets

@@ -30,20 +30,21 @@ class PlainSpider(scrapy.Spider):
         self.seen.append(response)
 
 
+def routed_settings(api: GeonodeStandIn, **extra: object) -> Settings:
+    return Settings(
+        {
+            "DOWNLOADER_MIDDLEWARES": {"increcrawl_scrapy.geonode.GeonodeExtractMiddleware": 1000},
+            "GEONODE_API_KEY": KEY,
+            "GEONODE_API_URL": api.url,
+            **extra,
+        }
+    )
+
+
 @pytest_twisted.ensureDeferred
 async def test_routes_requests_and_keeps_their_identity() -> None:
     with SampleSite(pages=4) as site, GeonodeStandIn(api_keys=[KEY]) as api:
-        settings = Settings(
-            {
-                "DOWNLOADER_MIDDLEWARES": {
-                    "increcrawl_scrapy.geonode.GeonodeExtractMiddleware": 1000
-                },
-                "GEONODE_API_KEY": KEY,
-                "GEONODE_API_URL": api.url,
-                "ROBOTSTXT_OBEY": True,
-                "HTTPERROR_ALLOW_ALL": True,
-            }
-        )
+        settings = routed_settings(api, ROBOTSTXT_OBEY=True, HTTPERROR_ALLOW_ALL=True)
         PlainSpider.seen = []
         crawler = Crawler(PlainSpider, settings)
         urls = [site.page_url(0), site.page_url(2)]
@@ -65,15 +66,7 @@ async def test_routes_requests_and_keeps_their_identity() -> None:
 @pytest_twisted.ensureDeferred
 async def test_meta_geonode_false_skips_the_api() -> None:
     with SampleSite(pages=2) as site, GeonodeStandIn(api_keys=[KEY]) as api:
-        settings = Settings(
-            {
-                "DOWNLOADER_MIDDLEWARES": {
-                    "increcrawl_scrapy.geonode.GeonodeExtractMiddleware": 1000
-                },
-                "GEONODE_API_KEY": KEY,
-                "GEONODE_API_URL": api.url,
-            }
-        )
+        settings = routed_settings(api)
         PlainSpider.seen = []
         crawler = Crawler(PlainSpider, settings)
         await crawler.crawl(urls=[site.page_url(1)], meta={"geonode": False}, etag=None)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.provisional import urls
 
-from increcrawl_scrapy.urls import normalize_url, same_host
+from increcrawl_scrapy.urls import normalize_url
 
 
 @pytest.mark.parametrize(
@@ -67,13 +67,6 @@ def test_tracking_params_are_configurable() -> None:
 def test_rejects_what_is_not_an_absolute_http_url(bad: str) -> None:
     with pytest.raises(ValueError):
         normalize_url(bad)
-
-
-def test_same_host() -> None:
-    assert same_host("https://Example.com/x", "example.com")
-    assert not same_host("https://blog.example.com/x", "example.com")
-    assert same_host("https://blog.example.com/x", "example.com", include_subdomains=True)
-    assert not same_host("https://evil-example.com/x", "example.com", include_subdomains=True)
 
 
 _query_part = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)

@@ -69,25 +69,20 @@ def build_response(request: Request, answer: dict[str, Any]) -> Response:
         data = {}
     request.meta[META_ANSWER] = answer
     markdown, html = data.get("markdown"), data.get("html")
-    if isinstance(html, str):  # HTML asked for: selectors work as on a direct response
-        return HtmlResponse(
-            url=request.url,
-            status=status,
-            body=html.encode("utf-8"),
-            encoding="utf-8",
-            request=request,
-            flags=["geonode"],
-            headers={"Content-Type": "text/html; charset=utf-8"},
-        )
-    text = markdown if isinstance(markdown, str) else ""
-    return TextResponse(
+    # HTML when asked for (selectors work as on a direct response), else markdown.
+    cls, body, kind = (
+        (HtmlResponse, html, "text/html")
+        if isinstance(html, str)
+        else (TextResponse, markdown if isinstance(markdown, str) else "", "text/markdown")
+    )
+    return cls(
         url=request.url,
         status=status,
-        body=text.encode("utf-8"),
+        body=body.encode("utf-8"),
         encoding="utf-8",
         request=request,
         flags=["geonode"],
-        headers={"Content-Type": "text/markdown; charset=utf-8"},
+        headers={"Content-Type": f"{kind}; charset=utf-8"},
     )
 
 
