@@ -85,6 +85,7 @@ class SampleSite:
         self._deleted: dict[int, int] = {}
         self._failing: dict[int, int] = {}
         self._failing_paths: dict[str, int] = {}
+        self._raw: dict[str, tuple[bytes, str]] = {}
         self._unlisted: set[int] = set()
         self._deployed_at = _BASE_TIME
         self._generation = 0
@@ -213,6 +214,12 @@ class SampleSite:
                 self._failing.pop(i, None)
             else:
                 self._failing[i] = status
+
+    def serve(self, path: str, body: bytes, content_type: str = "application/xml") -> str:
+        """Serve *body* as is at *path* (a hostile sitemap, say); returns its URL."""
+        with self._lock:
+            self._raw[path] = (body, content_type)
+        return f"{self.url}{path}"
 
     def fail_path(self, path: str, status: int | None = 500) -> None:
         """Make any path (``/sitemap-2.xml.gz``, ``/robots.txt``) answer *status*."""
@@ -385,7 +392,10 @@ def _handler_for(site: SampleSite) -> type[QuietHandler]:
             with site._lock:
                 site.counters["requests"] += 1
                 failing = site._failing_paths.get(path)
-            if failing is not None:
+                raw = site._raw.get(path)
+            if raw is not None:
+                self.send_body(200, raw[0], raw[1])
+            elif failing is not None:
                 self.send_body(failing, b"failing on purpose", "text/plain")
             elif path == "/robots.txt":
                 self.send_body(200, site.robots_txt(), "text/plain")
