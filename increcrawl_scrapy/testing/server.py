@@ -29,12 +29,17 @@ class QuietHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog of 5 resets connections when 20 clients arrive at once.
+    request_queue_size = 128
+
+
 class LoopbackServer:
     """Serve *handler* on 127.0.0.1 in a background thread."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", port), handler)
         self._thread: threading.Thread | None = None
 
     @property
