@@ -545,6 +545,12 @@ _JOB_PATH = re.compile(r"^/v1/(extract|batch)/([0-9a-fA-F-]{1,64})$")
 
 def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
     class Handler(QuietHandler):
+        def handle_one_request(self) -> None:
+            if api._stopping.is_set():  # stopped: answer nothing, like a dead server
+                self.close_connection = True
+                return
+            super().handle_one_request()
+
         def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             with api._lock:
                 api._counters["statuses"][str(status)] += 1

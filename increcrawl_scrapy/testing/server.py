@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,6 +36,10 @@ class _Server(ThreadingHTTPServer):
     # The default backlog of 5 resets connections when 20 clients arrive at once.
     request_queue_size = 128
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[socket.socket] = set()  # open keep-alive connections
+
 
 class LoopbackServer:
     """Serve *handler* on 127.0.0.1 in a background thread."""
@@ -61,4 +67,8 @@ class LoopbackServer:
             self._httpd.shutdown()
             self._thread.join()
             self._thread = None
+        # Stopped means gone: keep-alive connections close too, as a dead server's would.
+        for connection in list(self._httpd.connections):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         self._httpd.server_close()
