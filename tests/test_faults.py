@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from increcrawl_scrapy.testing.api_shapes import EXTRACTION_ERRORS
 from tests.conftest import Clock
 from tests.crawling import KEY, crawl_settings, run_crawl
 
@@ -61,7 +62,7 @@ async def test_an_answer_slower_than_the_timeout_is_retried(
     assert result.stats["geonode/errors/transport"] == 1
 
 
-@pytest.mark.parametrize("code", ["CAPTCHA_CHALLENGE", "PERMANENT_BLOCK", "TIMEOUT", "PROXY_ERROR"])
+@pytest.mark.parametrize("code", sorted(EXTRACTION_ERRORS))
 @pytest_twisted.ensureDeferred
 async def test_extraction_errors(servers, tmp_path: Path, clock: Clock, code: str) -> None:
     site, api = servers
@@ -71,7 +72,7 @@ async def test_extraction_errors(servers, tmp_path: Path, clock: Clock, code: st
         crawl_settings(db, clock, api, GEONODE_MAX_RETRIES=5), sitemap_url=site.sitemap_url
     )
     assert result.reason == "finished"
-    if code in ("TIMEOUT", "PROXY_ERROR"):  # retryable: every page gets there
+    if EXTRACTION_ERRORS[code]:  # retryable: every page gets there
         assert len(result.changes("new")) == 12 and result.stats["geonode/retries"] == 3
     else:  # not retryable: three pages fail and stay due
         assert len(result.changes("new")) == 9 and result.stats["increcrawl/errors"] == 3
@@ -120,3 +121,99 @@ async def test_the_api_stopped_mid_crawl(tmp_path: Path, clock: Clock) -> None:
         assert unfetched(db) == 12 - len(recorded)
         with StateStore(db) as store:
             assert all(store.get(url).fetch_count == 1 for url in recorded)
+
+
+@pytest_twisted.ensureDeferred
+async def test_answers_that_break_the_contract(servers, tmp_path: Path, clock: Clock) -> None:
+    site, api = servers
+    for kind in ("not_json", "missing_fields", "wrong_types"):
+        api.inject(kind)
+    db = str(tmp_path / "s.sqlite")
+    result = await run_crawl(crawl_settings(db, clock, api), sitemap_url=site.sitemap_url)
+    assert result.reason == "finished" and len(result.changes("new")) == 9
+    assert result.stats["geonode/errors/bad_answer"] == 3
+    assert sum("not the documented JSON" in line for line in result.log) == 3
+    assert unfetched(db) == 3
+
+
+@pytest.mark.parametrize("mode", ["repeat", "skip"])
+@pytest_twisted.ensureDeferred
+async def test_batch_pages_that_repeat_or_skip_items(
+    tmp_path: Path, clock: Clock, mode: str
+) -> None:
+    with SampleSite(pages=120) as site, GeonodeStandIn(api_keys=[KEY], batch_pages=mode) as api:
+        db = str(tmp_path / "s.sqlite")
+        settings = crawl_settings(db, clock, api, GEONODE_BATCH_MIN_URLS=5)
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert result.reason == "finished"
+        recorded = result.changes("new")
+        assert len(result.items) == len(recorded)  # never twice
+        if mode == "repeat":
+            assert len(recorded) == 120 and result.stats["increcrawl/batch/repeated_results"] > 0
+        else:
+            assert result.stats["increcrawl/batch/missing_results"] == 120 - len(recorded) > 0
+            assert unfetched(db) == 120 - len(recorded)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_batch_job_the_api_forgets(servers, tmp_path: Path, clock: Clock) -> None:
+    site, api = servers
+    api.configure(batch_stall=True)
+    threading.Timer(0.3, api._jobs.clear).start()  # the job id becomes unknown
+    db = str(tmp_path / "s.sqlite")
+    settings = crawl_settings(db, clock, api, GEONODE_BATCH_MIN_URLS=5)
+    result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+    assert result.reason == "finished" and result.items == []
+    assert result.stats["increcrawl/batch/errors"] == 1
+    assert unfetched(db) == 12
+
+
+@pytest_twisted.ensureDeferred
+async def test_map_answers_off_the_site_are_not_followed(
+    servers, tmp_path: Path, clock: Clock
+) -> None:
+    site, api = servers
+    api.configure(
+        map_extra_links=[
+            "https://evil.example/steal",
+            "file:///etc/passwd",
+            "http://127.0.0.2/elsewhere",
+        ]
+    )
+    db = str(tmp_path / "s.sqlite")
+    result = await run_crawl(crawl_settings(db, clock, api), site_url=f"{site.url}/")
+    assert result.stats["increcrawl/map/skipped/offsite"] == 2
+    assert result.stats["increcrawl/map/skipped/bad_scheme"] == 1
+    assert all(item["url"].startswith(site.url) for item in result.items)
+    bodies = [entry["body"] for entry in api.counters()["bodies"] if "url" in entry["body"]]
+    assert all(body["url"].startswith(site.url) for body in bodies)
+
+
+@pytest_twisted.ensureDeferred
+async def test_random_faults_converge_to_the_fault_free_state(tmp_path: Path, clock: Clock) -> None:
+    def final_state(db: str) -> dict[str, tuple]:
+        with StateStore(db) as store:
+            rows = store._db.execute("SELECT normalized_url, content_hash, gone FROM pages")
+            return {url: (digest, gone) for url, digest, gone in rows}
+
+    with SampleSite(pages=500) as site, GeonodeStandIn(api_keys=[KEY], concurrency_limit=50) as api:
+        site.delete(7, status=410)
+        clean = str(tmp_path / "clean.sqlite")
+        await run_crawl(
+            crawl_settings(clean, clock, api, GEONODE_CONCURRENCY=8), sitemap_url=site.sitemap_url
+        )
+        api.random_faults(
+            0.2,
+            kinds=("500", "503", "502", "429", "drop", "TIMEOUT", "CAPTCHA_CHALLENGE", "not_json"),
+            seed=3,
+        )
+        faulty = str(tmp_path / "faulty.sqlite")
+        settings = crawl_settings(faulty, clock, api, GEONODE_CONCURRENCY=8, GEONODE_MAX_RETRIES=1)
+        runs = 0
+        while runs < 15:
+            runs += 1
+            await run_crawl(settings, sitemap_url=site.sitemap_url)
+            if unfetched(faulty) == 0:
+                break
+        assert runs > 1  # the faults did bite
+        assert final_state(faulty) == final_state(clean)

@@ -8,7 +8,7 @@ a direct download. Works in any Scrapy project with the asyncio reactor.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -16,8 +16,8 @@ from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.geonode.client import GeonodeClient
-from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeFatalError
+from increcrawl_scrapy.geonode.client import GeonodeClient, stat
+from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeBadAnswer, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import (
     build_response,
     extract_body,
@@ -69,7 +69,17 @@ class GeonodeExtractMiddleware:
             if status is None:
                 raise
             answer = origin_status_answer(request, status, exc.body)
-        return build_response(request, answer)
+        except GeonodeBadAnswer as exc:
+            self._bad_answer(request, exc)
+        try:
+            return build_response(request, answer)
+        except GeonodeBadAnswer as exc:
+            self._bad_answer(request, exc)
+
+    def _bad_answer(self, request: Request, exc: GeonodeBadAnswer) -> NoReturn:
+        logger.warning("Geonode answer for %s is not the documented JSON: %s", request.url, exc)
+        stat(self.crawler.stats, "errors/bad_answer")
+        raise exc
 
     def _close(self, reason: str, message: str) -> None:
         if self._closing:

@@ -418,8 +418,13 @@ class IncrementalSpider(scrapy.Spider):
                 seen.add(result.get("input_index"))
                 yield _batch_item(result)
             if len(results) < BATCH_PAGE_SIZE:
-                return
+                break
             page += 1
+        total = answer.get("total_urls")
+        if isinstance(total, int) and len(seen) < total:
+            # Pages that skipped items: those pages were not fetched for us; they stay due.
+            logger.warning("Batch job %s returned %d of its %d results", job_id, len(seen), total)
+            self._stat("batch/missing_results", total - len(seen))
 
     # -- closing -------------------------------------------------------------------
 

@@ -51,7 +51,9 @@ from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 
 ORIGIN_STATUS_MODES = ("metadata", "error")
 HTTP_FAULTS = ("429", "500", "503", "502", "504", "408", "drop", "slow")
-FAULT_KINDS = HTTP_FAULTS + tuple(EXTRACTION_ERRORS)
+#: 200 answers that break the documented contract.
+BAD_ANSWERS = ("not_json", "missing_fields", "wrong_types")
+FAULT_KINDS = HTTP_FAULTS + BAD_ANSWERS + tuple(EXTRACTION_ERRORS)
 ENDPOINTS = ("extract", "extract_status", "batch", "batch_status", "batch_item", "map", "any")
 _CONDITIONAL = ("if-none-match", "if-modified-since")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -70,6 +72,8 @@ class Knobs:
     slow_seconds: float = 120.0  # how long a "slow" fault makes the client wait
     batch_stall: bool = False  # batch jobs stay "processing" until turned off
     batch_workers: int = 4
+    batch_pages: str = "honest"  # or "repeat" / "skip": result pages that overlap or leave gaps
+    map_extra_links: tuple[str, ...] = ()  # returned by /v1/map whatever the site has
     origin_timeout: float = 10.0
 
 
@@ -149,6 +153,8 @@ class GeonodeStandIn:
             raise ValueError(f"unknown knobs {sorted(unknown)}; known: {sorted(known)}")
         if knobs.get("origin_status_mode", "metadata") not in ORIGIN_STATUS_MODES:
             raise ValueError(f"origin_status_mode must be one of {ORIGIN_STATUS_MODES}")
+        if "map_extra_links" in knobs:
+            knobs["map_extra_links"] = tuple(knobs["map_extra_links"])
         if "api_keys" in knobs:
             keys = knobs["api_keys"]
             knobs["api_keys"] = (keys,) if isinstance(keys, str) else tuple(keys)
@@ -430,6 +436,10 @@ class GeonodeStandIn:
             else:
                 status = "processing"
             start = (page - 1) * page_size
+            if self.knobs.batch_pages == "repeat":
+                start = max(0, start - page_size // 2)  # each page repeats half the last
+            elif self.knobs.batch_pages == "skip":
+                start += page_size // 2  # and here half of each page goes missing
             results = [dict(item) for item in job.items[start : start + page_size]]
             charged = sum((i.get("metadata") or {}).get("tokens_charged") or 0 for i in job.items)
             return {
@@ -592,6 +602,15 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
                 self.close_connection = True
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
+                return True
+            if kind in BAD_ANSWERS:
+                body = {
+                    "not_json": b"<html>surprise</html>",
+                    "missing_fields": b'{"data": {"markdown": "# x"}}',
+                    "wrong_types": b'{"data": {"markdown": 5}, "metadata": {"http_status": "200"},'
+                    b' "tokens_charged": "1"}',
+                }[kind]
+                self.send_body(200, body, "application/json")
                 return True
             if kind == "slow":
                 api._stopping.wait(api.knobs.slow_seconds)
@@ -875,6 +894,7 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
                 return
             started = time.monotonic()
             links = api.map_site(url, search, subdomains, no_query)
+            links += [{"url": link, "source": "html"} for link in api.knobs.map_extra_links]
             self.send_json(
                 200,
                 {
