@@ -8,6 +8,9 @@ environment of the crawl (or of the Scrapyd process) instead. Every
 BOT_NAME = "increcrawl_scrapy"
 SPIDER_MODULES = ["increcrawl_scrapy.spiders"]
 NEWSPIDER_MODULE = "increcrawl_scrapy.spiders"
+# `crawl` checks every increcrawl setting first (one line for a bad value);
+# `increcrawl check|demo` is here too.
+COMMANDS_MODULE = "increcrawl_scrapy.commands"
 
 # The Geonode middleware and the state pipeline, as an embedding project gets them.
 ADDONS = {"increcrawl_scrapy.Addon": 300}

@@ -80,11 +80,13 @@ async def test_gzip_bomb(site: SampleSite, tmp_path: Path, clock: Clock) -> None
 
 
 @pytest_twisted.ensureDeferred
-async def test_sitemap_over_the_size_limit(site: SampleSite, tmp_path: Path, clock: Clock) -> None:
-    big = urlset(*(f"{site.page_url(i % 12)}?n={i}" for i in range(40_000)))
-    result, rows = await crawl_sitemap(
-        site, tmp_path, clock, big, INCRECRAWL_SITEMAP_MAX_BYTES=len(big) // 2
-    )
+async def test_a_60_mb_sitemap_is_over_the_default_limit(
+    site: SampleSite, tmp_path: Path, clock: Clock
+) -> None:
+    entry = f"<url><loc>{site.page_url(1)}</loc></url>".encode()
+    big = b"<urlset>" + entry * (60 * 1024 * 1024 // len(entry)) + b"</urlset>"
+    assert len(big) > 60_000_000
+    result, rows = await crawl_sitemap(site, tmp_path, clock, big)
     assert rows == [] and warned(result)
     assert result.stats["increcrawl/sitemap/errors"] == 1  # the download itself was cut
 

@@ -705,7 +705,9 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             with api._lock:
                 job.polls += 1
                 done = item["status"] in ("completed", "failed")
-                status = "queued" if job.polls == 1 and not done else item["status"]
+                # Every job is seen queued first, as the batch lifecycle is.
+                status = "queued" if job.polls == 1 else item["status"]
+                done = done and status != "queued"
             body: dict[str, Any] = {
                 "job_id": job.job_id,
                 "status": status,
