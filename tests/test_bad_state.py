@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 
 KEY = "state-key-0123456789"
 
@@ -18,34 +17,24 @@ KEY = "state-key-0123456789"
 def crawl(
     db: Path, *extra: str, sitemap: str = "http://127.0.0.1:9/sitemap.xml", wait: bool = True
 ) -> subprocess.CompletedProcess | subprocess.Popen:
-    env = {
-        **os.environ,
-        "GEONODE_API_KEY": KEY,
-        "SCRAPY_SETTINGS_MODULE": "increcrawl_scrapy.settings",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "incremental",
-        "-a",
-        f"sitemap_url={sitemap}",
-        "-s",
-        f"INCRECRAWL_DB={db}",
-        *extra,
-    ]
+    command = crawl_command(sitemap, db) + list(extra)
     if not wait:
         return subprocess.Popen(
             command,
-            env=env,
+            env=crawl_env(KEY),
             cwd=db.parent,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
     return subprocess.run(
-        command, env=env, cwd=db.parent, capture_output=True, text=True, timeout=120, check=False
+        command,
+        env=crawl_env(KEY),
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -2,45 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 
 KEY = "crash-key-0123456789"
 
 
 def start_crawl(site: SampleSite, api: GeonodeStandIn, db: Path, *extra: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "GEONODE_API_KEY": KEY,
-        "SCRAPY_SETTINGS_MODULE": "increcrawl_scrapy.settings",
-    }
+    command = crawl_command(
+        site.sitemap_url, db, "LOG_LEVEL=INFO", "GEONODE_BATCH_MIN_URLS=100000", api_url=api.url
+    )
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scrapy",
-            "crawl",
-            "incremental",
-            "-a",
-            f"sitemap_url={site.sitemap_url}",
-            "-s",
-            f"INCRECRAWL_DB={db}",
-            "-s",
-            f"GEONODE_API_URL={api.url}",
-            "-s",
-            "LOG_LEVEL=INFO",
-            "-s",
-            "GEONODE_BATCH_MIN_URLS=100000",
-            *extra,
-        ],
-        env=env,
+        [*command, *extra],
+        env=crawl_env(KEY),
         cwd=db.parent,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

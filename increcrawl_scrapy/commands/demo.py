@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -21,6 +19,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.testing.clock import SHIFT_VARIABLE
 from increcrawl_scrapy.testing.geonode import GeonodeStandIn
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 from increcrawl_scrapy.testing.site import SampleSite
 
 DEMO_KEY = "demo-key-not-secret"
@@ -68,31 +67,15 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
 def _crawl(
     site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path, shift: float
 ) -> list[dict] | None:
-    env = {
-        **os.environ,
-        "GEONODE_API_KEY": DEMO_KEY,
-        "SCRAPY_SETTINGS_MODULE": "increcrawl_scrapy.settings",
-        SHIFT_VARIABLE: str(shift),
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "incremental",
-        "-a",
-        f"sitemap_url={site.sitemap_url}",
-        "-O",
-        str(feed),
-        "-s",
-        f"INCRECRAWL_DB={db}",
-        "-s",
-        f"GEONODE_API_URL={api.url}",
-        "-s",
+    env = crawl_env(DEMO_KEY, **{SHIFT_VARIABLE: str(shift)})
+    command = crawl_command(
+        site.sitemap_url,
+        db,
         "INCRECRAWL_CLOCK=increcrawl_scrapy.testing.clock.shifted_time",
-        "-s",
         "LOG_LEVEL=WARNING",
-    ]
+        api_url=api.url,
+        feed=feed,
+    )
     done = subprocess.run(command, env=env, cwd=db.parent, check=False)  # noqa: S603 - our argv
     if done.returncode != 0:
         print(f"scrapy crawl failed with exit code {done.returncode}")
