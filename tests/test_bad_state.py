@@ -65,8 +65,8 @@ def test_a_corrupt_database_stops_the_crawl_and_is_left_untouched(tmp_path: Path
     before = db.read_bytes()
     with SampleSite(pages=4) as site:
         done = crawl(db, "-s", "INCRECRAWL_FETCHER=direct", sitemap=site.sitemap_url)
-    assert done.returncode != 0
-    assert "is not an increcrawl state database" in done.stderr
+    assert done.returncode == 2
+    assert "error: " in done.stderr and "is not an increcrawl state database" in done.stderr
     assert db.read_bytes() == before
     assert site.counters["pages"] == 0
 
@@ -94,7 +94,7 @@ def test_a_second_crawl_on_a_database_in_use_stops_with_a_message(tmp_path: Path
                 assert time.monotonic() < deadline and first.poll() is None
                 time.sleep(0.05)
             second = crawl(db, "-s", f"GEONODE_API_URL={api.url}", sitemap=site.sitemap_url)
-            assert second.returncode != 0
+            assert second.returncode == 2
             assert "is in use by another crawl (pid" in second.stderr
             assert first.poll() is None  # the first crawl goes on undisturbed
         finally:
