@@ -553,7 +553,7 @@ class StateStore:
         if key in self._pending:
             return self._pending[key]
         if key in self._queued:
-            return self._queued.pop(key)
+            return self._queued[key]
         row = self._tuples(_GET_PAGE, (key,)).fetchone()
         return _page(row) if row else None
 
@@ -597,6 +597,7 @@ class StateStore:
         key = self.normalize(url)
         now = self.clock()
         previous = self._lookup(key)
+        self._queued.pop(key, None)  # from now on the pending result is the row
         if previous is None:
             self._new_keys.add(key)  # a URL discovery never saw: inserted on flush
         outcome = classify(

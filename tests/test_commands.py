@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from increcrawl_scrapy.testing import GeonodeStandIn
+from increcrawl_scrapy.testing.process import crawl_env
 
 KEY = "check-key-0123456789"
 
@@ -15,12 +15,9 @@ KEY = "check-key-0123456789"
 def scrapy(
     *args: str, key: str | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "GEONODE_API_KEY"}
-    if key is not None:
-        env["GEONODE_API_KEY"] = key
     return subprocess.run(
         [sys.executable, "-m", "scrapy", *args],
-        env=env,
+        env=crawl_env(key),
         cwd=cwd,
         capture_output=True,
         text=True,

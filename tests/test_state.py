@@ -452,3 +452,14 @@ def test_discovery_belongs_to_the_store_that_started_the_run(tmp_path: Path) -> 
         run = first.start_run(SEED)
         with StateStore(path) as second, pytest.raises(ValueError, match="same StateStore"):
             second.upsert_discovered(run, [("https://example.com/x", None)])
+
+
+def test_queued_rows_never_shadow_what_was_recorded(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/q"
+    discover(store, SEED, [url])
+    [queued] = store.due(SEED)
+    assert store.get(url) == queued  # a read leaves the queue cache as it was
+    store.record(url, 200, seed=SEED, content_hash="h")
+    store.flush()
+    page = store.get(url)
+    assert page.content_hash == "h" and page.fetch_count == 1  # not the queued copy

@@ -177,13 +177,16 @@ class IncrementalSpider(scrapy.Spider):
         self._complete = True
         queue = deque((url, 0) for url in roots)
         visited: set[str] = set()
-        current = self._take(queue, visited)
-        fetching = deferred_from_coro(self._fetch(current[0])) if current else None
-        while current is not None and fetching is not None:
-            url, depth = current
+
+        def next_fetch() -> tuple[tuple[str, int], Any] | None:
+            taken = self._take(queue, visited)
+            return (taken, deferred_from_coro(self._fetch(taken[0]))) if taken else None
+
+        pending = next_fetch()
+        while pending is not None:
+            (url, depth), fetching = pending
             response = await maybe_deferred_to_future(fetching)
-            current = self._take(queue, visited)
-            fetching = deferred_from_coro(self._fetch(current[0])) if current else None
+            pending = next_fetch()  # downloads while this one is parsed
             if response is None or response.status != 200:
                 status = response.status if response is not None else "no answer"
                 logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
@@ -199,8 +202,6 @@ class IncrementalSpider(scrapy.Spider):
                 self._stat("sitemap/invalid")
                 self._complete = False
                 continue
-            finally:
-                del response  # at most two bodies alive: this one and the next
             self._stat("sitemaps")
             if stats.kind == "unchanged":
                 self._stat("sitemap/unchanged")
@@ -209,9 +210,8 @@ class IncrementalSpider(scrapy.Spider):
             for reason, count in stats.skipped.items():
                 self._stat(f"sitemap/skipped/{reason}", count)
             queue.extend((child, depth + 1) for child in children)
-            if current is None:
-                current = self._take(queue, visited)
-                fetching = deferred_from_coro(self._fetch(current[0])) if current else None
+            if pending is None:  # an index's children were not known a moment ago
+                pending = next_fetch()
         return self._complete
 
     def _take(self, queue: deque[tuple[str, int]], visited: set[str]) -> tuple[str, int] | None:
