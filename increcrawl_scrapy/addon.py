@@ -23,6 +23,7 @@ class Addon:
         from increcrawl_scrapy.config import IncrecrawlConfig
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
         from increcrawl_scrapy.pipelines import IncrementalStatePipeline
+        from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
 
         # Validates every setting now, so a bad value stops the crawl before it starts.
         if IncrecrawlConfig.from_settings(settings).uses_geonode:
@@ -31,4 +32,8 @@ class Addon:
             )
         settings.setdefault_in_component_priority_dict(
             "ITEM_PIPELINES", IncrementalStatePipeline, PIPELINE_PRIORITY
+        )
+        # Only acts for spiders with an increcrawl_scope (the incremental spider).
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", SiteRedirectMiddleware, PRIORITY
         )

@@ -135,10 +135,12 @@ class IncrecrawlConfig:
         if not isinstance(settings, BaseSettings):
             settings = BaseSettings(dict(settings))
         read = _Reader(settings)
-        api_key = read.text("GEONODE_API_KEY", optional=True) or os.environ.get("GEONODE_API_KEY")
+        # The key and the API URL are read the same way: the setting, else the
+        # environment, so an exported GEONODE_API_URL is never silently ignored.
+        api_url = read.text_or_env("GEONODE_API_URL") or DEFAULTS["GEONODE_API_URL"]
         config = cls(
-            api_key=api_key or None,
-            api_url=read.text("GEONODE_API_URL").rstrip("/"),
+            api_key=read.text_or_env("GEONODE_API_KEY") or None,
+            api_url=api_url.rstrip("/"),
             concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
             render_js=read.flag("GEONODE_RENDER_JS"),
             formats=read.strings("GEONODE_FORMATS", check=_format),
@@ -228,6 +230,15 @@ class _Reader:
 
     def raw(self, name: str) -> Any:
         return self.settings.get(name, DEFAULTS[name])
+
+    def text_or_env(self, name: str) -> str:
+        """The setting, else the environment variable of the same name."""
+        value = self.settings.get(name)
+        if value is None or value == "":
+            value = os.environ.get(name, "")
+        if not isinstance(value, str):
+            raise ConfigError(name, value, "must be a string")
+        return value
 
     def text(self, name: str, *, optional: bool = False) -> str:
         value = self.raw(name)

@@ -19,7 +19,8 @@ from lxml import etree
 from protego import Protego
 from scrapy.utils.gz import gunzip
 
-MAX_URL_LENGTH = 2048
+#: Bumped whenever what a sitemap yields changes: identical sitemaps are re-applied.
+PARSER_VERSION = 2
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -115,30 +116,6 @@ def _root_kind(entry: etree._Element) -> str:
     if kind not in ("urlset", "sitemapindex"):
         raise SitemapError(f"<{_local(entry)}> inside <{kind or '?'}>: not a sitemap")
     return kind
-
-
-class Scope:
-    """Which discovered URLs may be crawled: http(s), on the seed's host (or, if
-    allowed, its subdomains), at most MAX_URL_LENGTH characters."""
-
-    def __init__(self, seed_host: str, *, include_subdomains: bool = False) -> None:
-        host = re.escape(seed_host.lower())
-        subdomains = r"(?:[^/?#@:]+\.)?" if include_subdomains else ""
-        self._pattern = re.compile(
-            rf"https?://(?:[^/?#@]*@)?{subdomains}{host}(?::[0-9]*)?(?:[/?#]|$)", re.IGNORECASE
-        )
-
-    def allows(self, loc: str, stats: SitemapStats) -> bool:
-        if len(loc) > MAX_URL_LENGTH:
-            stats.skipped["too_long"] += 1
-            return False
-        if self._pattern.match(loc):
-            return True
-        if not loc[:8].lower().startswith(("http://", "https://")):
-            stats.skipped["bad_scheme"] += 1
-        else:
-            stats.skipped["offsite"] += 1
-        return False
 
 
 def robots_sitemaps(robots_txt: bytes | str) -> list[str]:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
+UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
 
 
 def stat(crawler: Crawler, key: str, count: int = 1) -> None:
@@ -35,7 +35,8 @@ def stat(crawler: Crawler, key: str, count: int = 1) -> None:
 class IncrementalStatePipeline:
     """Works on any item type (itemadapter) that has a URL and a content field
     (``INCRECRAWL_URL_FIELD``, ``INCRECRAWL_CONTENT_FIELD``). Items may carry
-    ``http_status`` (default 200), ``fetcher``, ``etag`` and ``last_modified``."""
+    ``http_status`` (default 200), ``fetcher``, ``etag`` and ``last_modified``;
+    the ``incremental`` spider's items also carry the row's key (``normalized_url``)."""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IncrementalStatePipeline:
@@ -76,8 +77,11 @@ class IncrementalStatePipeline:
                 url,
                 status,
                 seed=self.seed,
+                key=adapter.get("normalized_url") or None,
                 content_hash=content_hash,
                 validators=validators,
+                site_failure=bool(adapter.get("site_failure")),
+                final_url=adapter.get("final_url") or None,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             stat(self.crawler, "invalid_urls")
@@ -85,7 +89,9 @@ class IncrementalStatePipeline:
         outcome, page = recorded.outcome, recorded.page
         if outcome is Outcome.ERROR:
             stat(self.crawler, "errors")
-            raise DropItem(f"{url} failed ({status or 'no answer'}); left due", log_level="DEBUG")
+            if adapter.get("site_failure"):
+                stat(self.crawler, "errors/backed_off")
+            raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
         stat(self.crawler, outcome.change)
         _label(
             adapter,

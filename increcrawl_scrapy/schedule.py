@@ -20,26 +20,35 @@ class Outcome(str, Enum):
     UNCHANGED = "unchanged"
     NOT_MODIFIED = "not_modified"
     GONE = "gone"
+    STILL_GONE = "still_gone"  # a gone page re-checked, and still 404/410
     ERROR = "error"
 
     @property
     def change(self) -> str:
-        """The item's ``change`` label (a 304 is reported as ``unchanged``)."""
-        return "unchanged" if self is Outcome.NOT_MODIFIED else self.value
+        """The item's ``change`` label (a 304, and a page still gone, are ``unchanged``)."""
+        if self in (Outcome.NOT_MODIFIED, Outcome.STILL_GONE):
+            return "unchanged"
+        return self.value
 
 
 def classify(
-    status: int, *, previous_hash: str | None, new_hash: str | None, fetched_before: bool
+    status: int,
+    *,
+    previous_hash: str | None,
+    new_hash: str | None,
+    fetched_before: bool,
+    was_gone: bool = False,
 ) -> Outcome:
-    """Decide the outcome of a fetch from the origin status and the fingerprints."""
-    if status == 304:
-        return Outcome.NOT_MODIFIED
+    """Decide the outcome of a fetch from the origin status and the fingerprints.
+    A gone page that answers again is ``new``: it is back."""
     if status in GONE_STATUSES:
-        return Outcome.GONE
+        return Outcome.STILL_GONE if was_gone else Outcome.GONE
+    if status == 304 and not was_gone:
+        return Outcome.NOT_MODIFIED
     if not 200 <= status < 300 or new_hash is None:
         # 5xx, other 4xx, an API failure: no evidence about the page.
         return Outcome.ERROR
-    if not fetched_before or previous_hash is None:
+    if was_gone or not fetched_before or previous_hash is None:
         return Outcome.NEW
     return Outcome.UNCHANGED if new_hash == previous_hash else Outcome.CHANGED
 
@@ -83,3 +92,14 @@ class RevisitPolicy:
         if outcome in (Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
             return self.bounded(interval * self.nochange_factor)
         return interval  # gone and error leave the interval as it was
+
+    def gone_recheck(self, current: float | None, was_gone: bool) -> float:
+        """How long a gone page waits before it is checked again: slow (twice the
+        default interval at first) and doubling while it stays gone."""
+        base = self.default_interval if not was_gone or current is None else current
+        return min(self.max_interval, max(base, self.default_interval) * 2)
+
+    def error_backoff(self, streak: int) -> float:
+        """The wait after *streak* consecutive failures at the site (4xx, 5xx,
+        timeouts): the minimum interval, doubling, capped at the maximum."""
+        return min(self.max_interval, self.min_interval * 2 ** min(streak - 1, 40))

@@ -33,7 +33,7 @@ class CrawlState:
         config = IncrecrawlConfig.from_settings(crawler.settings)
         path = os.path.abspath(config.db_path)
         if path != config.db_path:
-            if os.environ.get("SCRAPY_JOB"):  # set by Scrapyd for its jobs
+            if scrapyd_job(crawler):
                 logger.warning(
                     "INCRECRAWL_DB %r is relative: under Scrapyd it resolves against "
                     "Scrapyd's working directory, to %s. Give an absolute path "
@@ -43,8 +43,16 @@ class CrawlState:
                 )
             else:
                 logger.info("INCRECRAWL_DB %r resolved to %s", config.db_path, path)
+        if crawler.settings.get("INCRECRAWL_REVIVE_GONE") is not None:
+            logger.warning(
+                "INCRECRAWL_REVIVE_GONE is deprecated and does nothing: a gone page that "
+                "is still listed is re-checked on a slow schedule and comes back as new"
+            )
         self.crawler = crawler
         self.store = StateStore.from_config(config, exclusive=True)
+        if self.store.rekeyed.rekeyed and crawler.stats is not None:
+            crawler.stats.set_value("increcrawl/rekeyed", self.store.rekeyed.rekeyed)
+            crawler.stats.set_value("increcrawl/rekey_merged", self.store.rekeyed.merged)
         self.seed = seed_of(crawler)
         self.run_id = self.store.start_run(self.seed)
         #: Set by a spider that discovers; None for an embedding project's spiders.
@@ -85,6 +93,13 @@ def crawl_state(crawler: Crawler) -> CrawlState:
 
     crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
     return state
+
+
+def scrapyd_job(crawler: Crawler) -> str | None:
+    """The Scrapyd job id when the crawl runs as a Scrapyd job: Scrapyd passes it
+    as the ``_job`` spider argument (1.6 no longer sets ``SCRAPY_JOB``)."""
+    job = getattr(crawler.spider, "_job", None) or os.environ.get("SCRAPY_JOB")
+    return str(job) if job else None
 
 
 def seed_of(crawler: Crawler) -> str:

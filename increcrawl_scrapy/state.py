@@ -11,22 +11,26 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
+import logging
 import operator
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from increcrawl_scrapy.schedule import Outcome, RevisitPolicy, classify
-from increcrawl_scrapy.urls import normalize_url
+from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
+
+logger = logging.getLogger(__name__)
 
 #: "ICCR": marks a file as an increcrawl state database.
 APPLICATION_ID = 0x49434352
@@ -90,6 +94,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN close_reason TEXT;
     """,
+    # 3: consecutive site errors (they back off), the URL a redirect ended on, and
+    # the settings the stored keys were made under (normalization).
+    """
+    ALTER TABLE pages ADD COLUMN error_streak INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE pages ADD COLUMN final_url TEXT;
+    CREATE TABLE settings (
+        name  TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -107,6 +121,8 @@ _RESULT_COLUMNS = (
     "change_count",
     "fetch_count",
     "error_count",
+    "error_streak",
+    "final_url",
 )
 #: A run's counts that are ``increcrawl/<name>`` stats of the crawl...
 CRAWL_COUNTS = ("discovered", "new", "changed", "unchanged", "gone", "errors", "due")
@@ -157,6 +173,8 @@ class PageState(NamedTuple):
     fetch_count: int
     error_count: int
     sitemap_url: str | None = None
+    error_streak: int = 0
+    final_url: str | None = None
 
     @property
     def has_validators(self) -> bool:
@@ -177,6 +195,12 @@ class Recorded:
 
 
 @dataclass(frozen=True)
+class RekeyResult:
+    rekeyed: int  # rows whose key changed
+    merged: int  # rows dropped because another row has the same key under the new rules
+
+
+@dataclass(frozen=True)
 class MissingResult:
     marked: int  # rows of the seed absent this run
     due: int  # of which reached INCRECRAWL_MISSING_RUNS and are due for a confirming fetch
@@ -192,18 +216,17 @@ class StateStore:
         policy: RevisitPolicy | None = None,
         clock: Callable[[], float] = time.time,
         missing_runs: int = 3,
-        revive_gone: bool = False,
         flush_items: int = 100,
         flush_seconds: float = 5.0,
         lock_timeout: float = 10.0,
         exclusive: bool = False,
         normalize: Callable[[str], str] = normalize_url,
+        normalization: Mapping[str, Any] | None = None,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
         self.clock = clock
         self.missing_runs = missing_runs
-        self.revive_gone = revive_gone
         self.flush_items = flush_items
         self.flush_seconds = flush_seconds
         self.lock_timeout = lock_timeout
@@ -218,6 +241,14 @@ class StateStore:
         if exclusive:
             self._lock_file = self._take_crawl_lock()
         self._db = self._open()
+        #: Rows merged by the last re-keying (normalization settings changed).
+        self.rekeyed = RekeyResult(0, 0)
+        if normalization is not None:
+            try:
+                self.rekeyed = self._check_normalization(normalization)
+            except BaseException:
+                self.close()
+                raise
 
     @classmethod
     def from_config(
@@ -232,16 +263,12 @@ class StateStore:
             policy=RevisitPolicy.from_config(config),
             clock=clock or config.clock,
             missing_runs=config.missing_runs,
-            revive_gone=config.revive_gone,
             flush_items=config.flush_items,
             flush_seconds=config.flush_seconds,
             lock_timeout=config.db_lock_timeout,
             exclusive=exclusive,
-            normalize=partial(
-                normalize_url,
-                tracking_params=config.tracking_params,
-                strip_trailing_slash=config.strip_trailing_slash,
-            ),
+            normalize=partial(normalize_url, **normalization_settings(config)),
+            normalization={**normalization_settings(config), "rules": RULES_VERSION},
         )
 
     # -- opening -------------------------------------------------------------
@@ -249,7 +276,8 @@ class StateStore:
     def _take_crawl_lock(self) -> Any:
         # Advisory lock beside the database: a second crawl on it stops at once
         # with a message instead of fetching the same due rows twice.
-        lock_path = self.path + ".lock"
+        # The resolved path: a symlink to the same file must take the same lock.
+        lock_path = os.path.realpath(self.path) + ".lock"
         handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the store's life
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -329,6 +357,31 @@ class StateStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def _check_normalization(self, settings: Mapping[str, Any]) -> RekeyResult:
+        """Keys are normalized URLs: when the normalization settings change, every
+        row is re-keyed under the new rules in one transaction, so results land on
+        the rows the queue hands out and no URL is split across two rows."""
+        wanted = json.dumps(dict(settings), sort_keys=True)
+        row = self._db.execute("SELECT value FROM settings WHERE name = 'normalization'").fetchone()
+        if row is not None and row["value"] == wanted:
+            return RekeyResult(0, 0)
+        with self._transaction() as db:
+            result = RekeyResult(0, 0) if row is None else _rekey(db, self.normalize)
+            db.execute(
+                "INSERT INTO settings (name, value) VALUES ('normalization', ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (wanted,),
+            )
+        if result.rekeyed:
+            logger.warning(
+                "URL normalization settings changed (%s): %d rows re-keyed, %d merged "
+                "into the row of the same URL under the new rules",
+                wanted,
+                result.rekeyed,
+                result.merged,
+            )
+        return result
 
     @contextlib.contextmanager
     def _locked_errors(self) -> Iterator[None]:
@@ -441,7 +494,6 @@ class StateStore:
             "seed": self._seed_of(run_id),
             "now": self.clock(),
             "interval": self.policy.default_interval,
-            "revive": int(self.revive_gone),
         }
         with self._transaction() as db:
             if sitemap_url is not None:
@@ -508,12 +560,14 @@ class StateStore:
             db.execute(_FIND_MISSING, params)
             due = db.execute(
                 "SELECT count(*) FROM pages WHERE normalized_url IN temp.missing "
-                "AND missing_runs + 1 = :n",
+                "AND missing_runs + 1 = :n AND gone = 0",
                 params,
             ).fetchone()[0]
             marked = db.execute(
+                # A gone row no longer listed is counted too: it stops being re-checked.
                 "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
-                "WHEN missing_runs + 1 = :n THEN min(next_check, :now) ELSE next_check END "
+                "WHEN missing_runs + 1 = :n AND gone = 0 THEN min(next_check, :now) "
+                "ELSE next_check END "
                 "WHERE normalized_url IN temp.missing",
                 params,
             ).rowcount
@@ -530,13 +584,14 @@ class StateStore:
 
     @_serialized
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
-        """Rows of *seed* not gone whose next check has come, most overdue first."""
+        """Rows of *seed* whose next check has come, most overdue first: live rows,
+        and gone rows still listed (their slow re-check)."""
         self.flush()
         rows = self._tuples(
             f"SELECT {_SELECT_PAGE} FROM pages "
-            "WHERE seed = ? AND gone = 0 AND next_check <= ? "
-            "ORDER BY next_check, normalized_url LIMIT ?",
-            (seed, self.clock(), limit if limit else -1),
+            "WHERE seed = :seed AND next_check <= :now AND (gone = 0 OR missing_runs = 0) "
+            "ORDER BY next_check, normalized_url LIMIT :limit",
+            {"seed": seed, "now": self.clock(), "limit": limit if limit else -1},
         )
         pages = [_page(row) for row in rows]
         if len(self._queued) + len(pages) <= _QUEUE_CACHE:
@@ -585,16 +640,22 @@ class StateStore:
         status: int | None,
         *,
         seed: str,
+        key: str | None = None,
         content_hash: str | None = None,
         validators: tuple[str | None, str | None] | None = None,
+        site_failure: bool = False,
+        final_url: str | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
-        *status* is the origin's HTTP status, or None for a network or API
-        failure. *validators* is ``(etag, last_modified)`` as the origin sent
-        them; None keeps the stored ones (the Geonode API does not return them).
+        *key* is the row's key as the queue handed it out (so a result always lands
+        on the row that was due); without it *url* is normalized. *status* is the
+        origin's HTTP status, or None for a network or API failure. A failure with
+        *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
+        any other failure leaves it due. *validators* is ``(etag, last_modified)``
+        as the origin sent them; None means the fetcher cannot see them (Geonode).
         """
-        key = self.normalize(url)
+        key = key or self.normalize(url)
         now = self.clock()
         previous = self._lookup(key)
         self._queued.pop(key, None)  # from now on the pending result is the row
@@ -605,9 +666,15 @@ class StateStore:
             previous_hash=previous.content_hash if previous else None,
             new_hash=content_hash,
             fetched_before=bool(previous and previous.last_fetched is not None),
+            was_gone=bool(previous and previous.gone),
         )
         page = previous or _new_page(key, url, seed, now, self.policy.default_interval)
-        page = _apply(page, outcome, status, content_hash, validators, now, self.policy)
+        page = _apply(
+            page,
+            _Result(outcome, status, content_hash, validators, site_failure, final_url),
+            now,
+            self.policy,
+        )
         self._pending[key] = page
         if (
             len(self._pending) >= self.flush_items
@@ -656,6 +723,51 @@ class StateStore:
         self.close()
 
 
+def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResult:
+    """Re-key every row with *normalize*; where two rows meet, the one fetched (then
+    seen) most recently stays."""
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)")
+    db.execute("DELETE FROM temp.rekey")
+    moving: list[tuple[int, str]] = []
+    for row_id, key, url in db.execute("SELECT id, normalized_url, url FROM pages").fetchall():
+        try:
+            new_key = normalize(url)
+        except ValueError:
+            continue  # not a URL under the new rules either: keep its key
+        if new_key != key:
+            moving.append((row_id, new_key))
+    db.executemany("INSERT INTO temp.rekey VALUES (?, ?)", moving)
+    db.execute("CREATE INDEX IF NOT EXISTS temp.rekey_new ON rekey (new_key)")
+    merged = db.execute(_MERGE_COLLISIONS).rowcount
+    db.execute(
+        "UPDATE pages SET normalized_url = char(0) || id WHERE id IN (SELECT id FROM temp.rekey)"
+    )
+    db.execute(
+        "UPDATE pages SET normalized_url = "
+        "(SELECT r.new_key FROM temp.rekey AS r WHERE r.id = pages.id) "
+        "WHERE id IN (SELECT id FROM temp.rekey)"
+    )
+    db.execute("DROP TABLE temp.rekey")
+    return RekeyResult(rekeyed=len(moving), merged=max(0, merged))
+
+
+#: Rows that end on the same key: all but the most recent one go.
+_MERGE_COLLISIONS = """
+DELETE FROM pages WHERE id IN (
+    SELECT id FROM (
+        SELECT p.id, row_number() OVER (
+            PARTITION BY coalesce(r.new_key, p.normalized_url)
+            ORDER BY coalesce(p.last_fetched, 0) DESC, coalesce(p.last_seen, 0) DESC,
+                     r.id IS NULL DESC, p.id
+        ) AS rank
+        FROM pages AS p LEFT JOIN temp.rekey AS r ON r.id = p.id
+        WHERE p.id IN (SELECT id FROM temp.rekey)
+           OR p.normalized_url IN (SELECT new_key FROM temp.rekey)
+    ) WHERE rank > 1
+)
+"""
+
+
 def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
@@ -691,37 +803,60 @@ def _new_page(key: str, url: str, seed: str, now: float, interval: float) -> Pag
     )
 
 
-def _apply(
-    page: PageState,
-    outcome: Outcome,
-    status: int | None,
-    content_hash: str | None,
-    validators: tuple[str | None, str | None] | None,
-    now: float,
-    policy: RevisitPolicy,
-) -> PageState:
-    """The row after *outcome*: DESIGN section 1, step 7."""
+class _Result(NamedTuple):
+    outcome: Outcome
+    status: int | None
+    content_hash: str | None
+    validators: tuple[str | None, str | None] | None
+    site_failure: bool
+    final_url: str | None
+
+
+def _apply(page: PageState, result: _Result, now: float, policy: RevisitPolicy) -> PageState:
+    """The row after a fetch result: docs/architecture.md, "The revisit rule"."""
+    outcome, status = result.outcome, result.status
     if outcome is Outcome.ERROR:
-        return page._replace(
-            error_count=page.error_count + 1,
-            last_status=status if status is not None else page.last_status,
-        )
-    changes: dict[str, Any] = {
+        changes: dict[str, Any] = {
+            "error_count": page.error_count + 1,
+            "last_status": status if status else page.last_status,
+        }
+        if result.site_failure:
+            # The site failed this page: wait longer after each failure in a row,
+            # so a page that always fails never takes the place of the others.
+            streak = page.error_streak + 1
+            changes.update(error_streak=streak, next_check=now + policy.error_backoff(streak))
+        return page._replace(**changes)
+    changes = {
         "last_fetched": now,
         "last_status": status,
         "fetch_count": page.fetch_count + 1,
+        "error_streak": 0,
+        "final_url": result.final_url,
     }
-    if outcome is Outcome.GONE:
-        changes.update(gone=True, last_changed=now, change_count=page.change_count + 1)
+    if outcome in (Outcome.GONE, Outcome.STILL_GONE):
+        # Re-checked slowly while it is still listed; back as new if it answers.
+        interval = policy.gone_recheck(page.interval_s, page.gone)
+        changes.update(gone=True, interval_s=interval, next_check=now + interval)
+        if outcome is Outcome.GONE:
+            changes.update(last_changed=now, change_count=page.change_count + 1)
         return page._replace(**changes)
     interval = policy.next_interval(page.interval_s, outcome)
     changes.update(interval_s=interval, next_check=now + interval, gone=False)
     if outcome in (Outcome.NEW, Outcome.CHANGED):
-        changes.update(content_hash=content_hash, last_changed=now)
+        changes.update(content_hash=result.content_hash, last_changed=now)
     if outcome is Outcome.CHANGED:
         changes["change_count"] = page.change_count + 1
-    if validators is not None:
-        changes["etag"], changes["last_modified"] = validators
+    if result.validators is not None:
+        etag, last_modified = result.validators
+        if outcome is Outcome.NOT_MODIFIED:
+            # A 304 need not repeat the validators (RFC 9110): keep the stored ones.
+            etag, last_modified = etag or page.etag, last_modified or page.last_modified
+        changes.update(etag=etag, last_modified=last_modified)
+    elif outcome in (Outcome.NEW, Outcome.CHANGED):
+        # The fetcher cannot see validators (Geonode) and the content moved on:
+        # the stored ones describe older content, and a 304 to them would hide a
+        # revert. They are not sent again until a direct fetch refreshes them.
+        changes.update(etag=None, last_modified=None)
     return page._replace(**changes)
 
 
@@ -741,23 +876,23 @@ DELETE FROM temp.missing
 """
 
 _APPLY_CHUNK = (
-    # Rows seen again: a changed lastmod (or a revived gone row) is due now. Driven
+    # Rows seen again belong to this seed now; a changed lastmod makes one due now
+    # (a gone one too: it may be back). Driven
     # by the chunk's keys (IN), so each is one primary-key lookup, never a scan.
     """
     UPDATE pages SET
+        seed = :seed,
         last_seen = :now,
         missing_runs = 0,
         sitemap_url = coalesce(
             (SELECT c.sitemap_url FROM temp.chunk AS c
              WHERE c.normalized_url = pages.normalized_url), sitemap_url),
         next_check = CASE
-            WHEN gone = 1 AND :revive THEN :now
             WHEN sitemap_lastmod IS NOT NULL AND sitemap_lastmod != coalesce(
                 (SELECT c.lastmod FROM temp.chunk AS c
                  WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
                 THEN min(next_check, :now)
             ELSE next_check END,
-        gone = CASE WHEN :revive THEN 0 ELSE gone END,
         sitemap_lastmod = coalesce(
             (SELECT c.lastmod FROM temp.chunk AS c
              WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
@@ -777,11 +912,11 @@ _APPLY_CHUNK = (
 _FIND_MISSING = """
 INSERT OR IGNORE INTO temp.missing
 SELECT p.normalized_url FROM pages AS p
-WHERE p.sitemap_url IS NULL AND p.seed = :seed AND p.gone = 0
+WHERE p.sitemap_url IS NULL AND p.seed = :seed
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 UNION ALL
 SELECT p.normalized_url FROM sitemaps AS m JOIN pages AS p ON p.sitemap_url = m.url
-WHERE m.seed = :seed AND p.seed = :seed AND p.gone = 0
+WHERE m.seed = :seed AND p.seed = :seed
   AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 """

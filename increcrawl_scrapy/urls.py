@@ -6,11 +6,18 @@ import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy.config import DEFAULT_TRACKING_PARAMS
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+#: Bumped whenever normalize_url's own rules change: stored keys are then re-keyed.
+RULES_VERSION = 1
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
@@ -47,6 +54,14 @@ def normalize_url(
         ):
             return url
     return _full_rules(url, tuple(tracking_params), strip_trailing_slash)
+
+
+def normalization_settings(config: IncrecrawlConfig) -> dict[str, Any]:
+    """The settings that decide a URL's key (``normalize_url`` keyword arguments)."""
+    return {
+        "tracking_params": tuple(config.tracking_params),
+        "strip_trailing_slash": config.strip_trailing_slash,
+    }
 
 
 def _full_rules(url: str, tracking_params: tuple[str, ...], strip_trailing_slash: bool) -> str:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.crawling import KEY
+
 
 class Clock:
     """A clock the test moves by hand (Unix seconds)."""
@@ -33,5 +35,5 @@ def site():
 def api():
     from increcrawl_scrapy.testing import GeonodeStandIn
 
-    with GeonodeStandIn(api_keys=["test-key"]) as running:
+    with GeonodeStandIn(api_keys=["test-key", KEY]) as running:
         yield running

@@ -49,7 +49,9 @@ async def test_single_extracts_below_the_threshold(servers, tmp_path: Path, cloc
 
 
 @pytest_twisted.ensureDeferred
-async def test_failed_batch_items_stay_due(servers, tmp_path: Path, clock: Clock) -> None:
+async def test_failed_batch_items_back_off_then_are_fetched(
+    servers, tmp_path: Path, clock: Clock
+) -> None:
     site, api = servers
     api.inject("TIMEOUT", count=3, endpoint="batch_item")
     db = str(tmp_path / "s.sqlite")
@@ -57,10 +59,14 @@ async def test_failed_batch_items_stay_due(servers, tmp_path: Path, clock: Clock
     result = await run_crawl(settings, sitemap_url=site.sitemap_url)
     assert len(result.changes("new")) == 9
     assert result.stats["increcrawl/errors"] == 3
-    left = due_urls(db, result.items[0]["url"].rsplit("/page", 1)[0] + "/sitemap.xml", clock)
-    assert left == set(site.page_urls()) - result.changes("new")
+    assert result.stats["increcrawl/errors/backed_off"] == 3  # the origin timed out
+    failed = set(site.page_urls()) - result.changes("new")
+    seed = result.items[0]["url"].rsplit("/page", 1)[0] + "/sitemap.xml"
+    assert due_urls(db, seed, clock) == set()
+    clock.advance(3600)  # INCRECRAWL_MIN_INTERVAL: the first back-off
+    assert due_urls(db, seed, clock) == failed
     again = await run_crawl(settings, sitemap_url=site.sitemap_url)
-    assert again.changes("new") == left
+    assert again.changes("new") == failed
 
 
 @pytest_twisted.ensureDeferred
@@ -97,7 +103,7 @@ async def test_429_bursts_finish_with_every_page_recorded(
 
 
 @pytest_twisted.ensureDeferred
-async def test_503_pages_stay_due_and_the_rest_is_recorded(
+async def test_503_pages_back_off_and_the_rest_is_recorded(
     servers, tmp_path: Path, clock: Clock
 ) -> None:
     site, api = servers
@@ -110,7 +116,9 @@ async def test_503_pages_stay_due_and_the_rest_is_recorded(
     with StateStore(db, clock=clock) as store:
         for url in failing:
             page = store.get(url)
-            assert page.last_fetched is None and page.error_count == 1 and page.next_check == 0
+            assert page.last_fetched is None and page.error_count == 1
+            # The site failed the page: it backs off, so it cannot starve the others.
+            assert page.error_streak == 1 and page.next_check == clock.now + 3600
     assert result.stats["increcrawl/errors"] == 2
 
 

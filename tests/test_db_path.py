@@ -16,13 +16,11 @@ async def test_relative_database_path_is_resolved_and_logged(
     tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch, under_scrapyd: bool
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    if under_scrapyd:
-        monkeypatch.setenv("SCRAPY_JOB", "0123abcd")
-    else:
-        monkeypatch.delenv("SCRAPY_JOB", raising=False)
+    monkeypatch.delenv("SCRAPY_JOB", raising=False)  # Scrapyd 1.6 does not set it
+    job = {"_job": "0123abcd"} if under_scrapyd else {}  # what Scrapyd passes
     with SampleSite(pages=4) as site:
         result = await run_crawl(
-            crawl_settings("relative.sqlite", clock), sitemap_url=site.sitemap_url
+            crawl_settings("relative.sqlite", clock), sitemap_url=site.sitemap_url, **job
         )
     assert (tmp_path / "relative.sqlite").exists()
     level = "WARNING" if under_scrapyd else "INFO"

@@ -5,7 +5,6 @@ import gzip
 import pytest
 
 from increcrawl_scrapy.discovery import (
-    Scope,
     SitemapError,
     SitemapStats,
     decompress,
@@ -105,26 +104,6 @@ def test_decompress_limits() -> None:
         decompress(gzip.compress(b" " * 10_000), 1024)
     with pytest.raises(SitemapError, match="over the limit"):
         decompress(b" " * 2048, 1024)
-
-
-def test_scope() -> None:
-    stats = SitemapStats()
-    scope = Scope("Example.com")
-    assert scope.allows("https://example.com/a", stats)
-    assert scope.allows("HTTP://EXAMPLE.COM:8080/a?b#c", stats)
-    assert scope.allows("https://example.com", stats)
-    for bad in (
-        "https://example.com.evil.org/",
-        "https://evil.org/?example.com",
-        "https://sub.example.com/",
-        "ftp://example.com/",
-        "javascript:alert(1)",
-        "https://user@evil.org/",
-    ):
-        assert not scope.allows(bad, stats), bad
-    assert scope.allows("https://" + "x" * 3000, stats) is False
-    assert stats.skipped == {"offsite": 4, "bad_scheme": 2, "too_long": 1}
-    assert Scope("example.com", include_subdomains=True).allows("https://a.b.example.com/", stats)
 
 
 def test_robots_sitemaps() -> None:

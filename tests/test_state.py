@@ -69,12 +69,20 @@ def test_a_whole_schedule_history(store: StateStore, clock: Clock) -> None:
     got = store.record(url, 410, seed=SEED)
     assert got.outcome is Outcome.GONE
     assert got.page.gone is True
-    clock.advance(365 * DAY)
+    # Still listed: re-checked slowly (twice the default interval), not at once.
+    assert got.page.next_check == clock.now + 2 * DAY
+    clock.advance(2 * DAY - 1)
     assert store.due(SEED) == []
+    clock.advance(1)
+    assert [p.normalized_url for p in store.due(SEED)] == [url]
+    again = store.record(url, 410, seed=SEED)
+    assert again.outcome is Outcome.STILL_GONE and again.outcome.change == "unchanged"
+    assert again.page.next_check == clock.now + 4 * DAY  # the wait doubles
+    assert again.page.change_count == got.page.change_count  # gone is reported once
     store.close()
     reopened = StateStore(store.path, clock=clock)
     page = reopened.get(url)
-    assert page.gone and page.content_hash == "h2" and page.fetch_count == 6
+    assert page.gone and page.content_hash == "h2" and page.fetch_count == 7
     reopened.close()
 
 
@@ -88,10 +96,83 @@ def test_not_modified_keeps_hash_and_updates_validators(store: StateStore, clock
     assert got.page.content_hash == "h"
     assert (got.page.etag, got.page.last_modified) == ('"e2"', "Tue, 01 Oct 2024 00:00:00 GMT")
     assert got.page.interval_s == 1.5 * DAY
-    # Geonode results carry no validators: the stored ones stay.
+    # A 304 without validators (RFC 9110 allows it) keeps the stored ones.
+    clock.advance(DAY)
+    got = store.record(url, 304, seed=SEED, validators=(None, None))
+    assert (got.page.etag, got.page.last_modified) == ('"e2"', "Tue, 01 Oct 2024 00:00:00 GMT")
+    # A Geonode result (no validators) with the same content: they still describe it.
     clock.advance(2 * DAY)
     got = store.record(url, 200, seed=SEED, content_hash="h")
     assert got.page.etag == '"e2"'
+    # New content the fetcher could not see validators for: the old ones are stale.
+    clock.advance(2 * DAY)
+    got = store.record(url, 200, seed=SEED, content_hash="h2")
+    assert got.outcome is Outcome.CHANGED
+    assert (got.page.etag, got.page.last_modified) == (None, None)
+
+
+def test_results_are_recorded_on_the_key_the_queue_handed_out(
+    store: StateStore, clock: Clock
+) -> None:
+    discover(store, SEED, ["https://example.com/a/"])
+    [page] = store.due(SEED)
+    got = store.record(
+        "https://cdn.example.net/final",
+        200,
+        seed=SEED,
+        key=page.normalized_url,
+        content_hash="h",
+        final_url="https://cdn.example.net/final",
+    )
+    assert got.page.normalized_url == page.normalized_url and store.count() == 1
+    assert store.get(page.url).final_url == "https://cdn.example.net/final"
+
+
+def test_changed_normalization_settings_rekey_rows_and_merge_collisions(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from functools import partial
+
+    from increcrawl_scrapy.urls import normalize_url
+
+    path = tmp_path / "n.sqlite"
+
+    def opened(strip: bool) -> StateStore:
+        return StateStore(
+            path,
+            clock=clock,
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    with opened(False) as store:
+        discover(
+            store,
+            SEED,
+            ["https://example.com/docs/", "https://example.com/docs", "https://example.com/a/"],
+        )
+        store.record("https://example.com/docs", 200, seed=SEED, content_hash="old")
+        clock.advance(HOUR)
+        store.record("https://example.com/docs/", 200, seed=SEED, content_hash="recent")
+        assert store.count() == 3
+    with opened(True) as store:
+        assert (store.rekeyed.rekeyed, store.rekeyed.merged) == (2, 1)
+        assert store.count() == 2
+        assert store.get("https://example.com/docs").content_hash == "recent"
+        assert store.get("https://example.com/a").normalized_url == "https://example.com/a"
+    with opened(True) as store:  # settings as stored: nothing to do
+        assert store.rekeyed.rekeyed == 0
+
+
+def test_a_symlinked_database_takes_the_same_crawl_lock(tmp_path: Path) -> None:
+    real = tmp_path / "real.sqlite"
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    with (
+        StateStore(real, exclusive=True),
+        pytest.raises(StateLockedError, match="in use by another crawl"),
+    ):
+        StateStore(link, exclusive=True)
 
 
 def test_errors_leave_the_schedule_untouched(store: StateStore, clock: Clock) -> None:
@@ -157,6 +238,13 @@ def test_missing_runs_lead_to_a_confirming_fetch_not_to_gone(
         due = [p.normalized_url for p in store.due(SEED)]
         assert due == ([dropped] if n == 3 else [])
         assert result.due == (1 if n == 3 else 0)
+    # The confirming fetch finds it alive; later runs do not force another one.
+    store.record(dropped, 200, seed=SEED, content_hash="h")
+    for n in (4, 5):
+        clock.advance(HOUR)
+        result = store.mark_missing(discover(store, SEED, [kept]))
+        assert store.get(dropped).missing_runs == n
+        assert result.due == 0 and store.due(SEED) == []
     assert store.get(dropped).gone is False
     assert store.get(kept).missing_runs == 0
 
@@ -171,15 +259,52 @@ def test_missing_marking_is_scoped_to_the_run_seed(store: StateStore) -> None:
     assert store.get("https://other.example/b").missing_runs == 0
 
 
-def test_gone_rows_stay_gone_when_rediscovered_unless_revived(tmp_path: Path, clock: Clock) -> None:
+def test_a_gone_page_still_listed_is_rechecked_and_comes_back_as_new(
+    store: StateStore, clock: Clock
+) -> None:
     url = "https://example.com/g"
-    for revive, expect_gone in ((False, True), (True, False)):
-        with StateStore(tmp_path / f"{revive}.sqlite", clock=clock, revive_gone=revive) as store:
-            discover(store, SEED, [url])
-            store.record(url, 404, seed=SEED)
-            discover(store, SEED, [url])
-            assert store.get(url).gone is expect_gone
-            assert bool(store.due(SEED)) is not expect_gone
+    discover(store, SEED, [url], lastmod="2024-01-01")
+    store.record(url, 200, seed=SEED, content_hash="h")
+    clock.advance(2 * DAY)
+    assert store.record(url, 404, seed=SEED).outcome is Outcome.GONE
+    clock.advance(HOUR)
+    discover(store, SEED, [url], lastmod="2024-01-01")
+    assert store.due(SEED) == []  # a slow re-check, not every run
+    discover(store, SEED, [url], lastmod="2024-01-05")  # its date moved: at once
+    assert [p.normalized_url for p in store.due(SEED)] == [url]
+    back = store.record(url, 200, seed=SEED, content_hash="h")
+    assert back.outcome is Outcome.NEW and back.page.gone is False
+    assert back.page.interval_s == DAY and back.page.error_streak == 0
+
+
+def test_a_gone_page_no_longer_listed_is_not_rechecked(store: StateStore, clock: Clock) -> None:
+    url, other = "https://example.com/g", "https://example.com/o"
+    store.mark_missing(discover(store, SEED, [url, other]))
+    store.record(url, 410, seed=SEED)
+    for _ in range(3):
+        clock.advance(30 * DAY)
+        store.mark_missing(discover(store, SEED, [other]))
+        assert url not in {p.normalized_url for p in store.due(SEED)}
+    assert store.get(url).gone and store.get(url).missing_runs == 3
+
+
+def test_site_failures_back_off_and_api_failures_stay_due(store: StateStore, clock: Clock) -> None:
+    url = "https://example.com/f"
+    discover(store, SEED, [url])
+    waits = []
+    for _ in range(4):
+        got = store.record(url, 403, seed=SEED, site_failure=True)
+        waits.append(got.page.next_check - clock.now)
+        clock.now = got.page.next_check
+    assert waits == [HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR]
+    assert store.get(url).error_streak == 4
+    for _ in range(3):  # the API or the transport failed: no evidence about the page
+        assert store.record(url, None, seed=SEED).page.next_check == clock.now
+    ok = store.record(url, 200, seed=SEED, content_hash="h").page
+    assert ok.error_streak == 0 and ok.next_check == clock.now + DAY
+    assert store.record(url, 500, seed=SEED, site_failure=True).page.next_check == (
+        clock.now + HOUR  # the streak started over
+    )
 
 
 def test_queue_is_oldest_first_and_limited(store: StateStore, clock: Clock) -> None:

@@ -136,7 +136,8 @@ class GeonodeClient:
                 return problem
             if attempt >= self.config.max_retries:
                 raise GeonodeRetriesExhausted(
-                    f"{method} {path} failed after {attempt + 1} attempts: {problem}"
+                    f"{method} {path} failed after {attempt + 1} attempts: {problem}",
+                    code=problem.partition(" ")[2] or None if problem[:3].isdigit() else None,
                 )
             delay = self._delay(attempt, retry_after)
             attempt += 1
@@ -158,7 +159,10 @@ class GeonodeClient:
         try:
             async with (
                 self._slots,
-                session.request(method, path.lstrip("/"), json=body, params=params) as answer,
+                # Never follow a redirect: it would carry X-Api-Key to another host.
+                session.request(
+                    method, path.lstrip("/"), json=body, params=params, allow_redirects=False
+                ) as answer,
             ):
                 status = answer.status
                 raw = await answer.read()
@@ -168,6 +172,11 @@ class GeonodeClient:
             return None, f"transport error {type(exc).__name__}"
         stat(self.stats, f"status/{status}")
         logger.debug("Geonode %s %s -> %s", method, path, status)
+        if 300 <= status < 400:
+            location = answer.headers.get("Location", "no Location")
+            raise GeonodeApiError(
+                status, "REDIRECT", f"the API redirected to {location}; not followed"
+            )
         parsed = _json(raw)
         if 200 <= status < 300:
             if not isinstance(parsed, dict):

@@ -10,9 +10,33 @@ from typing import Any
 
 _ORIGIN_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 
+#: Extraction error codes that say something about the page or its site (it
+#: blocked us, timed out, needs a login...), not about the API: the page backs off.
+SITE_ERROR_CODES = frozenset(
+    {
+        "TEMPORARY_BLOCK",
+        "NETWORK_ERROR",
+        "CAPTCHA_CHALLENGE",
+        "PERMANENT_BLOCK",
+        "INVALID_URL",
+        "INVALID_WAIT_FOR_SELECTOR",
+        "WAIT_FOR_SELECTOR_TIMEOUT",
+        "UNPROCESSABLE_CONTENT",
+        "AUTH_REQUIRED",
+        "TIMEOUT",
+    }
+)
+
+
+def is_site_error_code(code: Any) -> bool:
+    return code in SITE_ERROR_CODES
+
 
 class GeonodeError(Exception):
     """Base of every Geonode API failure."""
+
+    #: Whether the failure is the page's site's (it backs off), not the API's.
+    site_failure = False
 
 
 class GeonodeFatalError(GeonodeError):
@@ -31,6 +55,8 @@ class GeonodeApiError(GeonodeError):
         self.status = status
         self.code = code
         self.body = body
+        # A 422 extraction error names what went wrong with the page itself.
+        self.site_failure = status == 422 and is_site_error_code(code)
 
     def origin_status(self) -> int | None:
         """The origin's HTTP status when the API reports it as an extraction error
@@ -56,6 +82,11 @@ def origin_status_of(code: Any, message: Any, details: Any = None) -> int | None
 
 class GeonodeRetriesExhausted(GeonodeError):
     """A retryable failure (429, 5xx, transport) outlasted ``GEONODE_MAX_RETRIES``."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code  # the last extraction error code, if the API gave one
+        self.site_failure = is_site_error_code(code)
 
 
 class GeonodeBadAnswer(GeonodeError):

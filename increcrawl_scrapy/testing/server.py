@@ -1,4 +1,4 @@
-"""A threaded HTTP server on 127.0.0.1 with a port the OS picks."""
+"""A threaded HTTP server on loopback (127.0.0.1 unless told) with a port the OS picks."""
 
 from __future__ import annotations
 
@@ -44,8 +44,13 @@ class _Server(ThreadingHTTPServer):
 class LoopbackServer:
     """Serve *handler* on 127.0.0.1 in a background thread."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
-        self._httpd = _Server(("127.0.0.1", port), handler)
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], port: int = 0, host: str = "127.0.0.1"
+    ) -> None:
+        if not host.startswith("127."):
+            raise ValueError("test servers listen on loopback addresses only")
+        self.host = host
+        self._httpd = _Server((host, port), handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -54,7 +59,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
         self._thread = threading.Thread(

@@ -1,0 +1,119 @@
+"""Which URLs a crawl may request, decided on the URL exactly as it will be requested.
+
+A hostile sitemap can spell a URL so that one parser reads one host and another
+parser another (``http://evil\\@seed/``: a regex sees userinfo and the seed, Scrapy
+reads ``\\`` as ``/`` and connects to ``evil``). So every URL is first turned into
+the string Scrapy will request (``Request.url``, w3lib's WHATWG-style
+``safe_url_string``), and scope is judged on that string alone. URLs whose
+authority could still be read two ways (userinfo, percent-encoded or otherwise
+unusual hosts) are refused outright: no real sitemap needs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from urllib.parse import urljoin, urlsplit
+
+from w3lib.url import safe_url_string
+
+MAX_URL_LENGTH = 2048
+
+# URLs that safe_url_string returns unchanged (tested): lower-case http(s) scheme
+# and host, a path of characters it never rewrites, no query. Most sitemap URLs are like this.
+_AS_REQUESTED = re.compile(
+    r"https?://[a-z0-9._-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?"
+)
+# A host both Scrapy (w3lib, urllib) and Twisted's connector read the same way:
+# DNS labels, a dotted IPv4 address, or a bracketed IPv6 literal. A trailing dot,
+# percent escapes or anything else is refused.
+_PLAIN_HOST = re.compile(
+    r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+    r"|\[[0-9a-f:.]+\]"
+)
+
+
+class UrlRefused(ValueError):
+    """A URL that will not be requested; ``reason`` is a stats key part."""
+
+    def __init__(self, reason: str, url: str) -> None:
+        super().__init__(f"{reason}: {url[:200]!r}")
+        self.reason = reason
+
+
+def requested_url(url: str) -> str:
+    """*url* exactly as Scrapy will request it (what ``Request(url).url`` is)."""
+    if _AS_REQUESTED.fullmatch(url):
+        return url
+    return safe_url_string(url, "utf-8")
+
+
+def request_target(url: str) -> tuple[str, str]:
+    """``(requested URL, host)`` for an absolute http(s) URL with an unambiguous
+    authority; raises UrlRefused (reasons ``too_long``, ``bad_scheme``,
+    ``userinfo``, ``bad_host``) otherwise."""
+    if len(url) > MAX_URL_LENGTH:
+        raise UrlRefused("too_long", url)
+    try:
+        requested = requested_url(url)
+        parts = urlsplit(requested)
+        port = parts.port  # a port that is not a number raises here
+    except ValueError:
+        raise UrlRefused("bad_host", url) from None
+    if parts.scheme not in ("http", "https"):
+        raise UrlRefused("bad_scheme", url)
+    if "@" in parts.netloc:
+        raise UrlRefused("userinfo", url)
+    host = parts.netloc.lower()
+    if port is not None or host.endswith(":"):
+        host = host.rpartition(":")[0]
+    if not _PLAIN_HOST.fullmatch(host) or len(requested) > MAX_URL_LENGTH:
+        raise UrlRefused("bad_host", url)
+    return requested, host
+
+
+def site_of(host: str) -> str:
+    """The site a host belongs to for redirects: ``www.`` is the same site."""
+    return host[4:] if host.startswith("www.") else host
+
+
+class Scope:
+    """The seed's host (or, if allowed, its subdomains): where pages may be requested."""
+
+    def __init__(self, seed_host: str, *, include_subdomains: bool = False) -> None:
+        self.host = seed_host.lower()
+        self.include_subdomains = include_subdomains
+
+    def covers(self, host: str) -> bool:
+        return host == self.host or (self.include_subdomains and host.endswith("." + self.host))
+
+    def request_url(self, url: str, skipped: Counter[str]) -> str | None:
+        """The URL to request for *url* if it is in scope, else None (the reason
+        counted in *skipped*)."""
+        try:
+            requested, host = request_target(url)
+        except UrlRefused as refused:
+            skipped[refused.reason] += 1
+            return None
+        if not self.covers(host):
+            skipped["offsite"] += 1
+            return None
+        return requested
+
+    def follows_redirect(self, location: str) -> bool:
+        """Whether a redirect to *location* stays on the seed's site (scheme and
+        ``www.`` may change; nothing else)."""
+        try:
+            _requested, host = request_target(location)
+        except UrlRefused:
+            return False
+        return self.covers(host) or site_of(host) == site_of(self.host)
+
+
+def redirect_location(request_url: str, header: bytes) -> str:
+    """The absolute URL a ``Location`` header sends to, read as Scrapy's
+    RedirectMiddleware reads it."""
+    location = safe_url_string(header)
+    if header.startswith(b"//"):
+        location = urlsplit(request_url).scheme + "://" + location.lstrip("/")
+    return urljoin(request_url, location)

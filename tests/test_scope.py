@@ -1,0 +1,181 @@
+"""Scope is judged on the URL exactly as Scrapy will request it: a corpus of URL
+tricks, read alone and through whole crawls against a second loopback host that
+counts every request it gets."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+from hypothesis import given
+from hypothesis import strategies as st
+from scrapy import Request
+from w3lib.url import safe_url_string
+
+from increcrawl_scrapy.scope import Scope, UrlRefused, request_target, requested_url
+from increcrawl_scrapy.testing import SampleSite
+from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
+from tests.conftest import Clock
+from tests.crawling import crawl_settings, run_crawl
+
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def tricks(seed: str, evil: str) -> list[str]:
+    """Spellings meant to reach *evil* (``127.0.0.2:PORT``) from a sitemap of *seed*
+    (``127.0.0.1:PORT``)."""
+    evil_host, evil_port = evil.split(":")
+    return [
+        f"http://{evil}\\@{seed}/secret",  # a regex reads userinfo, Scrapy reads a path
+        f"http://{evil}\\\\@{seed}/secret",
+        f"http://{seed}@{evil}/secret",  # userinfo in front of the other host
+        f"http://{seed}:x@{evil}/secret",
+        f"http://{evil}%2F@{seed}/secret",  # percent-encoded slash in userinfo
+        f"http://{evil}%5C@{seed}/secret",
+        f"http://{evil}#@{seed}/secret",
+        f"http://{evil}?@{seed}/secret",
+        f"http:/\\{evil}/secret",
+        f"http:\\\\{evil}/secret",
+        f" http://{evil}/secret",
+        f"http://{seed}\t@{evil}/secret",
+        f"http://2130706434:{evil_port}/secret",  # 127.0.0.2 in decimal
+        f"http://0177.0.0.2:{evil_port}/secret",  # octal
+        f"http://0x7f.0.0.2:{evil_port}/secret",  # hex
+        f"http://0x7f000002:{evil_port}/secret",
+        f"http://127.2:{evil_port}/secret",  # short form
+        f"http://[::ffff:127.0.0.2]:{evil_port}/secret",
+        f"http://[::ffff:7f00:2]:{evil_port}/secret",
+        f"http://{evil_host}.:{evil_port}/secret",  # trailing dot
+        f"http://127%2E0%2E0%2E2:{evil_port}/secret",  # percent-encoded dots
+        f"http://127\u30020\u30020\u30022:{evil_port}/secret",  # ideographic full stops (IDNA)
+        f"http://127\uff0e0\uff0e0\uff0e2:{evil_port}/secret",  # fullwidth dots
+        f"HTTP://{evil}/secret",
+        f"http://{evil}/secret",
+        f"https://{evil}/secret",
+        f"//{evil}/secret",
+    ]
+
+
+def test_tricks_never_pass_as_the_seed() -> None:
+    scope = Scope("127.0.0.1")
+    skipped: Counter[str] = Counter()
+    for url in tricks("127.0.0.1:8000", "127.0.0.2:9000"):
+        assert scope.request_url(url, skipped) is None, url
+    assert set(skipped) <= {"offsite", "userinfo", "bad_host", "bad_scheme"}
+
+
+def test_the_checked_url_is_the_requested_url() -> None:
+    scope = Scope("example.com")
+    skipped: Counter[str] = Counter()
+    for url in (
+        "https://example.com/a",
+        "HTTP://EXAMPLE.COM:8080/a?b#c",
+        "https://example.com",
+        "https://example.com/a@b/c",  # "@" in the path is fine
+        "https://example.com/caf\u00e9 au lait",
+        "https://EXAMPLE.com\\path",
+    ):
+        requested = scope.request_url(url, skipped)
+        assert requested is not None, url
+        assert requested == Request(url).url
+    for bad in (
+        "https://example.com.evil.org/",
+        "https://evil.org/?example.com",
+        "https://sub.example.com/",
+        "ftp://example.com/",
+        "javascript:alert(1)",
+        "https://user@example.com/",
+        "https://" + "x" * 3000,
+    ):
+        assert scope.request_url(bad, skipped) is None, bad
+    assert Scope("example.com", include_subdomains=True).request_url(
+        "https://a.b.example.com/", skipped
+    )
+
+
+def test_redirects_stay_on_the_site() -> None:
+    scope = Scope("example.com")
+    assert scope.follows_redirect("https://example.com/b")
+    assert scope.follows_redirect("http://www.example.com/b")
+    assert Scope("www.example.com").follows_redirect("https://example.com/")
+    for other in ("https://evil.org/", "https://example.com.evil.org/", "https://x@evil.org/"):
+        assert not scope.follows_redirect(other)
+
+
+@given(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzAZ0123456789-._~!$&'()*+,;=:@/?#%\\ ", max_size=40)
+)
+def test_fast_path_agrees_with_w3lib(tail: str) -> None:
+    url = f"http://example.com/{tail}"
+    assert requested_url(url) == safe_url_string(url, "utf-8")
+
+
+def test_arguments_are_checked_the_same_way() -> None:
+    # The seed's host is read from the URL as requested, like everything else.
+    assert request_target("http://a.com\\@b.com/") == ("http://a.com/@b.com/", "a.com")
+    for bad in ("http://u@b.com/", "ftp://b.com/", "http://b.com:x/", "http://b%2Ecom/"):
+        with pytest.raises(UrlRefused):
+            request_target(bad)
+
+
+class _Canary:
+    """A server on 127.0.0.2 that counts every request it receives."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+        lock = threading.Lock()
+        hits = self.hits
+
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                with lock:
+                    hits.append(self.path)
+                self.send_body(200, b"<urlset><url><loc>http://x/</loc></url></urlset>", "text/xml")
+
+        self.server = LoopbackServer(Handler, host="127.0.0.2")
+
+    def __enter__(self) -> _Canary:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+
+@pytest.mark.parametrize("fetcher", ["direct", "geonode"])
+@pytest_twisted.ensureDeferred
+async def test_a_hostile_sitemap_reaches_no_other_host(
+    site: SampleSite, api, tmp_path: Path, clock: Clock, fetcher: str
+) -> None:
+    with _Canary() as canary:
+        seed = site.url.removeprefix("http://")
+        evil = canary.server.url.removeprefix("http://")
+        corpus = tricks(seed, evil)
+        pages = "".join(f"<url><loc>{u.replace('&', '&amp;')}</loc></url>" for u in corpus)
+        children = "".join(
+            f"<sitemap><loc>{u.replace('&', '&amp;')}</loc></sitemap>" for u in corpus
+        )
+        safe = site.page_url(1)
+        urlset = site.serve(
+            "/hostile.xml", f"<urlset {NS}>{pages}<url><loc>{safe}</loc></url></urlset>".encode()
+        )
+        index = site.serve(
+            "/index.xml",
+            f"<sitemapindex {NS}>{children}<sitemap><loc>{urlset}</loc></sitemap>"
+            "</sitemapindex>".encode(),
+        )
+        settings = crawl_settings(
+            str(tmp_path / "s.sqlite"), clock, api if fetcher == "geonode" else None
+        )
+        result = await run_crawl(settings, sitemap_url=index)
+        assert result.reason == "finished"
+        assert canary.hits == []
+        assert result.changes("new") == {safe}  # the one honest entry was crawled
+        skipped = {k: v for k, v in result.stats.items() if "sitemap/skipped/" in k}
+        assert sum(skipped.values()) == len(corpus)
+        refused = result.stats["increcrawl/sitemap/offsite"]
+        assert refused + result.stats.get("increcrawl/sitemap/repeated", 0) == len(corpus)
+        assert result.stats["increcrawl/discovery_incomplete"] == 1  # refused children
