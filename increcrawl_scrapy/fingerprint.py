@@ -13,19 +13,42 @@ from functools import lru_cache
 
 from increcrawl_scrapy.config import ConfigError
 
-_ISO_TIMESTAMP = (
-    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
-    r"(?:\s?(?:Z|UTC|[+-]\d{2}(?::?\d{2})?))?\b"
+# Only what is volatile by construction: a rule that also matches real content
+# (a date, a time, a word such as "session") would hide real edits.
+
+# Names of per-request tokens: CSRF/XSRF, nonces, session ids.
+_NONCE_NAME = (
+    r"[\w-]*(?:csrf|xsrf)[\w-]*|[\w-]*nonce|authenticity[_-]?token"
+    r"|request[_-]?verification[_-]?token|(?:j|asp\.net[_-]?)?session[_-]?id|(?:php)?sessid|sid"
 )
-# A token name, an optional quote, ``=`` or ``:``, and the token value.
-_NONCE_ASSIGNMENT = (
-    r"(?i)\b[\w-]*(?:csrf|xsrf|nonce|session)[\w-]*[\"']?\s*[:=]\s*[\"']?"
-    r"[A-Za-z0-9_\-+/=.]{6,}[\"']?"
-)
+# A token value: 8+ token characters, at least one of them a digit.
+_NONCE_VALUE = r"(?=[A-Za-z_\-+/=.|]*\d)[A-Za-z0-9_\-+/=.|]{8,}"
+# ``name=value`` / ``name: value`` (quotes optional), as query strings and scripts write them.
+_NONCE_ASSIGNMENT = rf"(?i)\b(?:{_NONCE_NAME})[\"']?[ \t]*[:=][ \t]*[\"']?{_NONCE_VALUE}[\"']?"
 # The same in HTML left in the text: ``name="csrf_token" value="..."`` or ``content=``.
 _NONCE_ATTRIBUTE = (
-    r"(?i)\b(?:name|id)\s*=\s*[\"'][\w-]*(?:csrf|xsrf|nonce|session)[\w-]*[\"']"
+    rf"(?i)\b(?:name|id)\s*=\s*[\"'](?:{_NONCE_NAME})[\"']"
     r"[^>\n]*?\b(?:value|content)\s*=\s*[\"'][^\"'\n]*[\"']"
+)
+# A render timestamp where a label says it is one ("Rendered at 2024-05-01T10:00Z",
+# "Page generated on 2024-05-01 10:00:03 UTC"): the label and the time go together.
+_RENDER_TIMESTAMP = (
+    r"(?i)\b(?:rendered|generated|served|cached|built|retrieved|fetched)(?:[ \t]+(?:at|on))?"
+    r"[ \t]*:?[ \t]*\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+    r"(?:[ \t]?(?:Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?))?"
+    r"|\b(?:rendered|generated|served)[ \t]+in[ \t]+\d+(?:\.\d+)?[ \t]?(?:ms|s|seconds)\b"
+)
+# Cache-busting parameters on asset URLs (``style.css?v=3f2a9``).
+_CACHE_BUSTER = (
+    r"(?i)(?:(?<=\.css)|(?<=\.js)|(?<=\.mjs)|(?<=\.png)|(?<=\.jpg)|(?<=\.jpeg)|(?<=\.gif)"
+    r"|(?<=\.svg)|(?<=\.webp)|(?<=\.avif)|(?<=\.woff)|(?<=\.woff2)|(?<=\.ico))"
+    r"\?(?:v|ver|version|_|cb|cachebust|cache_bust|ts|timestamp|hash)=[\w.-]+"
+)
+# A view counter on a line of its own ("1,234 views", "Views: 1234", "Viewed 12 times").
+_VIEW_COUNTER = (
+    r"(?im)^[ \t]*(?:[\d][\d,.]*[ \t]*(?:views?|page[ \t]views|reads|visits)"
+    r"|(?:views?|page[ \t]views|visits|hits)[ \t]*:[ \t]*[\d][\d,.]*"
+    r"|viewed[ \t]+[\d][\d,.]*[ \t]+times?)[ \t]*$"
 )
 
 
@@ -41,9 +64,11 @@ def _related_section(level: int) -> str:
 #: The default volatile rules, applied in this order. Each match is deleted.
 VOLATILE_PATTERNS: tuple[str, ...] = (
     *(_related_section(level) for level in range(1, 7)),
-    _ISO_TIMESTAMP,
     _NONCE_ATTRIBUTE,
     _NONCE_ASSIGNMENT,
+    _RENDER_TIMESTAMP,
+    _CACHE_BUSTER,
+    _VIEW_COUNTER,
 )
 
 _BLANKS = re.compile(r"[ \t\u00a0]+")

@@ -4,7 +4,6 @@ counts every request it gets."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from w3lib.url import safe_url_string
 
 from increcrawl_scrapy.scope import Scope, UrlRefused, request_target, requested_url
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
+from tests.canary import Canary
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 
@@ -121,36 +120,12 @@ def test_arguments_are_checked_the_same_way() -> None:
             request_target(bad)
 
 
-class _Canary:
-    """A server on 127.0.0.2 that counts every request it receives."""
-
-    def __init__(self) -> None:
-        self.hits: list[str] = []
-        lock = threading.Lock()
-        hits = self.hits
-
-        class Handler(QuietHandler):
-            def do_GET(self) -> None:
-                with lock:
-                    hits.append(self.path)
-                self.send_body(200, b"<urlset><url><loc>http://x/</loc></url></urlset>", "text/xml")
-
-        self.server = LoopbackServer(Handler, host="127.0.0.2")
-
-    def __enter__(self) -> _Canary:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.stop()
-
-
 @pytest.mark.parametrize("fetcher", ["direct", "geonode"])
 @pytest_twisted.ensureDeferred
 async def test_a_hostile_sitemap_reaches_no_other_host(
     site: SampleSite, api, tmp_path: Path, clock: Clock, fetcher: str
 ) -> None:
-    with _Canary() as canary:
+    with Canary() as canary:
         seed = site.url.removeprefix("http://")
         evil = canary.server.url.removeprefix("http://")
         corpus = tricks(seed, evil)

@@ -170,6 +170,18 @@ def test_non_loopback_targets_are_refused_without_a_fetch(api: GeonodeStandIn) -
     assert api.counters()["origin_fetches"] == 0
 
 
+def test_a_redirect_off_loopback_is_refused_too(api: GeonodeStandIn, site: SampleSite) -> None:
+    site.redirect(1, "http://192.0.2.1/internal")  # refused before any connection
+    site.redirect(2, site.page_url(3))  # loopback to loopback: followed
+    answer = extract(api, site.page_url(1))
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "INVALID_URL"
+    assert "192.0.2.1" in answer.json()["error"]["message"]
+    followed = extract(api, site.page_url(2))
+    assert followed.status_code == 200
+    assert followed.json()["metadata"]["url"] == site.page_url(3)  # where it ended
+
+
 def test_batch_lifecycle_and_paging(api: GeonodeStandIn) -> None:
     with SampleSite(pages=120) as site:
         urls = site.page_urls()

@@ -424,10 +424,23 @@ class IncrementalSpider(scrapy.Spider):
 
     def parse_page(self, response: scrapy.http.Response) -> Iterator[dict[str, Any]]:
         geonode = "geonode" in response.flags
+        final_url = _final_url(response)
+        if final_url is not None and not self.increcrawl_scope.follows_redirect(final_url):
+            # The API followed a redirect to another site: not this page's content.
+            self._stat("redirect/offsite")
+            logger.warning("%s redirects to another site (%s): not kept", response.url, final_url)
+            yield {
+                "url": response.meta.get("increcrawl_url", response.url),
+                "normalized_url": response.meta.get("increcrawl_key"),
+                "http_status": 0,
+                "error": f"redirect to another site: {final_url}",
+                "site_failure": True,
+            }
+            return
         yield {
             "url": response.meta.get("increcrawl_url", response.url),
             "normalized_url": response.meta.get("increcrawl_key"),
-            "final_url": _final_url(response),
+            "final_url": final_url,
             "http_status": response.status,
             "markdown": _markdown(response) if response.status == 200 else None,
             "fetcher": "geonode" if geonode else "direct",

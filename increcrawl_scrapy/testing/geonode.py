@@ -56,7 +56,22 @@ BAD_ANSWERS = ("not_json", "missing_fields", "wrong_types")
 FAULT_KINDS = HTTP_FAULTS + BAD_ANSWERS + tuple(EXTRACTION_ERRORS)
 ENDPOINTS = ("extract", "extract_status", "batch", "batch_status", "batch_item", "map", "any")
 _CONDITIONAL = ("if-none-match", "if-modified-since")
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_REFUSED = -1  # _fetch_origin: the origin redirected off loopback
+
+
+class _OffLoopback(urllib.error.URLError):
+    """An origin redirected to an address that is not loopback."""
+
+
+class _LoopbackRedirects(urllib.request.HTTPRedirectHandler):
+    # The loopback-only rule holds for every hop, not only the first URL.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def,unused-ignore]
+        if not _is_loopback(newurl):
+            raise _OffLoopback(f"redirect to {newurl} refused: not a loopback address")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _LoopbackRedirects())
 
 
 @dataclass
@@ -71,6 +86,7 @@ class Knobs:
     origin_status_mode: str = "metadata"  # how origin 304/404/410 are reported
     slow_seconds: float = 120.0  # how long a "slow" fault makes the client wait
     batch_stall: bool = False  # batch jobs stay "processing" until turned off
+    batch_job_fails: bool = False  # finished jobs end "failed"; their done items stay readable
     batch_workers: int = 4
     batch_pages: str = "honest"  # or "repeat" / "skip": result pages that overlap or leave gaps
     map_extra_links: tuple[str, ...] = ()  # returned by /v1/map whatever the site has
@@ -304,7 +320,9 @@ class GeonodeStandIn:
             return 422, extraction_error(
                 "INVALID_URL", "the stand-in only fetches origins on loopback addresses"
             )
-        status, body = self._fetch_origin(url, headers)
+        status, body, final_url = self._fetch_origin(url, headers)
+        if status == _REFUSED:
+            return 422, extraction_error("INVALID_URL", body.decode())
         if status is None:
             return 422, extraction_error("NETWORK_ERROR", f"origin unreachable: {body!r}")
         if status >= 300 and self.knobs.origin_status_mode == "error":
@@ -323,7 +341,7 @@ class GeonodeStandIn:
             self._counters["tokens_charged"] += 1
             self._counters["extractions"] += 1
         metadata = {
-            "url": url,
+            "url": final_url,  # where redirects ended
             "http_status": status,
             "duration_ms": int((time.monotonic() - started) * 1000),
             "render_js": config.get("render_js", False),
@@ -335,7 +353,8 @@ class GeonodeStandIn:
         }
         return 200, {"data": data, "metadata": metadata, "tokens_charged": 1}
 
-    def _fetch_origin(self, url: str, headers: dict[str, str]) -> tuple[int | None, bytes]:
+    def _fetch_origin(self, url: str, headers: dict[str, str]) -> tuple[int | None, bytes, str]:
+        """(status or None, body, final URL) of the origin's answer."""
         with self._lock:
             self._counters["origin_fetches"] += 1
             if any(name.lower() in _CONDITIONAL for name in headers):
@@ -343,12 +362,14 @@ class GeonodeStandIn:
         request = urllib.request.Request(url, headers=headers)  # noqa: S310 - http(s) checked
         try:
             with _NO_PROXY.open(request, timeout=self.knobs.origin_timeout) as answer:
-                return answer.status, answer.read()
+                return answer.status, answer.read(), answer.geturl()
         except urllib.error.HTTPError as exc:
             with exc:
-                return exc.code, exc.read()
+                return exc.code, exc.read(), exc.geturl() or url
+        except _OffLoopback as exc:
+            return _REFUSED, str(exc.reason).encode(), url
         except (urllib.error.URLError, OSError) as exc:
-            return None, str(exc).encode()
+            return None, str(exc).encode(), url
 
     # -- batch jobs ----------------------------------------------------------
 
@@ -396,6 +417,7 @@ class GeonodeStandIn:
             if status == 200:
                 meta = body["metadata"]
                 item.update(
+                    url=meta["url"],  # the final URL, as a real API may answer
                     status="completed",
                     data=body["data"],
                     metadata={
@@ -432,7 +454,7 @@ class GeonodeStandIn:
             elif job.polls == 1:
                 status = "queued"  # every job is seen queued, then processing, then done
             elif job.polls > 2 and terminal == len(job.items) and job.completed_at is not None:
-                status = "completed"
+                status = "failed" if self.knobs.batch_job_fails else "completed"
             else:
                 status = "processing"
             start = (page - 1) * page_size
@@ -470,7 +492,7 @@ class GeonodeStandIn:
         found: dict[str, str] = {}
         for link in self._sitemap_links(base):
             found.setdefault(link, "sitemap")
-        status, page = self._fetch_origin(url, {})
+        status, page, _final = self._fetch_origin(url, {})
         if status == 200:
             tree = lxml_html.fromstring(page or b"<html/>")
             for href in tree.xpath("//a/@href"):
@@ -494,7 +516,7 @@ class GeonodeStandIn:
         return links
 
     def _sitemap_links(self, base: str) -> list[str]:
-        status, robots = self._fetch_origin(f"{base}/robots.txt", {})
+        status, robots, _final = self._fetch_origin(f"{base}/robots.txt", {})
         sitemaps = []
         if status == 200:
             for line in robots.decode("utf-8", "replace").splitlines():
@@ -509,7 +531,7 @@ class GeonodeStandIn:
             if sitemap in visited or not _is_loopback(sitemap):
                 continue
             visited.add(sitemap)
-            status, body = self._fetch_origin(sitemap, {})
+            status, body, _final = self._fetch_origin(sitemap, {})
             if status != 200:
                 continue
             if body[:2] == b"\x1f\x8b":

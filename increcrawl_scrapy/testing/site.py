@@ -84,6 +84,7 @@ class SampleSite:
         self._lastmod_bumps: dict[int, float] = {}
         self._deleted: dict[int, int] = {}
         self._failing: dict[int, int] = {}
+        self._redirects: dict[int, tuple[int, str]] = {}
         self._failing_paths: dict[str, int] = {}
         self._raw: dict[str, tuple[bytes, str]] = {}
         self._unlisted: set[int] = set()
@@ -207,6 +208,12 @@ class SampleSite:
             self._deleted[i] = status
             self._mutated()
 
+    def restore(self, i: int) -> None:
+        """A deleted page *i* answers again."""
+        with self._lock:
+            self._deleted.pop(i, None)
+            self._mutated()
+
     def fail(self, i: int, status: int | None = 500) -> None:
         """Make page *i* answer *status* (None: answer normally again)."""
         with self._lock:
@@ -214,6 +221,14 @@ class SampleSite:
                 self._failing.pop(i, None)
             else:
                 self._failing[i] = status
+
+    def redirect(self, i: int, location: str | None, status: int = 302) -> None:
+        """Make page *i* answer *status* with ``Location: location`` (None: stop)."""
+        with self._lock:
+            if location is None:
+                self._redirects.pop(i, None)
+            else:
+                self._redirects[i] = (status, location)
 
     def serve(self, path: str, body: bytes, content_type: str = "application/xml") -> str:
         """Serve *body* as is at *path* (a hostile sitemap, say); returns its URL."""
@@ -357,6 +372,9 @@ class SampleSite:
             return self._deleted[i], {}, b"gone"
         if i in self._failing:
             return self._failing[i], {}, b"failing on purpose"
+        if i in self._redirects:
+            status, location = self._redirects[i]
+            return status, {"Location": location}, b"moved"
         kind = self.kind(i)
         validators: dict[str, str] = {}
         not_modified = False
