@@ -52,12 +52,36 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {memory:.0f} GiB; " + ", ".join(versions)
 
 
+def commit() -> str:
+    """The commit the measured code is at (``+changes`` when the tree differs from it)."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "increcrawl_scrapy"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
 def write_section(name: str, body: str) -> None:
     """Replace (or add) section *name* of RESULTS.md, stamped with how it was made."""
     command = "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = (
-        f"<!-- {name} -->\n## {name}\n\n`{command}` on {stamp}; {machine()}.\n\n"
+        f"<!-- {name} -->\n## {name}\n\n`{command}` at commit {commit()} on {stamp}; "
+        f"{machine()}.\n\n"
         f"{body.strip()}\n<!-- /{name} -->\n"
     )
     text = (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.config import DEFAULTS, ConfigError, IncrecrawlConfig
 
@@ -28,8 +29,15 @@ def test_defaults_match_design() -> None:
 
 def test_every_default_is_read() -> None:
     # A setting in DEFAULTS that from_settings never reads would drift silently.
-    config = IncrecrawlConfig.from_settings({})
-    assert len(DEFAULTS) == len(config.__dataclass_fields__)
+    read: set[str] = set()
+
+    class Recording(BaseSettings):
+        def get(self, name, default=None):  # type: ignore[override]
+            read.add(name)
+            return super().get(name, default)
+
+    IncrecrawlConfig.from_settings(Recording())
+    assert read == set(DEFAULTS)
 
 
 @pytest.mark.parametrize(

@@ -86,12 +86,19 @@ def test_first_error_shape(api: GeonodeStandIn, site: SampleSite, fault: str) ->
 
 
 def test_auth_quota_and_concurrency_errors(api: GeonodeStandIn, site: SampleSite) -> None:
-    bad = requests.post(f"{api.url}/v1/extract", json={"url": site.url}, timeout=5).json()
-    sdk.ErrorResponse.from_dict(bad)
+    bad = requests.post(f"{api.url}/v1/extract", json={"url": site.url}, timeout=5)
+    assert bad.status_code == 401
+    assert sdk.ErrorResponse.from_dict(bad.json()).retryable is False
     api.configure(quota=0)
-    sdk.ErrorResponse.from_dict(call("POST", api, "/v1/extract", {"url": site.url}).json())
+    quota = call("POST", api, "/v1/extract", {"url": site.url})
+    assert quota.status_code == 402
+    assert sdk.ErrorResponse.from_dict(quota.json()).retryable is False
     api.configure(quota=None, concurrency_limit=0)
-    sdk.ErrorResponse.from_dict(call("POST", api, "/v1/extract", {"url": site.url}).json())
+    busy = call("POST", api, "/v1/extract", {"url": site.url})
+    assert busy.status_code == 429
+    parsed = sdk.ErrorResponse.from_dict(busy.json())
+    assert parsed.code == "WORK_CONCURRENCY_LIMITED" and parsed.retryable is True
+    assert sdk.ErrorResponse.from_dict(bad.json()).code != parsed.code
 
 
 def test_extraction_errors_and_validation(api: GeonodeStandIn, site: SampleSite) -> None:

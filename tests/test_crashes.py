@@ -108,14 +108,22 @@ def test_sigterm_ends_cleanly_with_state_flushed(tmp_path: Path) -> None:
     db = tmp_path / "state.sqlite"
     with SampleSite(pages=60) as site, GeonodeStandIn(api_keys=[KEY], latency=0.05) as api:
         process = start_crawl(
-            site, api, db, "-s", "INCRECRAWL_FLUSH_ITEMS=1000", "-s", "GEONODE_CONCURRENCY=2"
+            site,
+            api,
+            db,
+            *("-s", "INCRECRAWL_FLUSH_ITEMS=1000", "-s", "INCRECRAWL_FLUSH_SECONDS=600"),
+            *("-s", "GEONODE_CONCURRENCY=2"),
         )
-        wait_for(db, "SELECT count(*) FROM pages", 60, process)
-        time.sleep(0.5)  # some pages fetched, none flushed yet (1,000 a batch)
+        deadline = time.monotonic() + 60
+        while api.counters()["extractions"] < 5:  # some pages fetched...
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        assert state(db)[2] == 0  # ...none flushed yet
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
+        assert process.returncode == 0  # a clean exit
         integrity, _, fetched, runs = state(db)
         assert integrity == "ok"
-        assert fetched > 0  # flushed on the way out
+        assert fetched >= 5  # flushed on the way out
         assert runs[-1][0] is not None and runs[-1][1] == "shutdown"
         assert api.counters()["tokens_charged"] >= fetched

@@ -169,6 +169,10 @@ async def test_the_key_is_in_no_log_line_stat_item_or_database(
     api.inject("500", count=2)
     db = tmp_path / "s.sqlite"
     result = await run_crawl(crawl_settings(str(db), clock, api), sitemap_url=site.sitemap_url)
+    # The key was sent and accepted (the stand-in answers 401 to any other): the
+    # crawl fetched its pages through the API and finished normally.
+    assert result.reason == "finished" and "geonode/status/401" not in result.stats
+    assert result.changes("new") == set(site.page_urls()) - {site.page_url(2)}
     assert any("DEBUG" in line for line in result.log)
     assert KEY not in "\n".join(result.log)
     assert KEY not in repr(result.stats) and KEY not in repr(result.items)

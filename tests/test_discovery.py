@@ -91,10 +91,12 @@ def test_entities_are_never_resolved(tmp_path) -> None:
     secret.write_text("TOPSECRET")
     xml = (
         f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file://{secret}">]>'
-        f"<urlset {NS}><url><loc>https://a.com/&x;</loc></url></urlset>"
+        f"<urlset {NS}><url><loc>https://a.com/&x;</loc></url>"
+        f"<url><loc>https://a.com/safe</loc></url></urlset>"
     )
     entries, _ = read(xml)
     assert all("TOPSECRET" not in loc for loc, _ in entries)
+    assert ("https://a.com/safe", None) in entries  # the safe entry was still read
 
 
 def test_decompress_limits() -> None:

@@ -98,4 +98,13 @@ def test_deploy_and_run_on_scrapyd(tmp_path: Path) -> None:
                 (site.page_url(2), "changed"),
             }
             assert KEY not in log_of(workdir, second)
+
+            # A relative database path resolves against Scrapyd's directory: warned.
+            relative = {**settings, "INCRECRAWL_DB": "relative-state.sqlite"}
+            third = schedule_and_wait(url, sitemap_url=site.sitemap_url, settings=relative)
+            warning = next(
+                line for line in log_of(workdir, third).splitlines() if "relative-state" in line
+            )
+            assert "WARNING" in warning and "under Scrapyd" in warning
+            assert (workdir / "relative-state.sqlite").exists()
         assert KEY.encode() not in db.read_bytes()

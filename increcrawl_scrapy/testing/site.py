@@ -94,6 +94,7 @@ class SampleSite:
         self.counters: Counter[str] = Counter()
         self.fetched: Counter[str] = Counter()  # page path -> requests
         self.conditional: Counter[str] = Counter()  # page path -> conditional requests
+        self.requested: Counter[str] = Counter()  # any path -> requests
         self._port = port
         self._server: LoopbackServer | None = None  # bound on start()
 
@@ -270,6 +271,7 @@ class SampleSite:
     def reset_counters(self) -> None:
         with self._lock:
             self.counters.clear()
+            self.requested.clear()
             self.fetched.clear()
             self.conditional.clear()
 
@@ -409,6 +411,7 @@ def _handler_for(site: SampleSite) -> type[QuietHandler]:
             path = urlsplit(self.path).path
             with site._lock:
                 site.counters["requests"] += 1
+                site.requested[path] += 1
                 failing = site._failing_paths.get(path)
                 raw = site._raw.get(path)
             if raw is not None:
