@@ -31,6 +31,14 @@ _PLAIN_HOST = re.compile(
     r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
     r"|\[[0-9a-f:.]+\]"
 )
+# A host whose last label is a number is an IPv4 address to a WHATWG parser, in
+# whatever spelling (``2130706433``, ``0x7f.1``, ``0177.0.0.1``): only the plain
+# dotted-quad spelling is accepted.
+_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
+_DOTTED_QUAD = re.compile(
+    r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}"
+    r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+)
 
 
 class UrlRefused(ValueError):
@@ -51,11 +59,12 @@ def requested_url(url: str) -> str:
 def request_target(url: str) -> tuple[str, str]:
     """``(requested URL, host)`` for an absolute http(s) URL with an unambiguous
     authority; raises UrlRefused (reasons ``too_long``, ``bad_scheme``,
-    ``userinfo``, ``bad_host``) otherwise."""
+    ``userinfo``, ``bad_host``, ``ambiguous``) otherwise."""
     if len(url) > MAX_URL_LENGTH:
         raise UrlRefused("too_long", url)
+    as_written = _AS_REQUESTED.fullmatch(url) is not None  # then both readings agree
     try:
-        requested = requested_url(url)
+        requested = url if as_written else safe_url_string(url, "utf-8")
         parts = urlsplit(requested)
         port = parts.port  # a port that is not a number raises here
     except ValueError:
@@ -69,7 +78,26 @@ def request_target(url: str) -> tuple[str, str]:
         host = host.rpartition(":")[0]
     if not _PLAIN_HOST.fullmatch(host) or len(requested) > MAX_URL_LENGTH:
         raise UrlRefused("bad_host", url)
+    if _NUMERIC_LABEL.fullmatch(host.rpartition(".")[2]) and not _DOTTED_QUAD.fullmatch(host):
+        raise UrlRefused("bad_host", url)
+    if not as_written and _host_as_written(url) != host.strip("[]"):
+        # Read one way by urllib and another by Scrapy (``http://a\\@b/``): refused,
+        # whichever host each reading names.
+        raise UrlRefused("ambiguous", url)
     return requested, host
+
+
+def _host_as_written(url: str) -> str | None:
+    """The host urllib reads in *url* as written, in its IDNA (ASCII) form."""
+    try:
+        host = urlsplit(url.strip()).hostname
+        return host.encode("idna").decode("ascii").lower() if host else None
+    except (ValueError, UnicodeError):
+        return None
+
+
+def is_ip_literal(host: str) -> bool:
+    return host.startswith("[") or _DOTTED_QUAD.fullmatch(host) is not None
 
 
 def site_of(host: str) -> str:

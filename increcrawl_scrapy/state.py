@@ -813,7 +813,7 @@ class _Result(NamedTuple):
 
 
 def _apply(page: PageState, result: _Result, now: float, policy: RevisitPolicy) -> PageState:
-    """The row after a fetch result: docs/architecture.md, "The revisit rule"."""
+    """The row after a fetch result (README "How it works", step 7)."""
     outcome, status = result.outcome, result.status
     if outcome is Outcome.ERROR:
         changes: dict[str, Any] = {

@@ -63,7 +63,7 @@ def test_tricks_never_pass_as_the_seed() -> None:
     skipped: Counter[str] = Counter()
     for url in tricks("127.0.0.1:8000", "127.0.0.2:9000"):
         assert scope.request_url(url, skipped) is None, url
-    assert set(skipped) <= {"offsite", "userinfo", "bad_host", "bad_scheme"}
+    assert set(skipped) <= {"offsite", "userinfo", "bad_host", "bad_scheme", "ambiguous"}
 
 
 def test_the_checked_url_is_the_requested_url() -> None:
@@ -75,7 +75,7 @@ def test_the_checked_url_is_the_requested_url() -> None:
         "https://example.com",
         "https://example.com/a@b/c",  # "@" in the path is fine
         "https://example.com/caf\u00e9 au lait",
-        "https://EXAMPLE.com\\path",
+        "https://example.com/%7Euser/a%20b",
     ):
         requested = scope.request_url(url, skipped)
         assert requested is not None, url
@@ -87,6 +87,8 @@ def test_the_checked_url_is_the_requested_url() -> None:
         "ftp://example.com/",
         "javascript:alert(1)",
         "https://user@example.com/",
+        "https://EXAMPLE.com\\path",  # urllib and Scrapy read two hosts
+        "http://2130706433/",  # 127.0.0.1 in decimal: only dotted quads are hosts
         "https://" + "x" * 3000,
     ):
         assert scope.request_url(bad, skipped) is None, bad
@@ -113,9 +115,19 @@ def test_fast_path_agrees_with_w3lib(tail: str) -> None:
 
 
 def test_arguments_are_checked_the_same_way() -> None:
-    # The seed's host is read from the URL as requested, like everything else.
-    assert request_target("http://a.com\\@b.com/") == ("http://a.com/@b.com/", "a.com")
-    for bad in ("http://u@b.com/", "ftp://b.com/", "http://b.com:x/", "http://b%2Ecom/"):
+    assert request_target("https://B\u00fccher.de/x") == (
+        "https://xn--bcher-kva.de/x",
+        "xn--bcher-kva.de",
+    )
+    for bad in (
+        "http://a.com\\@b.com/",  # b.com to urllib, a.com to Scrapy
+        "http://u@b.com/",
+        "ftp://b.com/",
+        "http://b.com:x/",
+        "http://b%2Ecom/",
+        "http://0x7f.0.0.1/",
+        "http://b.com./",
+    ):
         with pytest.raises(UrlRefused):
             request_target(bad)
 
@@ -154,3 +166,38 @@ async def test_a_hostile_sitemap_reaches_no_other_host(
         refused = result.stats["increcrawl/sitemap/offsite"]
         assert refused + result.stats.get("increcrawl/sitemap/repeated", 0) == len(corpus)
         assert result.stats["increcrawl/discovery_incomplete"] == 1  # refused children
+
+
+def disguised(seed: str, evil: str) -> list[str]:
+    """The tricks that hide the other host (a plain URL to it is not a trick)."""
+    plain = {f"http://{evil}/secret", f"https://{evil}/secret", f"HTTP://{evil}/secret"}
+    return [u for u in tricks(seed, evil) if u.strip() not in plain]
+
+
+@pytest_twisted.ensureDeferred
+async def test_robots_sitemap_lines_in_disguise_reach_no_other_host(
+    site: SampleSite, tmp_path: Path, clock: Clock
+) -> None:
+    with Canary() as canary:
+        seed = site.url.removeprefix("http://")
+        lines = disguised(seed, canary.url.removeprefix("http://"))
+        robots = "User-agent: *\n" + "".join(f"Sitemap: {u}\n" for u in lines)
+        site.serve("/robots.txt", f"{robots}Sitemap: {site.sitemap_url}\n".encode(), "text/plain")
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        result = await run_crawl(settings, robots_url=site.robots_url)
+        assert canary.hits == []
+    assert result.changes("new") == set(site.page_urls())
+
+
+@pytest_twisted.ensureDeferred
+async def test_map_links_in_disguise_reach_no_other_host(
+    site: SampleSite, api, tmp_path: Path, clock: Clock
+) -> None:
+    with Canary() as canary:
+        seed = site.url.removeprefix("http://")
+        api.configure(map_extra_links=tricks(seed, canary.url.removeprefix("http://")))
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, api)
+        result = await run_crawl(settings, site_url=f"{site.url}/")
+        assert canary.hits == []
+    assert set(site.page_urls()) <= result.changes("new")
+    assert all(item["url"].startswith(site.url) for item in result.items)

@@ -47,7 +47,7 @@ from increcrawl_scrapy.geonode.errors import (
 from increcrawl_scrapy.markdown import html_to_markdown
 from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.schedule import GONE_STATUSES
-from increcrawl_scrapy.scope import Scope, UrlRefused, request_target
+from increcrawl_scrapy.scope import Scope, UrlRefused, is_ip_literal, request_target
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import PageState, StateStore
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -231,9 +231,17 @@ class IncrementalSpider(scrapy.Spider):
         found = []
         for line in robots_sitemaps(response.body):
             try:
-                found.append(request_target(line)[0])
+                sitemap, host = request_target(line)
             except UrlRefused as refused:
                 self._stat(f"sitemap/skipped/{refused.reason}")
+                continue
+            if not self._sitemap_scope.covers(host) and is_ip_literal(host):
+                # Cross-submission is for sitemaps on a CDN or storage host, which
+                # have names; an address is where internal services live.
+                logger.warning("%s: Sitemap: %s on an IP address is not read", url, sitemap)
+                self._stat("sitemap/skipped/ip_host")
+                continue
+            found.append(sitemap)
         if not found:
             logger.warning("%s has no usable Sitemap: lines", url)
         return found
