@@ -10,7 +10,7 @@ volatile parts, pages added and deleted over time, sitemaps of 1,000 URLs each w
 `lastmod` is honest, stamped on every URL at each deploy (two a week), or never
 updated. A cron job runs every `--discover-every` hours: it reads the sitemap and
 fetches what the policy says is due. The `store` policy drives the project's real
-StateStore and revisit policy (DESIGN section 1) with a moved clock; each policy
+StateStore and revisit policy (docs/architecture.md) with a moved clock; each policy
 sees the same site, the same events, the same seed. Figures are for the last four
 weeks. A new policy is one more entry in POLICIES: compare it in one command.
 """
@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import table, write_section
 from increcrawl_scrapy.fingerprint import content_fingerprint
-from increcrawl_scrapy.schedule import Outcome, RevisitPolicy
+from increcrawl_scrapy.rows import Outcome
+from increcrawl_scrapy.schedule import RevisitPolicy
 from increcrawl_scrapy.state import StateStore
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -217,18 +218,18 @@ def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
         for now in runs:
             clock[0] = now
             site.advance(now)
-            run_id = store.start_run(SEED_URL)
+            run = store.start_run(SEED_URL)
             for child in range(site.children()):
                 child_url = f"https://site.example/sitemap-{child}.xml"
                 if child in site.dirty or child not in digests:
                     entries = site.sitemap(child)
                     digests[child] = hashlib.sha256(repr(entries).encode()).hexdigest()
-                if store.sitemap_unchanged(run_id, child_url, digests[child]):
+                if run.sitemap_unchanged(child_url, digests[child]):
                     continue
-                store.upsert_discovered(run_id, site.sitemap(child), sitemap_url=child_url)
-                store.sitemap_read(run_id, child_url, digests[child])
+                run.upsert(site.sitemap(child), sitemap_url=child_url)
+                run.sitemap_read(child_url, digests[child])
             site.dirty.clear()
-            store.mark_missing(run_id)
+            run.mark_missing()
             for row in store.due(SEED_URL):
                 page = page_of(row.url)
                 status, text = site.fetch(page, now)
@@ -239,7 +240,7 @@ def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
                     content_hash=content_fingerprint(text) if text else None,
                 )
                 recorder.fetched(now, page, site, result.outcome, seen_version)
-            store.finish_run(run_id, {}, discovery_complete=True)
+            run.finish({}, discovery_complete=True)
         wrongly_gone = sum(
             1
             for page in range(len(site.live))
@@ -273,7 +274,7 @@ def fixed_policy(every: float) -> Callable[..., Recorder]:
 
 
 POLICIES: dict[str, tuple[str, Callable[..., Callable[..., Recorder]], tuple]] = {
-    "store": ("seed policy (DESIGN section 1), real StateStore", store_policy, (RevisitPolicy(),)),
+    "store": ("adaptive rule, real StateStore", store_policy, (RevisitPolicy(),)),
     "weekly-full": ("weekly full crawl", fixed_policy, (WEEK,)),
     "daily": ("fixed daily revisit", fixed_policy, (DAY,)),
 }

@@ -73,7 +73,7 @@ def ours(n: int, workdir: str) -> dict:
     run = store.start_run(SEED)
     started = time.perf_counter()
     for chunk in chunks(entries(n), CHUNK):
-        store.upsert_discovered(run, chunk, sitemap_url="https://shop.example.com/s.xml")
+        run.upsert(chunk, sitemap_url="https://shop.example.com/s.xml")
     result["upsert_s"] = time.perf_counter() - started
     store.close()
     make_queue(path, n // DUE)
@@ -102,10 +102,10 @@ def ours(n: int, workdir: str) -> dict:
     run = store.start_run(SEED)
     started = time.perf_counter()
     for chunk in chunks(entries(n, skip_every=100), CHUNK):
-        store.upsert_discovered(run, chunk, sitemap_url="https://shop.example.com/s.xml")
+        run.upsert(chunk, sitemap_url="https://shop.example.com/s.xml")
     result["rediscover_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    result["missing"] = store.mark_missing(run).marked
+    result["missing"] = run.mark_missing().marked
     result["missing_s"] = time.perf_counter() - started
     store.close()
     db = sqlite3.connect(path)

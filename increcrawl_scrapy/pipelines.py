@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.fingerprint import compile_patterns, content_fingerprint
-from increcrawl_scrapy.schedule import Outcome
+from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.shared_state import crawl_state
 
 if TYPE_CHECKING:
@@ -24,12 +25,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
-
-
-def stat(crawler: Crawler, key: str, count: int = 1) -> None:
-    """Increment ``increcrawl/<key>``; the one place these stats keys are built."""
-    if crawler.stats is not None:
-        crawler.stats.inc_value(f"increcrawl/{key}", count)
 
 
 class IncrementalStatePipeline:
@@ -44,8 +39,7 @@ class IncrementalStatePipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
-        compile_patterns(self.config.volatile_patterns)  # a bad pattern stops the crawl now
+        self.config = IncrecrawlConfig.from_settings(crawler.settings)  # patterns checked
         self.store: StateStore | None = None
         self.seed = ""
 
@@ -84,15 +78,15 @@ class IncrementalStatePipeline:
                 final_url=adapter.get("final_url") or None,
             )
         except ValueError as exc:  # not an absolute http(s) URL
-            stat(self.crawler, "invalid_urls")
+            stats.inc(self.crawler.stats, stats.INVALID_URLS)
             raise DropItem(f"cannot keep state for {url!r}: {exc}", log_level="WARNING") from None
         outcome, page = recorded.outcome, recorded.page
         if outcome is Outcome.ERROR:
-            stat(self.crawler, "errors")
+            stats.inc(self.crawler.stats, stats.ERRORS)
             if adapter.get("site_failure"):
-                stat(self.crawler, "errors/backed_off")
+                stats.inc(self.crawler.stats, stats.BACKED_OFF)
             raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
-        stat(self.crawler, outcome.change)
+        stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
         _label(
             adapter,
             change=outcome.change,

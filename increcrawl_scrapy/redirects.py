@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.scope import Scope, redirect_location
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ class SiteRedirectMiddleware:
         target = redirect_location(request.url, location)
         if scope.follows_redirect(target):
             return response
-        if self.crawler.stats is not None:
-            self.crawler.stats.inc_value("increcrawl/redirect/offsite")
+        stats.inc(self.crawler.stats, stats.REDIRECT_OFFSITE)
         logger.warning("%s redirects to another site (%s): not followed", request.url, target)
         raise OffsiteRedirect(response.status, target)

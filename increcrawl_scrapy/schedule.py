@@ -1,34 +1,24 @@
-"""The revisit policy as pure functions: what a fetch means and when to look again."""
+"""The revisit policy as pure functions: what a fetch means, when to look again,
+and the row after a fetch. No SQL, no clock: tested without a database."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from increcrawl_scrapy.rows import GONE_STATUSES, FetchResult, Outcome, PageState
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
-GONE_STATUSES = frozenset({404, 410})
-
-
-class Outcome(str, Enum):
-    """What one fetch told us about a page."""
-
-    NEW = "new"
-    CHANGED = "changed"
-    UNCHANGED = "unchanged"
-    NOT_MODIFIED = "not_modified"
-    GONE = "gone"
-    STILL_GONE = "still_gone"  # a gone page re-checked, and still 404/410
-    ERROR = "error"
-
-    @property
-    def change(self) -> str:
-        """The item's ``change`` label (a 304, and a page still gone, are ``unchanged``)."""
-        if self in (Outcome.NOT_MODIFIED, Outcome.STILL_GONE):
-            return "unchanged"
-        return self.value
+__all__ = [
+    "GONE_STATUSES",
+    "Outcome",
+    "RevisitPolicy",
+    "apply_result",
+    "classify",
+    "new_page",
+]
 
 
 def classify(
@@ -103,3 +93,78 @@ class RevisitPolicy:
         """The wait after *streak* consecutive failures at the site (4xx, 5xx,
         timeouts): the minimum interval, doubling, capped at the maximum."""
         return min(self.max_interval, self.min_interval * 2 ** min(streak - 1, 40))
+
+
+def new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
+    """The row of a URL discovery never saw (an embedding project's own spider)."""
+    return PageState(
+        normalized_url=key,
+        url=url,
+        seed=seed,
+        first_seen=now,
+        last_seen=None,
+        last_fetched=None,
+        next_check=0.0,
+        interval_s=interval,
+        content_hash=None,
+        etag=None,
+        last_modified=None,
+        sitemap_lastmod=None,
+        missing_runs=0,
+        gone=False,
+        last_status=None,
+        last_changed=None,
+        change_count=0,
+        fetch_count=0,
+        error_count=0,
+    )
+
+
+def apply_result(
+    page: PageState, result: FetchResult, now: float, policy: RevisitPolicy
+) -> PageState:
+    """The row after a fetch result (the revisit rule, docs/architecture.md)."""
+    outcome, status = result.outcome, result.status
+    if outcome is Outcome.ERROR:
+        changes: dict[str, Any] = {
+            "error_count": page.error_count + 1,
+            "last_status": status if status else page.last_status,
+        }
+        if result.site_failure:
+            # The site failed this page: wait longer after each failure in a row,
+            # so a page that always fails never takes the place of the others.
+            streak = page.error_streak + 1
+            changes.update(error_streak=streak, next_check=now + policy.error_backoff(streak))
+        return page._replace(**changes)
+    changes = {
+        "last_fetched": now,
+        "last_status": status,
+        "fetch_count": page.fetch_count + 1,
+        "error_streak": 0,
+        "final_url": result.final_url,
+    }
+    if outcome in (Outcome.GONE, Outcome.STILL_GONE):
+        # Re-checked slowly while it is still listed; back as new if it answers.
+        interval = policy.gone_recheck(page.interval_s, page.gone)
+        changes.update(gone=True, interval_s=interval, next_check=now + interval)
+        if outcome is Outcome.GONE:
+            changes.update(last_changed=now, change_count=page.change_count + 1)
+        return page._replace(**changes)
+    interval = policy.next_interval(page.interval_s, outcome)
+    changes.update(interval_s=interval, next_check=now + interval, gone=False)
+    if outcome in (Outcome.NEW, Outcome.CHANGED):
+        changes.update(content_hash=result.content_hash, last_changed=now)
+    if outcome is Outcome.CHANGED:
+        changes["change_count"] = page.change_count + 1
+    if result.validators is not None:
+        etag, last_modified = result.validators
+        if outcome is Outcome.NOT_MODIFIED:
+            # A 304 need not repeat the validators (RFC 9110): keep the stored ones.
+            etag, last_modified = etag or page.etag, last_modified or page.last_modified
+        changes.update(etag=etag, last_modified=last_modified)
+    elif outcome in (Outcome.NEW, Outcome.CHANGED):
+        # The fetcher cannot see validators (Geonode) and the content moved on:
+        # the stored ones describe older content, and a 304 to them would hide a
+        # revert. They are not sent again until a direct fetch refreshes them.
+        changes.update(etag=None, last_modified=None)
+    return page._replace(**changes)

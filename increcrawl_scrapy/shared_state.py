@@ -14,8 +14,9 @@ from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.state import CRAWL_COUNTS, StateStore
+from increcrawl_scrapy.state import RUN_COUNTS, StateStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -50,24 +51,22 @@ class CrawlState:
             )
         self.crawler = crawler
         self.store = StateStore.from_config(config, exclusive=True)
-        if self.store.rekeyed.rekeyed and crawler.stats is not None:
-            crawler.stats.set_value("increcrawl/rekeyed", self.store.rekeyed.rekeyed)
-            crawler.stats.set_value("increcrawl/rekey_merged", self.store.rekeyed.merged)
+        stats.inc(crawler.stats, stats.REKEYED, self.store.rekeyed.rekeyed)
+        stats.inc(crawler.stats, stats.REKEY_MERGED, self.store.rekeyed.merged)
         self.seed = seed_of(crawler)
-        self.run_id = self.store.start_run(self.seed)
+        self.run = self.store.start_run(self.seed)
         #: Set by a spider that discovers; None for an embedding project's spiders.
         self.discovery_complete: bool | None = None
 
     def close(self, reason: str) -> None:
         """Finish the run with the crawl's counts, flush and close the store."""
         try:
-            stats = self.crawler.stats
-            value = stats.get_value if stats is not None else (lambda key, default=0: default)
-            counts = {name: int(value(f"increcrawl/{name}", 0)) for name in CRAWL_COUNTS}
-            counts["api_requests"] = int(value("geonode/requests", 0))
-            counts["tokens_charged"] = int(value("geonode/tokens_charged", 0))
-            self.store.finish_run(
-                self.run_id,
+            collector = self.crawler.stats
+            value = (
+                collector.get_value if collector is not None else (lambda key, default=0: default)
+            )
+            counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
+            self.run.finish(
                 counts,
                 discovery_complete=self.discovery_complete,
                 close_reason=reason,

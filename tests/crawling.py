@@ -11,6 +11,7 @@ from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
 from increcrawl_scrapy import settings as project_settings
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
 KEY = "test-key-0123456789"
@@ -84,4 +85,9 @@ async def run_crawl(settings: dict[str, Any], **spider_args: Any) -> CrawlResult
         root.removeHandler(handler)
         root.setLevel(level)
     result.stats = dict(crawler.stats.get_stats()) if crawler.stats else {}
+    # Failures inside signal handlers are only logged: none may happen.
+    assert not [line for line in result.log if "Error caught on signal handler" in line]
+    # Every stats key of ours is one the stats module names (and the README lists).
+    ours = [key for key in result.stats if key.startswith(("increcrawl/", "geonode/"))]
+    assert all(stats.is_known(key) for key in ours), sorted(ours)
     return result

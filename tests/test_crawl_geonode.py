@@ -217,3 +217,21 @@ async def test_client_keeps_to_geonode_concurrency(servers, tmp_path: Path, cloc
     result = await run_crawl(settings, sitemap_url=site.sitemap_url)
     assert len(result.changes("new")) == 12
     assert api.counters()["peak_concurrency"] == 3
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_client_bounds_every_api_call_of_the_crawl(tmp_path: Path, clock: Clock) -> None:
+    # Extracts (the middleware) and batch polling (the spider) overlap: together
+    # they stay within GEONODE_CONCURRENCY, because they share the crawl's client.
+    with SampleSite(pages=24) as site, GeonodeStandIn(api_keys=[KEY], latency=0.3) as api:
+        db = str(tmp_path / "s.sqlite")
+        await run_crawl(crawl_settings(db, clock), sitemap_url=site.sitemap_url)  # validators
+        clock.advance(2 * 86400)
+        api.reset_counters()
+        settings = crawl_settings(db, clock, api, GEONODE_CONCURRENCY=2, GEONODE_BATCH_MIN_URLS=2)
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        counters = api.counters()
+    singles = counters["requests"]["POST /v1/extract"]
+    polls = counters["requests"]["GET /v1/batch/{job_id}"]
+    assert singles >= 6 and polls >= 3 and result.stats["geonode/batch/jobs"] == 1
+    assert counters["peak_calls"] == 2  # used to the full, never beyond

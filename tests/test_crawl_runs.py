@@ -54,7 +54,7 @@ async def test_consecutive_runs(scenario: Scenario) -> None:
     every = set(site.page_urls())
     volatile = {site.page_url(i) for i in range(12) if site.kind(i) == "volatile"}
 
-    # Run 1: every page new, labelled as DESIGN section 7 says.
+    # Run 1: every page new, labelled as the README ("Items and stats") says.
     first = await scenario.run()
     assert first.changes("new") == every and len(first.items) == 12
     item = next(i for i in first.items if i["url"] == site.page_url(2))

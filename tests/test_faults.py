@@ -193,7 +193,7 @@ async def test_map_answers_off_the_site_are_not_followed(
 async def test_random_faults_converge_to_the_fault_free_state(tmp_path: Path, clock: Clock) -> None:
     def final_state(db: str) -> dict[str, tuple]:
         with StateStore(db) as store:
-            rows = store._db.execute("SELECT normalized_url, content_hash, gone FROM pages")
+            rows = store.database.execute("SELECT normalized_url, content_hash, gone FROM pages")
             return {url: (digest, gone) for url, digest, gone in rows}
 
     with SampleSite(pages=500) as site, GeonodeStandIn(api_keys=[KEY], concurrency_limit=50) as api:

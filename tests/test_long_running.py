@@ -342,3 +342,14 @@ async def test_the_api_url_is_read_from_the_environment_like_the_key(
     assert api.counters()["requests"]["POST /v1/extract"] == 8
     assert any(f"Geonode API at {api.url}" in line for line in result.log)
     assert not any(KEY in line for line in result.log)
+
+
+@pytest_twisted.ensureDeferred
+async def test_revive_gone_is_a_deprecated_no_op(servers, tmp_path: Path, clock: Clock) -> None:
+    site, _api = servers
+    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, INCRECRAWL_REVIVE_GONE=True)
+    result = await crawl(settings, sitemap_url=site.sitemap_url)
+    assert any(
+        line.startswith("WARNING") and "INCRECRAWL_REVIVE_GONE is deprecated" in line
+        for line in result.log
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from increcrawl_scrapy.schedule import Outcome
+from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.state import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -32,7 +32,7 @@ def store(tmp_path: Path, clock: Clock) -> StateStore:
 
 def discover(store: StateStore, seed: str, urls: list[str], lastmod: str | None = None) -> int:
     run = store.start_run(seed)
-    store.upsert_discovered(run, [(u, lastmod) for u in urls])
+    run.upsert([(u, lastmod) for u in urls])
     return run
 
 
@@ -226,13 +226,13 @@ def test_missing_runs_lead_to_a_confirming_fetch_not_to_gone(
 ) -> None:
     kept, dropped = "https://example.com/kept", "https://example.com/dropped"
     run = discover(store, SEED, [kept, dropped])
-    store.mark_missing(run)
+    run.mark_missing()
     for url in (kept, dropped):
         store.record(url, 200, seed=SEED, content_hash="h")
     for n in (1, 2, 3):
         clock.advance(HOUR)
         run = discover(store, SEED, [kept])
-        result = store.mark_missing(run)
+        result = run.mark_missing()
         assert result.marked == 1
         assert store.get(dropped).missing_runs == n
         due = [p.normalized_url for p in store.due(SEED)]
@@ -242,7 +242,7 @@ def test_missing_runs_lead_to_a_confirming_fetch_not_to_gone(
     store.record(dropped, 200, seed=SEED, content_hash="h")
     for n in (4, 5):
         clock.advance(HOUR)
-        result = store.mark_missing(discover(store, SEED, [kept]))
+        result = discover(store, SEED, [kept]).mark_missing()
         assert store.get(dropped).missing_runs == n
         assert result.due == 0 and store.due(SEED) == []
     assert store.get(dropped).gone is False
@@ -254,7 +254,7 @@ def test_missing_marking_is_scoped_to_the_run_seed(store: StateStore) -> None:
     discover(store, SEED, ["https://example.com/a"])
     discover(store, other, ["https://other.example/b"])
     run = discover(store, SEED, [])
-    assert store.mark_missing(run).marked == 1
+    assert run.mark_missing().marked == 1
     assert store.get("https://example.com/a").missing_runs == 1
     assert store.get("https://other.example/b").missing_runs == 0
 
@@ -279,11 +279,11 @@ def test_a_gone_page_still_listed_is_rechecked_and_comes_back_as_new(
 
 def test_a_gone_page_no_longer_listed_is_not_rechecked(store: StateStore, clock: Clock) -> None:
     url, other = "https://example.com/g", "https://example.com/o"
-    store.mark_missing(discover(store, SEED, [url, other]))
+    discover(store, SEED, [url, other]).mark_missing()
     store.record(url, 410, seed=SEED)
     for _ in range(3):
         clock.advance(30 * DAY)
-        store.mark_missing(discover(store, SEED, [other]))
+        discover(store, SEED, [other]).mark_missing()
         assert url not in {p.normalized_url for p in store.due(SEED)}
     assert store.get(url).gone and store.get(url).missing_runs == 3
 
@@ -364,8 +364,7 @@ def test_runs_are_recorded(store: StateStore, clock: Clock) -> None:
     run = store.start_run(SEED)
     assert store.runs(SEED)[0]["finished_at"] is None  # unfinished until finished
     clock.advance(5)
-    store.finish_run(
-        run,
+    run.finish(
         {"new": 3, "due": 4, "api_requests": 4},
         discovery_complete=True,
         close_reason="finished",
@@ -374,7 +373,7 @@ def test_runs_are_recorded(store: StateStore, clock: Clock) -> None:
     assert (row["new"], row["due"], row["api_requests"], row["discovery_complete"]) == (3, 4, 4, 1)
     assert row["finished_at"] == row["started_at"] + 5 and row["close_reason"] == "finished"
     with pytest.raises(ValueError):
-        store.finish_run(run, {"bogus": 1}, discovery_complete=True)
+        run.finish({"bogus": 1}, discovery_complete=True)
 
 
 def test_file_that_is_not_a_database_is_refused_and_untouched(tmp_path: Path) -> None:
@@ -411,7 +410,8 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_older_schema_is_migrated_in_place(tmp_path: Path, clock: Clock) -> None:
     path = tmp_path / "v1.sqlite"
     db = sqlite3.connect(path)
-    db.executescript(MIGRATIONS[0])
+    for statement in MIGRATIONS[0]:
+        db.execute(statement)
     db.execute("PRAGMA application_id = 1229144914")
     db.execute("PRAGMA user_version = 1")
     db.execute(
@@ -481,7 +481,7 @@ def test_second_process_waits_for_a_short_write(tmp_path: Path) -> None:
             started = time.monotonic()
             run = store.start_run(SEED)
             assert time.monotonic() - started > 0.3  # it waited for the holder
-            assert run == 1
+            assert run.id == 1
 
 
 WRITER = textwrap.dedent(
@@ -500,7 +500,7 @@ WRITER = textwrap.dedent(
         for i in range(2000):
             store.record(f"https://example.com/{batch}/{i}", 200, seed="s", content_hash="h")
         if batch == target:
-            store._db.set_progress_handler(inside_the_write, 500)
+            store.database.connection.set_progress_handler(inside_the_write, 500)
         store.flush()
         print(batch, flush=True)
     """
@@ -544,24 +544,24 @@ def test_an_identical_sitemap_is_not_applied_again(store: StateStore, clock: Clo
     child = "https://example.com/sitemap-1.xml"
     urls = [f"https://example.com/{i}" for i in range(3)]
     run = store.start_run(SEED)
-    assert store.sitemap_unchanged(run, child, "d1") is False
-    store.upsert_discovered(run, [(u, None) for u in urls], sitemap_url=child)
-    store.sitemap_read(run, child, "d1")
-    store.mark_missing(run)
+    assert run.sitemap_unchanged(child, "d1") is False
+    run.upsert([(u, None) for u in urls], sitemap_url=child)
+    run.sitemap_read(child, "d1")
+    run.mark_missing()
     # Next run: same digest, nothing applied, and its rows are not missing.
     clock.advance(3600)
     run = store.start_run(SEED)
-    assert store.sitemap_unchanged(run, child, "d1") is True
-    assert store.mark_missing(run).marked == 0
+    assert run.sitemap_unchanged(child, "d1") is True
+    assert run.mark_missing().marked == 0
     # The child changes and drops a URL: that row is missing from then on,
     # also in later runs where the (new) child is unchanged.
     for n in (1, 2, 3):
         clock.advance(3600)
         run = store.start_run(SEED)
-        if not store.sitemap_unchanged(run, child, "d2"):
-            store.upsert_discovered(run, [(u, None) for u in urls[:2]], sitemap_url=child)
-            store.sitemap_read(run, child, "d2")
-        store.mark_missing(run)
+        if not run.sitemap_unchanged(child, "d2"):
+            run.upsert([(u, None) for u in urls[:2]], sitemap_url=child)
+            run.sitemap_read(child, "d2")
+        run.mark_missing()
         assert store.get(urls[2]).missing_runs == n
         assert store.get(urls[0]).missing_runs == 0
 
@@ -569,16 +569,18 @@ def test_an_identical_sitemap_is_not_applied_again(store: StateStore, clock: Clo
 def test_duplicates_in_one_chunk_are_one_row_with_the_first_spelling(store: StateStore) -> None:
     run = store.start_run(SEED)
     entries = [("https://example.com/a", "2024-01-01")] + [("https://EXAMPLE.com/a/", None)] * 1000
-    assert store.upsert_discovered(run, entries) == 1
+    assert run.upsert(entries) == 1
     assert store.get("https://example.com/a").url == "https://example.com/a"
 
 
-def test_discovery_belongs_to_the_store_that_started_the_run(tmp_path: Path) -> None:
-    path = tmp_path / "two.sqlite"
-    with StateStore(path) as first:
-        run = first.start_run(SEED)
-        with StateStore(path) as second, pytest.raises(ValueError, match="same StateStore"):
-            second.upsert_discovered(run, [("https://example.com/x", None)])
+def test_a_later_run_ends_the_discovery_of_the_earlier_one(store: StateStore) -> None:
+    first = store.start_run(SEED)
+    first.upsert([("https://example.com/x", None)])
+    store.start_run(SEED)  # its discovery tables replace the first run's
+    with pytest.raises(ValueError, match="is over"):
+        first.upsert([("https://example.com/y", None)])
+    with pytest.raises(ValueError, match="is over"):
+        first.mark_missing()
 
 
 def test_queued_rows_never_shadow_what_was_recorded(store: StateStore, clock: Clock) -> None:

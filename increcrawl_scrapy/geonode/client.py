@@ -14,9 +14,13 @@ import random
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import aiohttp
+from scrapy import signals
 
+from increcrawl_scrapy import stats as keys
+from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.geonode.errors import (
     GeonodeApiError,
     GeonodeBadAnswer,
@@ -25,9 +29,8 @@ from increcrawl_scrapy.geonode.errors import (
 )
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-
-    from increcrawl_scrapy.config import IncrecrawlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +39,20 @@ FATAL_STATUSES = {401: "geonode_bad_key", 402: "geonode_quota_exhausted"}
 _MAX_RETRY_AFTER = 300.0
 
 
-def stat(stats: StatsCollector | None, key: str, count: int = 1) -> None:
-    """Increment ``geonode/<key>``; the one place Geonode stats keys are built."""
-    if stats is not None:
-        stats.inc_value(f"geonode/{key}", count)
+_CLIENTS: WeakKeyDictionary[Crawler, GeonodeClient] = WeakKeyDictionary()
+
+
+def client_for(crawler: Crawler) -> GeonodeClient:
+    """The crawl's one client, shared by the middleware and the spider, so that
+    ``GEONODE_CONCURRENCY`` bounds every API call of the crawl together. Closed
+    when the engine stops (after the spider's own shutdown calls)."""
+    client = _CLIENTS.get(crawler)
+    if client is None:
+        client = _CLIENTS[crawler] = GeonodeClient(
+            IncrecrawlConfig.from_settings(crawler.settings), crawler.stats
+        )
+        crawler.signals.connect(client.close, signal=signals.engine_stopped, weak=False)
+    return client
 
 
 class GeonodeClient:
@@ -70,7 +83,7 @@ class GeonodeClient:
     async def submit_batch(self, body: dict[str, Any]) -> dict[str, Any]:
         answer = await self.call("POST", "/v1/batch", body)
         _require(answer, "job_id", str)
-        stat(self.stats, "batch/jobs")
+        keys.inc(self.stats, keys.API_BATCH_JOBS)
         return answer
 
     async def batch_status(self, job_id: str, page: int = 1, page_size: int = 50) -> dict[str, Any]:
@@ -141,8 +154,8 @@ class GeonodeClient:
                 )
             delay = self._delay(attempt, retry_after)
             attempt += 1
-            stat(self.stats, "retries")
-            stat(self.stats, "retries/backoff_ms", round(delay * 1000))
+            keys.inc(self.stats, keys.API_RETRIES)
+            keys.inc(self.stats, keys.API_BACKOFF_MS, round(delay * 1000))
             logger.debug(
                 "Geonode %s %s: %s; retry %d in %.2fs", method, path, problem, attempt, delay
             )
@@ -155,7 +168,7 @@ class GeonodeClient:
         reason)`` for a retryable failure; raises for final ones."""
         session = self._ensure_session()
         assert self._slots is not None
-        stat(self.stats, "requests")
+        keys.inc(self.stats, keys.API_REQUESTS)
         try:
             async with (
                 self._slots,
@@ -168,9 +181,9 @@ class GeonodeClient:
                 raw = await answer.read()
                 retry_after = _retry_after(answer.headers.get("Retry-After"))
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            stat(self.stats, "errors/transport")
+            keys.inc(self.stats, keys.API_TRANSPORT_ERRORS)
             return None, f"transport error {type(exc).__name__}"
-        stat(self.stats, f"status/{status}")
+        keys.inc(self.stats, keys.API_STATUS, code=status)
         logger.debug("Geonode %s %s -> %s", method, path, status)
         if 300 <= status < 400:
             location = answer.headers.get("Location", "no Location")
@@ -183,7 +196,7 @@ class GeonodeClient:
                 raise GeonodeBadAnswer(f"{method} {path} answered {status} without a JSON object")
             tokens = parsed.get("tokens_charged")
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-                stat(self.stats, "tokens_charged", tokens)
+                keys.inc(self.stats, keys.API_TOKENS, tokens)
             return retry_after, parsed
         if status in FATAL_STATUSES:
             raise GeonodeFatalError(

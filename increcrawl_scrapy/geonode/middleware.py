@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, NoReturn
 
-from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 
-from increcrawl_scrapy import compat
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.geonode.client import GeonodeClient, stat
+from increcrawl_scrapy.geonode.client import client_for
 from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeBadAnswer, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import (
     build_response,
@@ -50,9 +49,9 @@ class GeonodeExtractMiddleware:
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'"
             )
         self.crawler = crawler
-        self.client = GeonodeClient(self.config, crawler.stats)
+        self.client = client_for(crawler)  # the crawl's one client, shared with the spider
+        logger.info("Routing page requests through the Geonode API at %s", self.config.api_url)
         self._closing = False
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     async def process_request(
         self, request: Request, spider: Spider | None = None
@@ -78,7 +77,7 @@ class GeonodeExtractMiddleware:
 
     def _bad_answer(self, request: Request, exc: GeonodeBadAnswer) -> NoReturn:
         logger.warning("Geonode answer for %s is not the documented JSON: %s", request.url, exc)
-        stat(self.crawler.stats, "errors/bad_answer")
+        stats.inc(self.crawler.stats, stats.API_BAD_ANSWERS)
         raise exc
 
     def _close(self, reason: str, message: str) -> None:
@@ -88,6 +87,3 @@ class GeonodeExtractMiddleware:
         logger.error("%s; closing the spider (%s)", message, reason)
         # Not awaited: closing waits for in-flight downloads, this one included.
         deferred_from_coro(compat.close_spider(self.crawler, reason))
-
-    async def spider_closed(self) -> None:
-        await self.client.close()

@@ -126,6 +126,7 @@ class GeonodeStandIn:
         self._rng = random.Random(seed)  # noqa: S311 - deterministic faults, not security
         self._jobs: dict[str, _Job] = {}
         self._in_flight = 0
+        self._calls = 0  # HTTP calls being answered now
         self._reserved = 0  # quota held by sync extractions in progress
         self._reset_counters()
         self.configure(**knobs)
@@ -239,6 +240,7 @@ class GeonodeStandIn:
             "origin_fetches": 0,
             "conditional_requests": 0,
             "peak_concurrency": 0,
+            "peak_calls": 0,  # HTTP calls being answered at once, any endpoint
             "bodies": deque(maxlen=200),
         }
 
@@ -256,6 +258,11 @@ class GeonodeStandIn:
             snapshot["in_flight"] = self._in_flight
             snapshot["quota_used"] = self._counters["extractions"]
         return snapshot
+
+    def _call(self, change: int) -> None:
+        with self._lock:
+            self._calls += change
+            self._counters["peak_calls"] = max(self._counters["peak_calls"], self._calls)
 
     def _count(self, key: str, body: Any = None) -> None:
         with self._lock:
@@ -581,7 +588,20 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             if api._stopping.is_set():  # stopped: answer nothing, like a dead server
                 self.close_connection = True
                 return
-            super().handle_one_request()
+            self._answering = False
+            try:
+                super().handle_one_request()
+            finally:
+                if self._answering:
+                    api._call(-1)
+
+        def parse_request(self) -> bool:
+            # A request has arrived (not an idle keep-alive wait): count it in flight.
+            parsed = super().parse_request()
+            if parsed:
+                self._answering = True
+                api._call(+1)
+            return parsed
 
         def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             with api._lock:

@@ -1,0 +1,125 @@
+"""The plain types every layer shares: a page's row, a fetch result, an outcome.
+
+They import nothing of this package, so the policy (``schedule``) and the storage
+(``state``) can both build on them without an import circle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+GONE_STATUSES = frozenset({404, 410})
+
+
+class Outcome(str, Enum):
+    """What one fetch told us about a page."""
+
+    NEW = "new"
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+    NOT_MODIFIED = "not_modified"
+    GONE = "gone"
+    STILL_GONE = "still_gone"  # a gone page re-checked, and still 404/410
+    ERROR = "error"
+
+    @property
+    def change(self) -> str:
+        """The item's ``change`` label (a 304, and a page still gone, are ``unchanged``)."""
+        if self in (Outcome.NOT_MODIFIED, Outcome.STILL_GONE):
+            return "unchanged"
+        return self.value
+
+
+class PageState(NamedTuple):
+    """One row of ``pages`` (a tuple: cheap to build from a row and to update)."""
+
+    normalized_url: str
+    url: str
+    seed: str
+    first_seen: float
+    last_seen: float | None
+    last_fetched: float | None
+    next_check: float
+    interval_s: float
+    content_hash: str | None
+    etag: str | None
+    last_modified: str | None
+    sitemap_lastmod: str | None
+    missing_runs: int
+    gone: bool
+    last_status: int | None
+    last_changed: float | None
+    change_count: int
+    fetch_count: int
+    error_count: int
+    sitemap_url: str | None = None
+    error_streak: int = 0
+    final_url: str | None = None
+
+    @property
+    def has_validators(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+#: The columns of ``pages``, in PageState's order.
+PAGE_COLUMNS = PageState._fields
+
+#: Columns a fetch result writes; discovery writes the others.
+RESULT_COLUMNS = (
+    "last_fetched",
+    "next_check",
+    "interval_s",
+    "content_hash",
+    "etag",
+    "last_modified",
+    "gone",
+    "last_status",
+    "last_changed",
+    "change_count",
+    "fetch_count",
+    "error_count",
+    "error_streak",
+    "final_url",
+)
+
+
+class FetchResult(NamedTuple):
+    """What a fetch of a page brought back, as the policy needs it."""
+
+    outcome: Outcome
+    status: int | None
+    content_hash: str | None = None
+    #: ``(etag, last_modified)`` as the origin sent them; None when the fetcher
+    #: cannot see them (the Geonode API does not return them).
+    validators: tuple[str | None, str | None] | None = None
+    #: The site failed the page (4xx/5xx, a timeout, an off-site redirect): it backs off.
+    site_failure: bool = False
+    final_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording a result decided, and the row as it now stands."""
+
+    outcome: Outcome
+    page: PageState
+
+
+@dataclass(frozen=True)
+class MissingResult:
+    marked: int  # rows of the seed absent this run
+    due: int  # of which reached INCRECRAWL_MISSING_RUNS and are due for a confirming fetch
+
+
+@dataclass(frozen=True)
+class RekeyResult:
+    rekeyed: int  # rows whose key changed
+    merged: int  # rows dropped because another row has the same key under the new rules
+
+
+#: A run's counts that are ``increcrawl/<name>`` stats of the crawl...
+CRAWL_COUNTS = ("discovered", "new", "changed", "unchanged", "gone", "errors", "due")
+#: ...and all of them, API usage included.
+RUN_COUNTS = (*CRAWL_COUNTS, "api_requests", "tokens_charged")

@@ -1,0 +1,238 @@
+"""Reading a seed's sitemaps: breadth first, the next download under way while one
+is parsed, every URL judged by scope, everything upserted as it streams.
+
+The spider hands over the sources and gets back whether discovery was complete;
+parsing itself lives in ``discovery.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+
+from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.discovery import (
+    SitemapError,
+    SitemapStats,
+    decompress,
+    iter_sitemap,
+    robots_sitemaps,
+)
+from increcrawl_scrapy.scope import Scope, UrlRefused, is_ip_literal, request_target
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.state import Run
+
+logger = logging.getLogger(__name__)
+
+UPSERT_CHUNK = 20_000  # one transaction each: large chunks, few commits
+
+
+@dataclass
+class Ingested:
+    """What reading one sitemap gave."""
+
+    stats: SitemapStats
+    children: list[str] = field(default_factory=list)
+    recorded: int = 0
+    invalid: int = 0
+
+
+class SitemapWalk:
+    def __init__(
+        self,
+        run: Run,
+        fetch: Callable[[str], Awaitable[Response | None]],
+        *,
+        sitemap_scope: Scope,
+        page_scope: Scope,
+        config: IncrecrawlConfig,
+        digest_salt: bytes,
+        origin: str,
+        crawler_stats: StatsCollector | None,
+    ) -> None:
+        self.run = run
+        self.fetch = fetch
+        self.sitemap_scope = sitemap_scope
+        self.page_scope = page_scope
+        self.config = config
+        self.digest_salt = digest_salt
+        self.origin = origin  # scheme://host[:port] of the seed
+        self.stats = crawler_stats
+        self.declared: set[str] | None = None  # Sitemap: lines of the seed's robots.txt
+
+    # -- robots.txt ----------------------------------------------------------------
+
+    async def robots(self, url: str) -> list[str] | None:
+        """The ``Sitemap:`` URLs of a robots.txt as they will be requested, or None
+        when it cannot be read. Those of the seed's own robots.txt are remembered:
+        they may be on another host (cross-submission)."""
+        response = await self.fetch(url)
+        if response is None or response.status != 200:
+            stats.inc(self.stats, stats.ROBOTS_ERRORS)
+            logger.warning("Could not read %s", url)
+            return None
+        found = []
+        for line in robots_sitemaps(response.body):
+            try:
+                sitemap, host = request_target(line)
+            except UrlRefused as refused:
+                stats.inc(self.stats, stats.SITEMAP_SKIPPED, reason=refused.reason)
+                continue
+            if not self.sitemap_scope.covers(host) and is_ip_literal(host):
+                # Cross-submission is for sitemaps on a CDN or storage host, which
+                # have names; an address is where internal services live.
+                logger.warning("%s: Sitemap: %s on an IP address is not read", url, sitemap)
+                stats.inc(self.stats, stats.SITEMAP_SKIPPED, reason="ip_host")
+                continue
+            found.append(sitemap)
+        if not found:
+            logger.warning("%s has no usable Sitemap: lines", url)
+        if url == f"{self.origin}/robots.txt":
+            self.declared = set(found)
+        return found
+
+    async def _declared_by_robots(self, url: str) -> bool:
+        """Whether the seed's own robots.txt lists *url* (read once, when needed)."""
+        if self.declared is None:
+            self.declared = set(await self.robots(f"{self.origin}/robots.txt") or ())
+        return url in self.declared
+
+    # -- sitemaps ------------------------------------------------------------------
+
+    async def walk(self, roots: list[str]) -> bool:
+        """Read *roots* and every child they list; whether all were read whole."""
+        complete = True
+        queue = deque((url, 0) for url in roots)
+        visited: set[str] = set()
+
+        async def next_fetch() -> tuple[tuple[str, int], Any] | None:
+            nonlocal complete
+            taken, ok = await self._take(queue, visited)
+            complete &= ok
+            return (taken, deferred_from_coro(self.fetch(taken[0]))) if taken else None
+
+        pending = await next_fetch()
+        while pending is not None:
+            (url, depth), fetching = pending
+            response = await maybe_deferred_to_future(fetching)
+            pending = await next_fetch()  # downloads while this one is parsed
+            ingested = await self._read(url, response)
+            if ingested is None:
+                complete = False
+                continue
+            queue.extend((child, depth + 1) for child in ingested.children)
+            if pending is None:  # an index's children were not known a moment ago
+                pending = await next_fetch()
+        return complete
+
+    async def _take(
+        self, queue: deque[tuple[str, int]], visited: set[str]
+    ) -> tuple[tuple[str, int] | None, bool]:
+        """The next sitemap worth fetching, and whether every one skipped on the way
+        was skipped harmlessly (a repeat) rather than refused."""
+        ok = True
+        while queue:
+            loc, depth = queue.popleft()
+            if loc in visited:
+                stats.inc(self.stats, stats.SITEMAP_REPEATED)
+                continue
+            visited.add(loc)
+            if depth > self.config.sitemap_max_depth:
+                logger.warning(
+                    "Sitemap %s nests deeper than INCRECRAWL_SITEMAP_MAX_DEPTH=%d",
+                    loc,
+                    self.config.sitemap_max_depth,
+                )
+                stats.inc(self.stats, stats.SITEMAP_TOO_DEEP)
+                ok = False
+                continue
+            if depth == 0:
+                return (loc, depth), ok  # given by the user or the seed's robots.txt
+            url = await self._child_url(loc)
+            if url is None:
+                logger.warning(
+                    "Child sitemap %s is not on %s (nor declared by its robots.txt): "
+                    "not read, discovery is incomplete",
+                    loc[:200],
+                    self.sitemap_scope.host,
+                )
+                stats.inc(self.stats, stats.SITEMAP_OFFSITE)
+                ok = False
+                continue
+            return (url, depth), ok
+        return None, ok
+
+    async def _child_url(self, loc: str) -> str | None:
+        skipped: Counter[str] = Counter()
+        url = self.sitemap_scope.request_url(loc, skipped)
+        if url is None and "offsite" in skipped:
+            url = request_target(loc)[0]
+            if not await self._declared_by_robots(url):
+                return None
+        return url
+
+    async def _read(self, url: str, response: Response | None) -> Ingested | None:
+        """Apply one downloaded sitemap; None (with a warning) if it is unusable."""
+        if response is None or response.status != 200:
+            status = response.status if response is not None else "no answer"
+            logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
+            stats.inc(self.stats, stats.SITEMAP_ERRORS)
+            return None
+        try:
+            ingested = await compat.in_thread(self._ingest, url, response.body)
+        except SitemapError as exc:
+            logger.warning("Sitemap %s is unusable: %s", url, exc)
+            stats.inc(self.stats, stats.SITEMAP_INVALID)
+            return None
+        stats.inc(self.stats, stats.SITEMAPS)
+        if ingested.stats.kind == "unchanged":
+            stats.inc(self.stats, stats.SITEMAP_UNCHANGED)
+        stats.inc(self.stats, stats.DISCOVERED, ingested.recorded)
+        stats.inc(self.stats, stats.INVALID_URLS, ingested.invalid)
+        for reason, count in ingested.stats.skipped.items():
+            stats.inc(self.stats, stats.SITEMAP_SKIPPED, count, reason=reason)
+        return ingested
+
+    def _ingest(self, url: str, body: bytes) -> Ingested:
+        """Parse one sitemap and upsert its URLs as they stream (in a worker thread)."""
+        ingested = Ingested(SitemapStats())
+        sitemap_stats = ingested.stats
+        xml = decompress(body, self.config.sitemap_max_bytes)
+        digest = hashlib.sha256(self.digest_salt + xml).hexdigest()
+        if self.run.sitemap_unchanged(url, digest):
+            sitemap_stats.kind = "unchanged"  # read whole last time and identical
+            return ingested
+        batch: list[tuple[str, str | None]] = []
+        read = 0
+        try:
+            for entry in iter_sitemap(xml, sitemap_stats):
+                if sitemap_stats.kind == "sitemapindex":
+                    ingested.children.append(entry.loc)  # judged when taken
+                    continue
+                requested = self.page_scope.request_url(entry.loc, sitemap_stats.skipped)
+                if requested is None:
+                    continue
+                batch.append((requested, entry.lastmod))
+                if len(batch) >= UPSERT_CHUNK:
+                    ingested.recorded += self.run.upsert(batch, sitemap_url=url)
+                    read += len(batch)
+                    batch = []
+        finally:
+            # What was read before a syntax error still counts as seen.
+            ingested.recorded += self.run.upsert(batch, sitemap_url=url)
+            read += len(batch)
+        if sitemap_stats.kind == "urlset":
+            self.run.sitemap_read(url, digest)
+        ingested.invalid = read - ingested.recorded
+        return ingested

@@ -1,0 +1,158 @@
+"""The one SQLite connection of a store, shared by its parts: opening, identity,
+migrations, transactions, and the mutex every public method holds."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from increcrawl_scrapy.state.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+
+class StateError(RuntimeError):
+    """The state database cannot be used; the message says why and what to do."""
+
+
+class StateLockedError(StateError):
+    """Another process holds the database longer than the lock timeout."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def serialized(method: _F) -> _F:
+    """One thread at a time on the connection (the reactor, or a discovery worker)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.database.mutex:
+            return method(self, *args, **kwargs)
+
+    return cast("_F", wrapper)
+
+
+class Database:
+    """An open, checked and migrated state database."""
+
+    def __init__(self, path: str, lock_timeout: float) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        # Reentrant: a facade method may call another part's serialized method.
+        self.mutex = threading.RLock()
+        self.connection = self._open()
+        #: The run whose discovery tables the connection holds (runs.Run).
+        self.current_run: Any = None
+        self.closed = False
+
+    def _open(self) -> sqlite3.Connection:
+        existed = Path(self.path).exists() and Path(self.path).stat().st_size > 0
+        # One connection, used by one thread at a time: every public method of the
+        # store's parts holds the mutex.
+        db = sqlite3.connect(
+            self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+        )
+        db.row_factory = sqlite3.Row
+        try:
+            self._check_identity(db, existed)
+            with self.locked_errors():
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                # The run's scratch tables live in memory; a bigger page cache (64 MB)
+                # keeps the working set of large seeds off the disk.
+                db.execute("PRAGMA temp_store=MEMORY")
+                db.execute("PRAGMA cache_size=-65536")
+                # Fewer, larger checkpoints (40 MB of WAL): each one syncs the disk.
+                db.execute("PRAGMA wal_autocheckpoint=10000")
+                self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check_identity(self, db: sqlite3.Connection, existed: bool) -> None:
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{self.path} is not an increcrawl state database ({exc}); it was left "
+                "untouched: move it away or point INCRECRAWL_DB at another file"
+            ) from None
+        if existed and (app_id != APPLICATION_ID and (tables or version)):
+            raise StateError(
+                f"{self.path} is an SQLite database of another program; it was left "
+                "untouched: point INCRECRAWL_DB at another file"
+            )
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path} has schema version {version}, newer than this "
+                f"increcrawl-scrapy understands ({SCHEMA_VERSION}); upgrade the package"
+            )
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return  # the common case takes no write lock
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for step in MIGRATIONS[version:]:
+                for statement in step:  # one statement each: never split SQL by hand
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def locked_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StateLockedError(
+                    f"state database {self.path} stayed locked by another process for "
+                    f"more than {self.lock_timeout:g}s (INCRECRAWL_DB_LOCK_TIMEOUT); is "
+                    "another crawl using it?"
+                ) from None
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.locked_errors():
+            self.connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.connection
+            except BaseException:
+                self.connection.execute("ROLLBACK")
+                raise
+            self.connection.execute("COMMIT")
+
+    def tuples(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        """A cursor of plain tuples (rows are built into PageState directly)."""
+        cursor = self.connection.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params)
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self.connection.execute(sql, params)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.current_run = None
+            self.connection.close()
+
+
+def resolved(path: str | os.PathLike[str]) -> str:
+    """The file a path names, symlinks resolved: one database, one lock."""
+    return os.path.realpath(path)

@@ -1,0 +1,218 @@
+"""The change queue and the results of fetching what it handed out.
+
+A page's current state is, in this order: its result not yet written (pending or
+held), else the row the queue handed out, else the stored row. That rule lives in
+:meth:`Results.lookup` and nowhere else; :meth:`Results.settle` is the one thing
+discovery does before it writes.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from increcrawl_scrapy.rows import (
+    PAGE_COLUMNS,
+    RESULT_COLUMNS,
+    FetchResult,
+    PageState,
+    Recorded,
+)
+from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.state.database import Database, serialized
+
+_GONE = PAGE_COLUMNS.index("gone")
+_SELECT_PAGE = ", ".join(PAGE_COLUMNS)
+_GET_PAGE = f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url = ?"
+#: The queue's stored order is (next_check, normalized_url); chunks are read by keyset
+#: from where the last one ended. Live rows, and gone rows still listed (their slow
+#: re-check): two index range scans, never a scan of the whole seed.
+_DUE_AFTER = (
+    f"SELECT {_SELECT_PAGE} FROM pages "
+    "WHERE seed = :seed AND gone = 0 AND next_check BETWEEN :check AND :now "
+    "AND (next_check, normalized_url) > (:check, :key) "
+    f"UNION ALL SELECT {_SELECT_PAGE} FROM pages "
+    "WHERE seed = :seed AND gone = 1 AND next_check BETWEEN :check AND :now "
+    "AND missing_runs = 0 AND (next_check, normalized_url) > (:check, :key) "
+    "ORDER BY next_check, normalized_url LIMIT :limit"
+)
+_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *RESULT_COLUMNS)
+_INSERT_RESULT = (
+    f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
+)
+_UPDATE_RESULT = (
+    "UPDATE pages SET "
+    + ", ".join(f"{c} = ?" for c in RESULT_COLUMNS)
+    + " WHERE normalized_url = ?"
+)
+_insert_values = operator.itemgetter(*(PAGE_COLUMNS.index(c) for c in _RESULT_INSERT))
+_update_values = operator.itemgetter(
+    *(PAGE_COLUMNS.index(c) for c in (*RESULT_COLUMNS, "normalized_url"))
+)
+_QUEUE_CACHE = 200_000  # rows handed out by the queue kept for record(), at most
+CHUNK = 10_000  # rows a queue chunk reads at most
+
+
+def page_of(row: tuple[Any, ...]) -> PageState:
+    values = list(row)
+    values[_GONE] = bool(values[_GONE])
+    return PageState._make(values)
+
+
+class Results:
+    """The due queue and the result buffer of one store."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        policy: RevisitPolicy,
+        clock: Callable[[], float],
+        flush_items: int,
+        flush_seconds: float,
+    ) -> None:
+        self.database = database
+        self.policy = policy
+        self.clock = clock
+        self.flush_items = flush_items
+        self.flush_seconds = flush_seconds
+        self._pending: dict[str, PageState] = {}  # written on the next flush
+        self._held: dict[str, PageState] = {}  # written once delivered (deliver())
+        self._new_keys: set[str] = set()  # pending or held rows not in the table yet
+        self._queued: dict[str, PageState] = {}  # handed out by the queue, not recorded
+        self._last_flush = time.monotonic()
+
+    # -- the queue ---------------------------------------------------------------
+
+    @serialized
+    def chunk(
+        self, seed: str, after: tuple[float, str] | None = None, size: int = CHUNK
+    ) -> list[PageState]:
+        """Up to *size* due rows of *seed* in the queue's order, after *after*
+        (the ``(next_check, normalized_url)`` of the last row of the previous chunk)."""
+        self.flush()
+        check, key = after if after is not None else (float("-inf"), "")
+        rows = self.database.tuples(
+            _DUE_AFTER,
+            {"seed": seed, "now": self.clock(), "check": check, "key": key, "limit": size},
+        )
+        pages = [page_of(row) for row in rows]
+        if len(self._queued) + len(pages) <= _QUEUE_CACHE:
+            # The crawl records these next: keep them, so recording needs no lookup.
+            self._queued.update((page.normalized_url, page) for page in pages)
+        return pages
+
+    def due(self, seed: str, limit: int | None = None) -> Iterator[PageState]:
+        """Every due row of *seed* (at most *limit*), most overdue first, read
+        chunk by chunk as the caller goes."""
+        left = limit if limit else None
+        after: tuple[float, str] | None = None
+        while left is None or left > 0:
+            size = CHUNK if left is None else min(CHUNK, left)
+            pages = self.chunk(seed, after, size)
+            yield from pages
+            if len(pages) < size:
+                return
+            if left is not None:
+                left -= len(pages)
+            after = (pages[-1].next_check, pages[-1].normalized_url)
+
+    # -- one row -----------------------------------------------------------------
+
+    def lookup(self, key: str) -> PageState | None:
+        """A row as it stands: unwritten result, else queued row, else stored row."""
+        for layer in (self._pending, self._held, self._queued):
+            if key in layer:
+                return layer[key]
+        row = self.database.tuples(_GET_PAGE, (key,)).fetchone()
+        return page_of(row) if row else None
+
+    # -- results -----------------------------------------------------------------
+
+    @serialized
+    def record(
+        self,
+        key: str,
+        url: str,
+        seed: str,
+        status: int | None,
+        *,
+        content_hash: str | None = None,
+        validators: tuple[str | None, str | None] | None = None,
+        site_failure: bool = False,
+        final_url: str | None = None,
+        hold: bool = False,
+    ) -> Recorded:
+        now = self.clock()
+        previous = self.lookup(key)
+        self._queued.pop(key, None)  # from now on the result is the row
+        outcome = classify(
+            status if status is not None else 0,
+            previous_hash=previous.content_hash if previous else None,
+            new_hash=content_hash,
+            fetched_before=bool(previous and previous.last_fetched is not None),
+            was_gone=bool(previous and previous.gone),
+        )
+        if previous is None:
+            self._new_keys.add(key)  # a URL discovery never saw: inserted when written
+        page = previous or new_page(key, url, seed, now, self.policy.default_interval)
+        result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
+        page = apply_result(page, result, now, self.policy)
+        self._pending.pop(key, None)
+        self._held.pop(key, None)
+        (self._held if hold else self._pending)[key] = page
+        if (
+            len(self._pending) >= self.flush_items
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+        return Recorded(outcome=outcome, page=page)
+
+    @serialized
+    def deliver(self, key: str) -> None:
+        """A held result's item was delivered: write it with the next flush."""
+        page = self._held.pop(key, None)
+        if page is not None:
+            self._pending[key] = page
+
+    @serialized
+    def discard(self, key: str) -> bool:
+        """Forget a held result (its item was not delivered): the row stays as it
+        was, so the next run fetches and reports it again."""
+        page = self._held.pop(key, None)
+        if page is not None:
+            self._new_keys.discard(key)
+        return page is not None
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    @serialized
+    def flush(self) -> int:
+        """Write pending results in one transaction. Returns how many rows."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return 0
+        pending = list(self._pending.values())
+        new = [p for p in pending if p.normalized_url in self._new_keys]
+        with self.database.transaction() as db:
+            if new:
+                db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
+            db.executemany(
+                _UPDATE_RESULT,
+                [_update_values(p) for p in pending if p.normalized_url not in self._new_keys],
+            )
+        self._new_keys.difference_update(p.normalized_url for p in pending)
+        self._pending.clear()
+        return len(pending)
+
+    @serialized
+    def settle(self) -> None:
+        """Before discovery writes: pending results go to the table first (discovery
+        decides over them), and rows handed out by the queue may change under it."""
+        self.flush()
+        self._queued.clear()

@@ -1,0 +1,246 @@
+"""A run of a seed: its row in ``runs`` and its discovery (upsert, sitemap digests,
+missing-marking). A :class:`Run` exists only once started on a store, so every
+discovery step is tied to a started run by construction."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
+
+from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
+from increcrawl_scrapy.state.database import Database
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _step(method: _F) -> _F:
+    """A discovery step: serialized, on the live run, after pending results are
+    written (discovery must see them, and decides over them)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Run, *args: Any, **kwargs: Any) -> Any:
+        with self.database.mutex:
+            if self.database.current_run is not self:
+                raise ValueError(
+                    f"run {self.id} is over: a later run started on this store "
+                    "(its discovery tables belong to that run now)"
+                )
+            self._settle()
+            return method(self, *args, **kwargs)
+
+    return cast("_F", wrapper)
+
+
+class Run:
+    """Started by :meth:`StateStore.start_run`; what the run has seen is kept in the
+    connection's temporary tables."""
+
+    def __init__(
+        self,
+        database: Database,
+        run_id: int,
+        seed: str,
+        *,
+        settle: Callable[[], None],
+        normalize: Callable[[str], str],
+        clock: Callable[[], float],
+        default_interval: float,
+        missing_runs: int,
+    ) -> None:
+        self.database = database
+        self.id = run_id
+        self.seed = seed
+        self._settle = settle
+        self._normalize = normalize
+        self._clock = clock
+        self._default_interval = default_interval
+        self._missing_runs = missing_runs
+
+    @classmethod
+    def start(cls, database: Database, seed: str, **parts: Any) -> Run:
+        with database.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO runs (seed, started_at) VALUES (?, ?)", (seed, parts["clock"]())
+            )
+            for statement in _RUN_TABLES:
+                db.execute(statement)
+        run = cls(database, int(cursor.lastrowid or 0), seed, **parts)
+        database.current_run = run
+        return run
+
+    @_step
+    def upsert(
+        self, entries: Iterable[tuple[str, str | None]], *, sitemap_url: str | None = None
+    ) -> int:
+        """Record ``(url, lastmod)`` pairs seen by this run's discovery (one chunk of
+        a sitemap), in one set-based transaction: new rows are inserted due now, a
+        changed lastmod makes a row due now, a row seen again is no longer missing
+        and belongs to this run's seed. URLs that cannot be normalized are skipped.
+        Returns how many were recorded."""
+        rows: dict[str, tuple[str, str, str | None, str | None]] = {}
+        for url, lastmod in entries:
+            try:
+                key = self._normalize(url)
+            except ValueError:
+                continue
+            rows.setdefault(key, (key, url, lastmod, sitemap_url))  # first spelling wins
+        if not rows:
+            return 0
+        params = {"seed": self.seed, "now": self._clock(), "interval": self._default_interval}
+        with self.database.transaction() as db:
+            if sitemap_url is not None:
+                # Known from now on, so its rows are checked for absence even if it is
+                # never read whole (an empty digest matches no real one).
+                db.execute(
+                    "INSERT OR IGNORE INTO sitemaps (seed, url, digest, read_at) "
+                    "VALUES (:seed, :url, '', :now)",
+                    {**params, "url": sitemap_url},
+                )
+            db.execute("DELETE FROM temp.chunk")
+            db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?)", rows.values())
+            for statement in _APPLY_CHUNK:
+                db.execute(statement, params)
+        return len(rows)
+
+    @_step
+    def sitemap_unchanged(self, sitemap_url: str, digest: str) -> bool:
+        """Whether *sitemap_url* is exactly what this seed read last time. If so the
+        caller need not read it again: its rows stay as they are and are not missing."""
+        row = self.database.execute(
+            "SELECT digest FROM sitemaps WHERE seed = ? AND url = ?", (self.seed, sitemap_url)
+        ).fetchone()
+        if row is None or row["digest"] != digest:
+            return False
+        with self.database.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+        return True
+
+    @_step
+    def sitemap_read(self, sitemap_url: str, digest: str) -> None:
+        """*sitemap_url* was read whole this run: remember its digest. Rows it
+        listed before and no longer lists are no longer attached to it."""
+        with self.database.transaction() as db:
+            db.execute(
+                "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
+                "AND normalized_url NOT IN temp.seen",
+                (sitemap_url,),
+            )
+            db.execute(
+                "INSERT INTO sitemaps (seed, url, digest, read_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
+                "read_at = excluded.read_at",
+                (self.seed, sitemap_url, digest, self._clock()),
+            )
+
+    @_step
+    def mark_missing(self) -> MissingResult:
+        """After a complete discovery: rows of the run's seed it did not see (and
+        that no unchanged sitemap lists) get ``missing_runs + 1``; those reaching
+        the threshold become due now. Absence never marks a row gone."""
+        params = {"seed": self.seed, "now": self._clock(), "n": self._missing_runs}
+        with self.database.transaction() as db:
+            db.execute("DELETE FROM temp.missing")
+            db.execute(_FIND_MISSING, params)
+            due = db.execute(
+                "SELECT count(*) FROM pages WHERE normalized_url IN temp.missing "
+                "AND missing_runs + 1 = :n AND gone = 0",
+                params,
+            ).fetchone()[0]
+            # A gone row no longer listed is counted too: it stops being re-checked.
+            marked = db.execute(
+                "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
+                "WHEN missing_runs + 1 = :n AND gone = 0 THEN min(next_check, :now) "
+                "ELSE next_check END "
+                "WHERE normalized_url IN temp.missing",
+                params,
+            ).rowcount
+        return MissingResult(marked=marked, due=due)
+
+    def finish(
+        self,
+        counts: dict[str, int],
+        *,
+        discovery_complete: bool | None,
+        close_reason: str | None = None,
+    ) -> None:
+        """Write the run's counts; results still pending are written first."""
+        unknown = set(counts) - set(RUN_COUNTS)
+        if unknown:
+            raise ValueError(f"unknown run counts: {sorted(unknown)}")
+        sets = "".join(f"{name} = :{name}, " for name in counts)
+        with self.database.mutex:
+            self._settle()
+            with self.database.transaction() as db:
+                db.execute(
+                    f"UPDATE runs SET {sets}finished_at = :now, "
+                    "discovery_complete = :complete, close_reason = :reason WHERE id = :id",
+                    {
+                        **counts,
+                        "now": self._clock(),
+                        "complete": discovery_complete,
+                        "reason": close_reason,
+                        "id": self.id,
+                    },
+                )
+
+
+#: Per-connection tables of the current run: the chunk being applied, every URL
+#: seen, sitemaps found unchanged, and rows found missing.
+_RUN_TABLES = (
+    "CREATE TEMP TABLE IF NOT EXISTS chunk ("
+    "normalized_url TEXT PRIMARY KEY, url TEXT, lastmod TEXT, sitemap_url TEXT) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS seen (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
+    "DELETE FROM temp.chunk",
+    "DELETE FROM temp.seen",
+    "DELETE FROM temp.unchanged",
+    "DELETE FROM temp.missing",
+)
+
+_APPLY_CHUNK = (
+    # Rows seen again belong to this seed now; a changed lastmod makes one due now
+    # (a gone one too: it may be back). Driven by the chunk's keys (IN), so each is
+    # one primary-key lookup, never a scan.
+    """
+    UPDATE pages SET
+        seed = :seed,
+        last_seen = :now,
+        missing_runs = 0,
+        sitemap_url = coalesce(
+            (SELECT c.sitemap_url FROM temp.chunk AS c
+             WHERE c.normalized_url = pages.normalized_url), sitemap_url),
+        next_check = CASE
+            WHEN sitemap_lastmod IS NOT NULL AND sitemap_lastmod != coalesce(
+                (SELECT c.lastmod FROM temp.chunk AS c
+                 WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
+                THEN min(next_check, :now)
+            ELSE next_check END,
+        sitemap_lastmod = coalesce(
+            (SELECT c.lastmod FROM temp.chunk AS c
+             WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
+    WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
+    """,
+    # Then rows discovery has never seen: due now, default interval.
+    """
+    INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
+                       interval_s, sitemap_lastmod, sitemap_url)
+    SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url
+    FROM temp.chunk AS c
+    WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+    """,
+    "INSERT OR IGNORE INTO temp.seen SELECT normalized_url FROM temp.chunk",
+)
+
+_FIND_MISSING = """
+INSERT OR IGNORE INTO temp.missing
+SELECT p.normalized_url FROM pages AS p
+WHERE p.sitemap_url IS NULL AND p.seed = :seed
+  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
+UNION ALL
+SELECT p.normalized_url FROM sitemaps AS m JOIN pages AS p ON p.sitemap_url = m.url
+WHERE m.seed = :seed AND p.seed = :seed
+  AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
+  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
+"""

@@ -1,0 +1,89 @@
+"""The state database's schema: forward migrations, one statement per step.
+
+Migration ``i`` takes ``PRAGMA user_version`` from ``i`` to ``i + 1``. A new
+version appends a migration; a released one never changes.
+"""
+
+from __future__ import annotations
+
+#: "ICCR": marks a file as an increcrawl state database.
+APPLICATION_ID = 0x49434352
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: pages and runs.
+    (
+        """
+        CREATE TABLE pages (
+            id              INTEGER PRIMARY KEY,  -- rows append in discovery order
+            normalized_url  TEXT NOT NULL UNIQUE,
+            url             TEXT NOT NULL,
+            seed            TEXT NOT NULL,
+            first_seen      REAL NOT NULL,
+            last_seen       REAL,
+            last_fetched    REAL,
+            next_check      REAL NOT NULL DEFAULT 0,
+            interval_s      REAL NOT NULL,
+            content_hash    TEXT,
+            etag            TEXT,
+            last_modified   TEXT,
+            sitemap_lastmod TEXT,
+            missing_runs    INTEGER NOT NULL DEFAULT 0,
+            gone            INTEGER NOT NULL DEFAULT 0,
+            last_status     INTEGER,
+            last_changed    REAL,
+            change_count    INTEGER NOT NULL DEFAULT 0,
+            fetch_count     INTEGER NOT NULL DEFAULT 0,
+            error_count     INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+        """
+        CREATE TABLE runs (
+            id                 INTEGER PRIMARY KEY,
+            seed               TEXT NOT NULL,
+            started_at         REAL NOT NULL,
+            finished_at        REAL,
+            discovered         INTEGER NOT NULL DEFAULT 0,
+            new                INTEGER NOT NULL DEFAULT 0,
+            changed            INTEGER NOT NULL DEFAULT 0,
+            unchanged          INTEGER NOT NULL DEFAULT 0,
+            gone               INTEGER NOT NULL DEFAULT 0,
+            errors             INTEGER NOT NULL DEFAULT 0,
+            api_requests       INTEGER NOT NULL DEFAULT 0,
+            tokens_charged     INTEGER NOT NULL DEFAULT 0,
+            discovery_complete INTEGER
+        )
+        """,
+    ),
+    # 2: the child sitemap that lists a row, digests of sitemaps read whole (an
+    # identical one is not read again), the queue index, the run's due count and
+    # close reason.
+    (
+        "ALTER TABLE pages ADD COLUMN sitemap_url TEXT",
+        "CREATE INDEX pages_queue ON pages (seed, gone, next_check)",
+        "CREATE INDEX pages_sitemap ON pages (sitemap_url)",
+        """
+        CREATE TABLE sitemaps (
+            seed    TEXT NOT NULL,
+            url     TEXT NOT NULL,
+            digest  TEXT NOT NULL,
+            read_at REAL NOT NULL,
+            PRIMARY KEY (seed, url)
+        ) WITHOUT ROWID
+        """,
+        "ALTER TABLE runs ADD COLUMN due INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN close_reason TEXT",
+    ),
+    # 3: consecutive site errors (they back off), the URL a redirect ended on, and
+    # the settings the stored keys were made under (normalization).
+    (
+        "ALTER TABLE pages ADD COLUMN error_streak INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE pages ADD COLUMN final_url TEXT",
+        """
+        CREATE TABLE settings (
+            name  TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)

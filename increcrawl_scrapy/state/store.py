@@ -1,0 +1,232 @@
+"""``StateStore``: the per-URL crawl state in one SQLite file, behind one small
+interface (the one a second backend implements; see docs/architecture.md).
+
+The parts below it each own one concern: ``database`` (opening, identity,
+migrations, transactions), ``lock`` (one crawl per file), ``rekey`` (keys under
+changed normalization settings), ``runs`` (a run and its discovery), ``queue``
+(the change queue and buffered results). Time comes from an injected clock so
+tests and the simulator can move it. Thread-safe: every public method holds the
+store's mutex, so discovery can run in a worker thread while the reactor records.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
+from increcrawl_scrapy.schedule import RevisitPolicy
+from increcrawl_scrapy.state.database import Database, serialized
+from increcrawl_scrapy.state.lock import CrawlLock
+from increcrawl_scrapy.state.queue import CHUNK, Results
+from increcrawl_scrapy.state.rekey import check_normalization
+from increcrawl_scrapy.state.runs import Run
+from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+
+class StateStore:
+    """SQLite state for one database file."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        policy: RevisitPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+        missing_runs: int = 3,
+        flush_items: int = 100,
+        flush_seconds: float = 5.0,
+        lock_timeout: float = 10.0,
+        exclusive: bool = False,
+        normalize: Callable[[str], str] = normalize_url,
+        normalization: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.policy = policy or RevisitPolicy()
+        self.clock = clock
+        self.missing_runs = missing_runs
+        self.normalize = normalize
+        self._lock = CrawlLock(self.path).acquire() if exclusive else None
+        try:
+            self.database = Database(self.path, lock_timeout)
+        except BaseException:
+            self._release()
+            raise
+        self.results = Results(
+            self.database,
+            policy=self.policy,
+            clock=clock,
+            flush_items=flush_items,
+            flush_seconds=flush_seconds,
+        )
+        #: What the last re-keying did (normalization settings changed).
+        self.rekeyed = RekeyResult(0, 0)
+        if normalization is not None:
+            try:
+                self.rekeyed = check_normalization(self.database, normalization, normalize)
+            except BaseException:
+                self.close()
+                raise
+
+    @classmethod
+    def from_config(
+        cls,
+        config: IncrecrawlConfig,
+        *,
+        clock: Callable[[], float] | None = None,
+        exclusive: bool = False,
+    ) -> StateStore:
+        return cls(
+            config.db_path,
+            policy=RevisitPolicy.from_config(config),
+            clock=clock or config.clock,
+            missing_runs=config.missing_runs,
+            flush_items=config.flush_items,
+            flush_seconds=config.flush_seconds,
+            lock_timeout=config.db_lock_timeout,
+            exclusive=exclusive,
+            normalize=partial(normalize_url, **normalization_settings(config)),
+            normalization={**normalization_settings(config), "rules": RULES_VERSION},
+        )
+
+    # -- runs ----------------------------------------------------------------
+
+    @serialized
+    def start_run(self, seed: str) -> Run:
+        """Record a new run of *seed*; its discovery goes through the returned Run
+        (a later run on this store ends this one's discovery)."""
+        return Run.start(
+            self.database,
+            seed,
+            settle=self.results.settle,
+            normalize=self.normalize,
+            clock=self.clock,
+            default_interval=self.policy.default_interval,
+            missing_runs=self.missing_runs,
+        )
+
+    @serialized
+    def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT * FROM runs" + (" WHERE seed = ?" if seed else "") + " ORDER BY id"
+        return [dict(row) for row in self.database.execute(query, (seed,) if seed else ())]
+
+    # -- the change queue ----------------------------------------------------
+
+    def due(self, seed: str, limit: int | None = None) -> list[PageState]:
+        """Rows of *seed* whose next check has come, most overdue first: live rows,
+        and gone rows still listed (their slow re-check)."""
+        return list(self.results.due(seed, limit))
+
+    def due_chunks(
+        self, seed: str, limit: int | None = None, size: int = CHUNK
+    ) -> Iterator[list[PageState]]:
+        """The same rows in chunks of at most *size*, each read as the previous one
+        is used (keyset pagination on the queue's stored order)."""
+        left, after = limit, None
+        while left is None or left > 0:
+            wanted = size if left is None else min(size, left)
+            chunk = self.results.chunk(seed, after, wanted)
+            if chunk:
+                yield chunk
+            if len(chunk) < wanted:
+                return
+            left = None if left is None else left - len(chunk)
+            after = (chunk[-1].next_check, chunk[-1].normalized_url)
+
+    @serialized
+    def get(self, url: str) -> PageState | None:
+        """The current state of *url* (normalized here), unwritten results included."""
+        return self.results.lookup(self.normalize(url))
+
+    @serialized
+    def count(self, seed: str | None = None, **where: Any) -> int:
+        """How many rows match; *where* names columns (``gone=True``)."""
+        clauses = [f"{name} IS ?" for name in where if name in PAGE_COLUMNS]
+        if len(clauses) != len(where):
+            raise ValueError(f"unknown columns in {sorted(where)}")
+        params = list(where.values())
+        if seed is not None:
+            clauses.append("seed = ?")
+            params.append(seed)
+        sql = "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        self.results.flush()
+        return int(self.database.execute(sql, params).fetchone()[0])
+
+    # -- fetch results -------------------------------------------------------
+
+    @serialized
+    def record(
+        self,
+        url: str,
+        status: int | None,
+        *,
+        seed: str,
+        key: str | None = None,
+        content_hash: str | None = None,
+        validators: tuple[str | None, str | None] | None = None,
+        site_failure: bool = False,
+        final_url: str | None = None,
+        lease: str | None = None,
+        hold: bool = False,
+    ) -> Recorded:
+        """Buffer the result of fetching *url* and return what it meant.
+
+        *key* is the row's key as the queue handed it out (so a result always lands
+        on the row that was due); without it *url* is normalized. *status* is the
+        origin's HTTP status, or None for a network or API failure. A failure with
+        *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
+        any other failure leaves it due. *validators* is ``(etag, last_modified)``
+        as the origin sent them; None means the fetcher cannot see them (Geonode).
+        With *hold*, the result is written only once :meth:`deliver` is called.
+        *lease* is the token a shared backend checks; one SQLite file has one
+        crawl (the crawl lock), so it has no leases to check.
+        """
+        return self.results.record(
+            key or self.normalize(url),
+            url,
+            seed,
+            status,
+            content_hash=content_hash,
+            validators=validators,
+            site_failure=site_failure,
+            final_url=final_url,
+            hold=hold,
+        )
+
+    def deliver(self, key: str) -> None:
+        self.results.deliver(key)
+
+    def discard(self, key: str) -> bool:
+        return self.results.discard(key)
+
+    def flush(self) -> int:
+        """Write buffered results in one transaction. Returns how many rows."""
+        return self.results.flush()
+
+    @serialized
+    def close(self) -> None:
+        """Flush and close; safe to call twice. Held results are not written."""
+        if self.database.closed:
+            return
+        try:
+            self.results.flush()
+        finally:
+            self.database.close()
+            self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,89 @@
+"""Every stats key the package emits, named in one place.
+
+Keys are ``prefix/noun[/qualifier]``; a ``{...}`` part is filled in when counted
+(``increcrawl/sitemap/skipped/{reason}``). The README lists each of them (a test
+checks it), and every crawl in the test suite checks that it emitted no other.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+# Discovery
+DISCOVERED = "increcrawl/discovered"
+INVALID_URLS = "increcrawl/invalid_urls"
+DISCOVERY_INCOMPLETE = "increcrawl/discovery_incomplete"
+SITEMAPS = "increcrawl/sitemaps"
+SITEMAP_UNCHANGED = "increcrawl/sitemap/unchanged"
+SITEMAP_ERRORS = "increcrawl/sitemap/errors"
+SITEMAP_INVALID = "increcrawl/sitemap/invalid"
+SITEMAP_OFFSITE = "increcrawl/sitemap/offsite"
+SITEMAP_REPEATED = "increcrawl/sitemap/repeated"
+SITEMAP_TOO_DEEP = "increcrawl/sitemap/too_deep"
+SITEMAP_SKIPPED = "increcrawl/sitemap/skipped/{reason}"
+ROBOTS_ERRORS = "increcrawl/robots/errors"
+MAP_ERRORS = "increcrawl/map/errors"
+MAP_SKIPPED = "increcrawl/map/skipped/{reason}"
+MISSING = "increcrawl/missing"
+MISSING_DUE = "increcrawl/missing_due"
+REKEYED = "increcrawl/rekeyed"
+REKEY_MERGED = "increcrawl/rekey_merged"
+# The queue and the results
+DUE = "increcrawl/due"
+DUE_GONE = "increcrawl/due_gone"
+NEW = "increcrawl/new"
+CHANGED = "increcrawl/changed"
+UNCHANGED = "increcrawl/unchanged"
+GONE = "increcrawl/gone"
+ERRORS = "increcrawl/errors"
+BACKED_OFF = "increcrawl/errors/backed_off"
+REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
+# Batch jobs
+BATCH_FAILED = "increcrawl/batch/failed"
+BATCH_CANCELLED = "increcrawl/batch/cancelled"
+BATCH_TIMEOUTS = "increcrawl/batch/timeouts"
+BATCH_ERRORS = "increcrawl/batch/errors"
+BATCH_BAD_RESULTS = "increcrawl/batch/bad_results"
+BATCH_REPEATED_RESULTS = "increcrawl/batch/repeated_results"
+BATCH_MISSING_RESULTS = "increcrawl/batch/missing_results"
+# The Geonode API
+API_REQUESTS = "geonode/requests"
+API_STATUS = "geonode/status/{code}"
+API_RETRIES = "geonode/retries"
+API_BACKOFF_MS = "geonode/retries/backoff_ms"
+API_TRANSPORT_ERRORS = "geonode/errors/transport"
+API_BAD_ANSWERS = "geonode/errors/bad_answer"
+API_TOKENS = "geonode/tokens_charged"
+API_BATCH_JOBS = "geonode/batch/jobs"
+
+#: A page's ``change`` label -> its counter.
+BY_CHANGE = {"new": NEW, "changed": CHANGED, "unchanged": UNCHANGED, "gone": GONE}
+#: A column of the ``runs`` table -> the counter it is filled from.
+BY_RUN_COUNT = {
+    **BY_CHANGE,
+    "discovered": DISCOVERED,
+    "errors": ERRORS,
+    "due": DUE,
+    "api_requests": API_REQUESTS,
+    "tokens_charged": API_TOKENS,
+}
+
+ALL_KEYS: tuple[str, ...] = tuple(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+_KNOWN = re.compile("|".join(re.sub(r"\\\{\w+\\\}", r"[^/]+", re.escape(key)) for key in ALL_KEYS))
+
+
+def inc(stats: StatsCollector | None, key: str, count: int = 1, **parts: object) -> None:
+    """Add *count* to *key* (its ``{...}`` parts filled from *parts*)."""
+    if count and stats is not None:
+        stats.inc_value(key.format(**parts) if parts else key, count)
+
+
+def is_known(key: str) -> bool:
+    """Whether *key* is one of ours (for keys with our prefixes)."""
+    return _KNOWN.fullmatch(key) is not None

@@ -1,0 +1,147 @@
+"""The storage interface every backend implements (docs/architecture.md, "Plugging
+in"). Each test runs against every backend in BACKENDS; a new backend joins the
+fixture and must pass them all. SQLite-only behaviour (file lock, WAL, crash
+safety) is tested in test_state.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.rows import Outcome
+from increcrawl_scrapy.state import StateStore
+from tests.conftest import Clock
+
+SEED = "https://example.com/sitemap.xml"
+OTHER = "https://example.com/robots.txt"
+DAY = 86_400.0
+
+BACKENDS = ["sqlite"]
+Factory = Callable[[], StateStore]
+
+
+@pytest.fixture(params=BACKENDS)
+def open_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock):
+    opened: list[StateStore] = []
+
+    def factory() -> StateStore:
+        if request.param == "sqlite":
+            store = StateStore(tmp_path / "contract.sqlite", clock=clock, flush_items=1000)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def urls(n: int) -> list[str]:
+    return [f"https://example.com/p{i:03d}" for i in range(n)]
+
+
+def test_the_queue_hands_out_chunks_in_its_stored_order(open_store: Factory) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    assert run.upsert([(u, None) for u in urls(10)]) == 10
+    chunks = list(store.due_chunks(SEED, size=3))
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    flat = [page.normalized_url for chunk in chunks for page in chunk]
+    assert flat == urls(10) == [page.normalized_url for page in store.due(SEED)]
+    limited = list(store.due_chunks(SEED, limit=5, size=3))
+    assert [len(c) for c in limited] == [3, 2]
+
+
+def test_a_chunk_is_read_when_the_previous_one_is_used(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([(u, None) for u in urls(6)])
+    chunks = store.due_chunks(SEED, size=2)
+    first = next(chunks)
+    for page in first:  # recorded before the next chunk is read: not handed out again
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+    rest = [page.normalized_url for chunk in chunks for page in chunk]
+    assert rest == urls(6)[2:]
+
+
+def test_results_are_recorded_by_key_with_an_optional_lease(open_store: Factory) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([("https://example.com/a/", None)])
+    [page] = store.due(SEED)
+    got = store.record(
+        "https://elsewhere.example/final",
+        200,
+        seed=SEED,
+        key=page.normalized_url,
+        content_hash="h",
+        lease="token-1",
+    )
+    assert got.outcome is Outcome.NEW and got.page.normalized_url == page.normalized_url
+    assert store.count() == 1 and store.due(SEED) == []
+
+
+def test_a_held_result_is_written_only_once_delivered(open_store: Factory) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([(u, None) for u in urls(2)])
+    kept, dropped = store.due(SEED)
+    for page in (kept, dropped):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
+    assert store.get(kept.url).last_fetched is not None  # the held result is the row now
+    store.flush()
+    store.deliver(kept.normalized_url)
+    assert store.discard(dropped.normalized_url) is True
+    store.close()
+    reopened = open_store()
+    assert reopened.get(kept.url).content_hash == "h"
+    assert reopened.get(dropped.url).last_fetched is None  # not delivered: due again
+    assert [p.normalized_url for p in reopened.due(SEED)] == [dropped.normalized_url]
+
+
+def test_held_results_are_not_written_at_close(open_store: Factory) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([(u, None) for u in urls(1)])
+    [page] = store.due(SEED)
+    store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
+    store.close()
+    assert open_store().get(page.url).last_fetched is None
+
+
+def test_missing_marking_counts_only_the_runs_seed(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([(u, None) for u in urls(3)])
+    store.start_run(OTHER).upsert([("https://example.com/other", None)])
+    for n in (1, 2, 3):
+        clock.advance(DAY)
+        run = store.start_run(SEED)
+        run.upsert([(u, None) for u in urls(2)])
+        result = run.mark_missing()
+        assert (result.marked, result.due) == (1, 1 if n == 3 else 0)
+    assert store.get("https://example.com/other").missing_runs == 0
+
+
+def test_a_row_belongs_to_the_seed_that_listed_it_last(open_store: Factory) -> None:
+    store = open_store()
+    store.start_run(SEED).upsert([(u, None) for u in urls(2)])
+    store.start_run(OTHER).upsert([(u, None) for u in urls(2)])
+    assert store.due(SEED) == [] and len(store.due(OTHER)) == 2
+
+
+def test_gone_rows_still_listed_come_back_into_the_queue(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(1)])
+    [page] = store.due(SEED)
+    store.record(page.url, 404, seed=SEED, key=page.normalized_url)
+    assert store.due(SEED) == []
+    clock.advance(2 * DAY)
+    assert [p.gone for p in store.due(SEED)] == [True]
+
+
+def test_runs_are_finished_with_their_counts(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    clock.advance(3)
+    run.finish({"new": 2, "tokens_charged": 5}, discovery_complete=False, close_reason="shutdown")
+    [row] = store.runs(SEED)
+    assert (row["new"], row["tokens_charged"], row["discovery_complete"]) == (2, 5, 0)
+    assert row["finished_at"] - row["started_at"] == 3 and row["close_reason"] == "shutdown"
