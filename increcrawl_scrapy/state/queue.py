@@ -124,9 +124,9 @@ class Results:
 
     def lookup(self, key: str) -> PageState | None:
         """A row as it stands: unwritten result, else queued row, else stored row."""
-        for layer in (self._pending, self._held, self._queued):
-            if key in layer:
-                return layer[key]
+        page = self._pending.get(key) or self._held.get(key) or self._queued.get(key)
+        if page is not None:
+            return page
         row = self.database.tuples(_GET_PAGE, (key,)).fetchone()
         return page_of(row) if row else None
 

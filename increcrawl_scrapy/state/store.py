@@ -160,8 +160,7 @@ class StateStore:
 
     # -- fetch results -------------------------------------------------------
 
-    @serialized
-    def record(
+    def record(  # serialized by Results.record
         self,
         url: str,
         status: int | None,

@@ -1,0 +1,134 @@
+"""How often a page changes, from what its fetches saw.
+
+A page is modelled as changing at random with a constant rate λ (a Poisson
+process). A fetch after an interval τ since the previous one tells only whether the
+page changed at least once in between, not how often: a page fetched weekly that
+changes daily looks the same as one that changes weekly. Counting changes per time
+(the naive estimator) therefore underestimates fast pages, worse the longer and
+more irregular the intervals.
+
+We use the maximum-likelihood estimator for exactly these observations (Cho and
+Garcia-Molina, "Estimating frequency of change", 2003, section 4, irregular
+intervals): with intervals τᵢ after which a change was seen and intervals τⱼ after
+which none was, λ solves
+
+    Σ_changed τᵢ / (e^{λτᵢ} - 1) = Σ_unchanged τⱼ.
+
+The right side is one number, so a page keeps a sufficient statistic in bounded
+space: the total unchanged time, how many observations there were, and the
+intervals of its last few changed observations (older ones are folded away, see
+:func:`observe`). Smoothing adds one pseudo-observation of each kind, as long as
+the page's mean interval between fetches (``prior`` before any), so that a page
+never seen changing (or always seen changing) still gets a finite rate without the
+prior outweighing the page's own evidence: with no evidence the estimate is
+ln 2 / prior (even odds of a change within one prior interval).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Changed intervals kept per page; older ones are folded away.
+KEEP_CHANGED = 24
+#: Weight of each smoothing pseudo-observation, against the page's own ones.
+PSEUDO_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class History:
+    """What a page's fetches saw: the intervals (seconds) of the observations that
+    found a change, and the total length of those that found none."""
+
+    changed: tuple[float, ...] = ()
+    unchanged_time: float = 0.0
+    count: float = 0.0  # observations behind the above (fractional once folded)
+
+    def mean_interval(self, default: float) -> float:
+        if self.count < 1:
+            return default
+        return (sum(self.changed) + self.unchanged_time) / max(self.count, len(self.changed))
+
+    def encode(self) -> str:
+        """The changed intervals as stored (a short text column)."""
+        return ",".join(f"{tau:.0f}" for tau in self.changed)
+
+    @classmethod
+    def decode(
+        cls, changed: str | None, unchanged_time: float | None, count: float | None
+    ) -> History:
+        values = tuple(float(part) for part in changed.split(",") if part) if changed else ()
+        return cls(values, unchanged_time or 0.0, count or 0.0)
+
+
+def observe(history: History, interval: float, changed: bool) -> History:
+    """*history* after one more observation (a fetch *interval* seconds after the
+    previous one, which found a change or not). Bounded: when more than
+    KEEP_CHANGED changed intervals are kept, the oldest goes, and the unchanged
+    time is scaled down in the same proportion, so old evidence fades evenly."""
+    interval = max(interval, 1.0)
+    count = history.count + 1
+    if not changed:
+        return History(history.changed, history.unchanged_time + interval, count)
+    # When the kept changed intervals overflow, the oldest goes, and the unchanged
+    # time and the count shrink in proportion: the evidence is a moving window.
+    kept = (*history.changed, interval)
+    unchanged = history.unchanged_time
+    if len(kept) > KEEP_CHANGED:
+        kept = kept[1:]
+        scale = KEEP_CHANGED / (KEEP_CHANGED + 1)
+        unchanged, count = unchanged * scale, count * scale
+    return History(kept, unchanged, count)
+
+
+def change_rate(history: History, prior: float) -> float:
+    """The smoothed maximum-likelihood change rate (changes per second)."""
+    pseudo = history.mean_interval(prior)
+    return mle_rate(
+        history.changed,
+        history.unchanged_time + PSEUDO_WEIGHT * pseudo,
+        pseudo=(pseudo, PSEUDO_WEIGHT),
+    )
+
+
+def mle_rate(
+    changed: Sequence[float], unchanged_time: float, pseudo: tuple[float, float] = (0.0, 0.0)
+) -> float:
+    """λ solving Σ τᵢ/(e^{λτᵢ} - 1) = *unchanged_time* (bisection on log λ: the left
+    side falls monotonically from +∞ to 0 as λ grows). *pseudo* is one more changed
+    interval with a weight: ``(τ, w)``."""
+    tau0, weight = pseudo
+    if not changed and not weight:
+        return 0.0
+    if unchanged_time <= 0:
+        return math.inf
+
+    def excess(rate: float) -> float:
+        total = sum(tau / math.expm1(min(rate * tau, 700.0)) for tau in changed)
+        if weight:
+            total += weight * tau0 / math.expm1(min(rate * tau0, 700.0))
+        return total - unchanged_time
+
+    low, high = 1e-15, 1e3  # a change in 30 million years .. a thousand a second
+    for _ in range(100):
+        middle = math.sqrt(low * high)
+        if excess(middle) > 0:
+            low = middle
+        else:
+            high = middle
+        if high / low < 1.0 + 1e-9:
+            break
+    return math.sqrt(low * high)
+
+
+def change_probability(rate: float, elapsed: float) -> float:
+    """The chance that a page changing at *rate* changed within *elapsed* seconds."""
+    return -math.expm1(-rate * elapsed)
+
+
+def interval_for(rate: float, probability: float) -> float:
+    """How long until the chance of a change reaches *probability*."""
+    if rate <= 0:
+        return math.inf
+    return -math.log1p(-probability) / rate
