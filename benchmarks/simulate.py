@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import table, write_section
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.rows import Outcome
-from increcrawl_scrapy.schedule import RevisitPolicy
+from increcrawl_scrapy.schedule import LearnedPolicy, RevisitPolicy
 from increcrawl_scrapy.state import StateStore
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -125,7 +126,7 @@ class Site:
             page = event.page
             if event.kind == "deploy":
                 self.deployed = event.at
-                if self.lastmod_mode == "deploy":
+                if self.lastmod_mode in ("deploy", "mixed"):
                     self.dirty.update(range(self.children()))
                 continue
             if event.kind == "add":
@@ -147,8 +148,10 @@ class Site:
             "honest": self.changed_at[page],
             "deploy": self.deployed,
             "never": self.born[page],
+            # a real edit moves the page's date, and every deploy stamps them all
+            "mixed": max(self.changed_at[page], self.deployed),
         }[self.lastmod_mode]
-        return f"{int(stamp)}"
+        return datetime.fromtimestamp(int(stamp), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def sitemap(self, child: int) -> list[tuple[str, str]]:
         pages = range(child * CHILD_SIZE, min(len(self.live), (child + 1) * CHILD_SIZE))
@@ -229,6 +232,7 @@ def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
                 run.upsert(site.sitemap(child), sitemap_url=child_url)
                 run.sitemap_read(child_url, digests[child])
             site.dirty.clear()
+            run.apply_lastmod()
             run.mark_missing()
             for row in store.due(SEED_URL):
                 page = page_of(row.url)
@@ -274,6 +278,7 @@ def fixed_policy(every: float) -> Callable[..., Recorder]:
 
 
 POLICIES: dict[str, tuple[str, Callable[..., Callable[..., Recorder]], tuple]] = {
+    "learned": ("learned policy (default), real StateStore", store_policy, (LearnedPolicy(),)),
     "store": ("adaptive rule, real StateStore", store_policy, (RevisitPolicy(),)),
     "weekly-full": ("weekly full crawl", fixed_policy, (WEEK,)),
     "daily": ("fixed daily revisit", fixed_policy, (DAY,)),

@@ -62,9 +62,16 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_URL_FIELD": "url",
     "INCRECRAWL_CONTENT_FIELD": "markdown",
     "INCRECRAWL_CLOCK": None,
+    "INCRECRAWL_POLICY": "learned",
+    "INCRECRAWL_TARGET_CHANGE_PROBABILITY": 0.25,
+    "INCRECRAWL_STABLE_MAX_INTERVAL": 180 * 86_400.0,
+    "INCRECRAWL_LASTMOD_MIN_EVIDENCE": 20,
+    "INCRECRAWL_LASTMOD_WAVE_SHARE": 0.5,
+    "INCRECRAWL_LASTMOD_SAMPLE": 0.002,
 }
 
 FETCHERS = ("auto", "geonode", "direct")
+POLICIES = ("learned", "adaptive")
 EXPORTS = ("changes", "all")
 
 
@@ -114,6 +121,12 @@ class IncrecrawlConfig:
     url_field: str
     content_field: str
     clock: Callable[[], float]
+    policy: str
+    target_change_probability: float
+    stable_max_interval: float
+    lastmod_min_evidence: int
+    lastmod_wave_share: float
+    lastmod_sample: float
 
     def __repr__(self) -> str:
         # The key must never reach a log line, even through a debug repr.
@@ -173,6 +186,16 @@ class IncrecrawlConfig:
             url_field=read.text("INCRECRAWL_URL_FIELD"),
             content_field=read.text("INCRECRAWL_CONTENT_FIELD"),
             clock=read.clock("INCRECRAWL_CLOCK"),
+            policy=read.choice("INCRECRAWL_POLICY", POLICIES),
+            target_change_probability=read.number(
+                "INCRECRAWL_TARGET_CHANGE_PROBABILITY", float, above=0, maximum=0.99
+            ),
+            stable_max_interval=read.number("INCRECRAWL_STABLE_MAX_INTERVAL", float, above=0),
+            lastmod_min_evidence=read.number("INCRECRAWL_LASTMOD_MIN_EVIDENCE", int, minimum=1),
+            lastmod_wave_share=read.number(
+                "INCRECRAWL_LASTMOD_WAVE_SHARE", float, above=0, maximum=1
+            ),
+            lastmod_sample=read.number("INCRECRAWL_LASTMOD_SAMPLE", float, minimum=0, maximum=1),
         )
         config._check_consistency()
         # Validated by compiling them, once: the fingerprint uses the same compiled set.
@@ -187,6 +210,12 @@ class IncrecrawlConfig:
                 "INCRECRAWL_MIN_INTERVAL",
                 self.min_interval,
                 f"greater than INCRECRAWL_MAX_INTERVAL ({self.max_interval!r})",
+            )
+        if self.stable_max_interval < self.max_interval:
+            raise ConfigError(
+                "INCRECRAWL_STABLE_MAX_INTERVAL",
+                self.stable_max_interval,
+                f"less than INCRECRAWL_MAX_INTERVAL ({self.max_interval!r})",
             )
         if not self.min_interval <= self.default_interval <= self.max_interval:
             raise ConfigError(

@@ -57,6 +57,14 @@ class PageState(NamedTuple):
     sitemap_url: str | None = None
     error_streak: int = 0
     final_url: str | None = None
+    #: The change-rate estimator's history (estimator.History): changed intervals...
+    change_history: str | None = None
+    #: ...the time fetches found no change, and how many observations made them.
+    unchanged_time: float = 0.0
+    observations: float = 0.0
+    #: The sitemap lastmod moved (outside a wave) since the page was last fetched.
+    lastmod_moved: bool = False
+    host: str | None = None
 
     @property
     def has_validators(self) -> bool:
@@ -82,7 +90,14 @@ RESULT_COLUMNS = (
     "error_count",
     "error_streak",
     "final_url",
+    "change_history",
+    "unchanged_time",
+    "observations",
+    "lastmod_moved",
 )
+
+#: What a host's sitemap dates have earned (docs/architecture.md, "Lastmod trust").
+UNKNOWN, TRUSTED, NOISY, STALE = "unknown", "trusted", "noisy", "stale"
 
 
 class FetchResult(NamedTuple):

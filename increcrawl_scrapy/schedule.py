@@ -3,22 +3,41 @@ and the row after a fetch. No SQL, no clock: tested without a database."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from increcrawl_scrapy.rows import GONE_STATUSES, FetchResult, Outcome, PageState
+from increcrawl_scrapy.estimator import History, change_rate, interval_for, observe
+from increcrawl_scrapy.rows import (
+    GONE_STATUSES,
+    NOISY,
+    STALE,
+    TRUSTED,
+    UNKNOWN,
+    FetchResult,
+    Outcome,
+    PageState,
+)
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
 __all__ = [
     "GONE_STATUSES",
+    "LearnedPolicy",
     "Outcome",
     "RevisitPolicy",
     "apply_result",
     "classify",
     "new_page",
+    "policy_from_config",
 ]
+
+#: Observations a page needs before its own change rate is trusted over the
+#: adaptive rule.
+MIN_OBSERVATIONS = 3
+JITTER = 0.05  # intervals vary by up to ±5%, so pages do not come due in lockstep
 
 
 def classify(
@@ -69,6 +88,8 @@ class RevisitPolicy:
             nochange_factor=config.nochange_factor,
         )
 
+    name = "adaptive"
+
     def bounded(self, interval: float) -> float:
         return min(self.max_interval, max(self.min_interval, interval))
 
@@ -83,6 +104,13 @@ class RevisitPolicy:
             return self.bounded(interval * self.nochange_factor)
         return interval  # gone and error leave the interval as it was
 
+    def interval_after(
+        self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
+    ) -> float:
+        """The interval after a fetch with *outcome* (the adaptive rule: it looks at
+        the page's current interval only)."""
+        return self.next_interval(page.interval_s, outcome)
+
     def gone_recheck(self, current: float | None, was_gone: bool) -> float:
         """How long a gone page waits before it is checked again: slow (twice the
         default interval at first) and doubling while it stays gone."""
@@ -93,6 +121,96 @@ class RevisitPolicy:
         """The wait after *streak* consecutive failures at the site (4xx, 5xx,
         timeouts): the minimum interval, doubling, capped at the maximum."""
         return min(self.max_interval, self.min_interval * 2 ** min(streak - 1, 40))
+
+
+@dataclass(frozen=True)
+class LearnedPolicy(RevisitPolicy):
+    """Check a page when the chance that it changed since its last fetch reaches
+    *target_probability*, from its estimated change rate (``estimator``), between
+    the minimum interval and a ceiling that grows with the evidence that the page
+    is stable (twice the time it has been seen stable, at most *stable_max*).
+    Pages with fewer than MIN_OBSERVATIONS observations follow the adaptive rule.
+    On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
+    moved waits for its ceiling: its dates will say when it changes."""
+
+    target_probability: float = 0.25
+    stable_max_interval: float = 180 * 86_400.0
+
+    name = "learned"
+
+    def interval_after(
+        self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
+    ) -> float:
+        if outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
+            return self.next_interval(page.interval_s, outcome)
+        ceiling = self.ceiling(page, outcome, now, verdict)
+        if verdict == TRUSTED and page.sitemap_lastmod:
+            wanted = ceiling
+        else:
+            rate = change_rate(history, self.default_interval)
+            wanted = interval_for(rate, self.target_probability)
+        wanted *= _jitter(page.normalized_url, page.fetch_count)
+        return min(ceiling, max(self.min_interval, wanted))
+
+    def ceiling(self, page: PageState, outcome: Outcome, now: float, verdict: str) -> float:
+        """Twice the time the page has been seen stable (on a trusted host, its
+        ``lastmod`` says since when), within [max_interval, stable_max_interval]."""
+        stable_since = now if outcome is Outcome.CHANGED else page.last_changed or page.first_seen
+        if verdict == TRUSTED and page.sitemap_lastmod:
+            stable_since = min(stable_since, _timestamp(page.sitemap_lastmod, stable_since))
+        evidence = max(0.0, now - stable_since)
+        return min(self.stable_max_interval, max(self.max_interval, 2 * evidence))
+
+
+def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
+    """The policy ``INCRECRAWL_POLICY`` names."""
+    adaptive = RevisitPolicy.from_config(config)
+    if config.policy == "adaptive":
+        return adaptive
+    return LearnedPolicy(
+        min_interval=adaptive.min_interval,
+        max_interval=adaptive.max_interval,
+        default_interval=adaptive.default_interval,
+        change_factor=adaptive.change_factor,
+        nochange_factor=adaptive.nochange_factor,
+        target_probability=config.target_change_probability,
+        stable_max_interval=config.stable_max_interval,
+    )
+
+
+def lastmod_verdict(
+    moved_changed: float,
+    moved_unchanged: float,
+    unmoved_changed: float,
+    min_evidence: int,
+) -> str:
+    """What a host's sitemap dates have earned from the fetches of its pages: a move
+    that meant a change (precision), a change that came with a move (recall).
+    ``unknown`` until *min_evidence* informative fetches (a move or a change)."""
+    if moved_changed + moved_unchanged + unmoved_changed < min_evidence:
+        return UNKNOWN
+    moves = moved_changed + moved_unchanged
+    changes = moved_changed + unmoved_changed
+    precision = moved_changed / moves if moves else 1.0
+    recall = moved_changed / changes if changes else 1.0
+    if precision < 0.5:
+        return NOISY
+    if recall < 0.5:
+        return STALE
+    return TRUSTED if precision >= 0.8 and recall >= 0.8 else UNKNOWN
+
+
+def _jitter(key: str, salt: int) -> float:
+    """A factor in [1 - JITTER, 1 + JITTER], the same for the same page and fetch."""
+    digest = hashlib.blake2b(f"{salt}:{key}".encode(), digest_size=8).digest()
+    return 1 - JITTER + 2 * JITTER * int.from_bytes(digest, "big") / 2**64
+
+
+def _timestamp(lastmod: str, default: float) -> float:
+    try:
+        return datetime.fromisoformat(lastmod.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default
 
 
 def new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
@@ -120,10 +238,32 @@ def new_page(key: str, url: str, seed: str, now: float, interval: float) -> Page
     )
 
 
+def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> History:
+    """The page's change history with this fetch added (a fetch that follows an
+    earlier one is an observation: changed or not, after so long). On a trusted
+    host a change its ``lastmod`` did not announce is noise, not a change: the
+    page's schedule follows its dates."""
+    history = History.decode(page.change_history, page.unchanged_time, page.observations)
+    if page.last_fetched is None or outcome not in _OBSERVED:
+        return history
+    changed = outcome is Outcome.CHANGED
+    if changed and verdict == TRUSTED and page.sitemap_lastmod and not page.lastmod_moved:
+        changed = False
+    return observe(history, now - page.last_fetched, changed)
+
+
+_OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
+
+
 def apply_result(
-    page: PageState, result: FetchResult, now: float, policy: RevisitPolicy
+    page: PageState,
+    result: FetchResult,
+    now: float,
+    policy: RevisitPolicy,
+    verdict: str = UNKNOWN,
 ) -> PageState:
-    """The row after a fetch result (the revisit rule, docs/architecture.md)."""
+    """The row after a fetch result (the revisit rule, docs/architecture.md);
+    *verdict* is what the page's host's sitemap dates have earned."""
     outcome, status = result.outcome, result.status
     if outcome is Outcome.ERROR:
         changes: dict[str, Any] = {
@@ -136,12 +276,17 @@ def apply_result(
             streak = page.error_streak + 1
             changes.update(error_streak=streak, next_check=now + policy.error_backoff(streak))
         return page._replace(**changes)
+    history = observed(page, outcome, now, verdict)
     changes = {
         "last_fetched": now,
         "last_status": status,
         "fetch_count": page.fetch_count + 1,
         "error_streak": 0,
         "final_url": result.final_url,
+        "change_history": history.encode() or None,
+        "unchanged_time": history.unchanged_time,
+        "observations": history.count,
+        "lastmod_moved": False,
     }
     if outcome in (Outcome.GONE, Outcome.STILL_GONE):
         # Re-checked slowly while it is still listed; back as new if it answers.
@@ -150,7 +295,7 @@ def apply_result(
         if outcome is Outcome.GONE:
             changes.update(last_changed=now, change_count=page.change_count + 1)
         return page._replace(**changes)
-    interval = policy.next_interval(page.interval_s, outcome)
+    interval = policy.interval_after(page, outcome, history, now, verdict)
     changes.update(interval_s=interval, next_check=now + interval, gone=False)
     if outcome in (Outcome.NEW, Outcome.CHANGED):
         changes.update(content_hash=result.content_hash, last_changed=now)

@@ -138,3 +138,9 @@ def _slash_policy(url: str, strip_trailing_slash: bool) -> str:
     if strip_trailing_slash and path != "/":
         path = path.rstrip("/") or "/"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def host_of(key: str) -> str:
+    """``host[:port]`` of a normalized URL (its evidence about sitemap dates is kept
+    per host). The same as the SQL the schema migration fills old rows with."""
+    return key.split("://", 1)[-1].split("/", 1)[0]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.crawling import KEY
@@ -8,8 +10,10 @@ from tests.crawling import KEY
 class Clock:
     """A clock the test moves by hand (Unix seconds)."""
 
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
+    def __init__(self, now: float | None = None) -> None:
+        # Real time to start with: the sample site dates its edits with the real
+        # clock, and a sitemap date after the crawl's clock is one in the future.
+        self.now = float(int(time.time())) if now is None else now
 
     def __call__(self) -> float:
         return self.now

@@ -21,7 +21,8 @@ class Scenario:
     def __init__(self, mode: str, tmp_path: Path, clock: Clock, site: SampleSite, api) -> None:
         self.mode, self.clock, self.site, self.api = mode, clock, site, api
         self.db = str(tmp_path / "state.sqlite")
-        self.settings = crawl_settings(self.db, clock, api)
+        # The adaptive rule, whose intervals these stories check to the second.
+        self.settings = crawl_settings(self.db, clock, api, INCRECRAWL_POLICY="adaptive")
 
     async def run(self, **extra) -> CrawlResult:
         result = await run_crawl({**self.settings, **extra}, sitemap_url=self.site.sitemap_url)

@@ -33,6 +33,7 @@ def store(tmp_path: Path, clock: Clock) -> StateStore:
 def discover(store: StateStore, seed: str, urls: list[str], lastmod: str | None = None) -> int:
     run = store.start_run(seed)
     run.upsert([(u, lastmod) for u in urls])
+    run.apply_lastmod()
     return run
 
 
@@ -211,14 +212,14 @@ def test_normalization_variants_are_one_row(store: StateStore) -> None:
 
 def test_changed_lastmod_makes_a_row_due_now(store: StateStore, clock: Clock) -> None:
     url = "https://example.com/l"
-    discover(store, SEED, [url], lastmod="2024-01-01")
+    discover(store, SEED, [url], lastmod="2023-01-01")
     store.record(url, 200, seed=SEED, content_hash="h")
     clock.advance(HOUR)
-    discover(store, SEED, [url], lastmod="2024-01-01")
+    discover(store, SEED, [url], lastmod="2023-01-01")
     assert store.due(SEED) == []
-    discover(store, SEED, [url], lastmod="2024-01-02")
+    discover(store, SEED, [url], lastmod="2023-01-02")
     assert [p.normalized_url for p in store.due(SEED)] == [url]
-    assert store.get(url).sitemap_lastmod == "2024-01-02"
+    assert store.get(url).sitemap_lastmod == "2023-01-02"
 
 
 def test_missing_runs_lead_to_a_confirming_fetch_not_to_gone(
@@ -263,14 +264,14 @@ def test_a_gone_page_still_listed_is_rechecked_and_comes_back_as_new(
     store: StateStore, clock: Clock
 ) -> None:
     url = "https://example.com/g"
-    discover(store, SEED, [url], lastmod="2024-01-01")
+    discover(store, SEED, [url], lastmod="2023-01-01")
     store.record(url, 200, seed=SEED, content_hash="h")
     clock.advance(2 * DAY)
     assert store.record(url, 404, seed=SEED).outcome is Outcome.GONE
     clock.advance(HOUR)
-    discover(store, SEED, [url], lastmod="2024-01-01")
+    discover(store, SEED, [url], lastmod="2023-01-01")
     assert store.due(SEED) == []  # a slow re-check, not every run
-    discover(store, SEED, [url], lastmod="2024-01-05")  # its date moved: at once
+    discover(store, SEED, [url], lastmod="2023-01-05")  # its date moved: at once
     assert [p.normalized_url for p in store.due(SEED)] == [url]
     back = store.record(url, 200, seed=SEED, content_hash="h")
     assert back.outcome is Outcome.NEW and back.page.gone is False

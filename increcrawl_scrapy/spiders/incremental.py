@@ -145,6 +145,11 @@ class IncrementalSpider(scrapy.Spider):
         state = crawl_state(self.crawler)
         run = self.run = state.run
         self.discovery_complete = state.discovery_complete = await self._discover(run)
+        dates = run.apply_lastmod()
+        stats.inc(self.crawler.stats, stats.LASTMOD_MOVED, dates.moved)
+        stats.inc(self.crawler.stats, stats.LASTMOD_DUE, dates.due)
+        stats.inc(self.crawler.stats, stats.LASTMOD_WAVES, len(dates.waves))
+        stats.inc(self.crawler.stats, stats.LASTMOD_SAMPLED, dates.sampled)
         if self.discovery_complete:
             missing = run.mark_missing()
             stats.inc(self.crawler.stats, stats.MISSING, missing.marked)

@@ -17,13 +17,17 @@ from increcrawl_scrapy.rows import (
     PAGE_COLUMNS,
     RESULT_COLUMNS,
     FetchResult,
+    Outcome,
     PageState,
     Recorded,
 )
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.state.database import Database, serialized
+from increcrawl_scrapy.state.hosts import Hosts
+from increcrawl_scrapy.urls import host_of
 
 _GONE = PAGE_COLUMNS.index("gone")
+_MOVED = PAGE_COLUMNS.index("lastmod_moved")
 _SELECT_PAGE = ", ".join(PAGE_COLUMNS)
 _GET_PAGE = f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url = ?"
 #: The queue's stored order is (next_check, normalized_url); chunks are read by keyset
@@ -38,7 +42,7 @@ _DUE_AFTER = (
     "AND missing_runs = 0 AND (next_check, normalized_url) > (:check, :key) "
     "ORDER BY next_check, normalized_url LIMIT :limit"
 )
-_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", *RESULT_COLUMNS)
+_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
 _INSERT_RESULT = (
     f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
     f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
@@ -59,6 +63,7 @@ CHUNK = 10_000  # rows a queue chunk reads at most
 def page_of(row: tuple[Any, ...]) -> PageState:
     values = list(row)
     values[_GONE] = bool(values[_GONE])
+    values[_MOVED] = bool(values[_MOVED])
     return PageState._make(values)
 
 
@@ -69,12 +74,14 @@ class Results:
         self,
         database: Database,
         *,
+        hosts: Hosts,
         policy: RevisitPolicy,
         clock: Callable[[], float],
         flush_items: int,
         flush_seconds: float,
     ) -> None:
         self.database = database
+        self.hosts = hosts
         self.policy = policy
         self.clock = clock
         self.flush_items = flush_items
@@ -158,9 +165,13 @@ class Results:
         )
         if previous is None:
             self._new_keys.add(key)  # a URL discovery never saw: inserted when written
-        page = previous or new_page(key, url, seed, now, self.policy.default_interval)
+            previous = new_page(key, url, seed, now, self.policy.default_interval)
+            previous = previous._replace(host=host_of(key))
+        verdict = self.hosts.verdict(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
-        page = apply_result(page, result, now, self.policy)
+        page = apply_result(previous, result, now, self.policy, verdict)
+        if outcome in (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
+            self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
         self._pending.pop(key, None)
         self._held.pop(key, None)
         (self._held if hold else self._pending)[key] = page
@@ -200,6 +211,7 @@ class Results:
         pending = list(self._pending.values())
         new = [p for p in pending if p.normalized_url in self._new_keys]
         with self.database.transaction() as db:
+            self.hosts.write()
             if new:
                 db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
             db.executemany(

@@ -5,11 +5,42 @@ discovery step is tied to a started run by construction."""
 from __future__ import annotations
 
 import functools
+import logging
+import math
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
-from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
+from increcrawl_scrapy.rows import NOISY, RUN_COUNTS, STALE, TRUSTED, MissingResult
 from increcrawl_scrapy.state.database import Database
+from increcrawl_scrapy.urls import host_of
+
+logger = logging.getLogger(__name__)
+
+#: A wave needs at least this many pages as well as its share of the host.
+WAVE_MIN_PAGES = 10
+
+
+@dataclass(frozen=True)
+class LastmodRules:
+    """How far sitemap dates are believed (INCRECRAWL_LASTMOD_*)."""
+
+    min_evidence: int = 20
+    wave_share: float = 0.5  # of a host's pages moving to one date at once: a wave
+    sample: float = 0.002  # share of a trusted host's unmoved pages checked a day
+
+
+@dataclass
+class LastmodReport:
+    """What one discovery's date moves meant."""
+
+    moved: int = 0  # rows whose lastmod moved
+    due: int = 0  # of which made due now
+    waves: list[tuple[str, str, int]] = field(default_factory=list)  # host, hour, pages
+    sampled: int = 0  # unmoved rows of trusted hosts checked anyway
+
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -47,6 +78,7 @@ class Run:
         clock: Callable[[], float],
         default_interval: float,
         missing_runs: int,
+        lastmod: LastmodRules,
     ) -> None:
         self.database = database
         self.id = run_id
@@ -56,6 +88,7 @@ class Run:
         self._clock = clock
         self._default_interval = default_interval
         self._missing_runs = missing_runs
+        self._lastmod = lastmod
 
     @classmethod
     def start(cls, database: Database, seed: str, **parts: Any) -> Run:
@@ -78,17 +111,29 @@ class Run:
         changed lastmod makes a row due now, a row seen again is no longer missing
         and belongs to this run's seed. URLs that cannot be normalized are skipped.
         Returns how many were recorded."""
-        rows: dict[str, tuple[str, str, str | None, str | None]] = {}
+        now = self._clock()
+        latest = _iso(now)
+        future: Counter[str] = Counter()
+        rows: dict[str, tuple[str, str, str | None, str | None, str, bool]] = {}
         for url, lastmod in entries:
             try:
                 key = self._normalize(url)
             except ValueError:
                 continue
-            rows.setdefault(key, (key, url, lastmod, sitemap_url))  # first spelling wins
+            host = host_of(key)
+            ahead = lastmod is not None and lastmod > latest
+            if ahead:
+                # A date in the future: counted, clamped to now for a new row, and
+                # never a move (it would move again on every run).
+                future[host] += 1
+                lastmod = latest
+            rows.setdefault(key, (key, url, lastmod, sitemap_url, host, ahead))
         if not rows:
             return 0
-        params = {"seed": self.seed, "now": self._clock(), "interval": self._default_interval}
+        params = {"seed": self.seed, "now": now, "interval": self._default_interval}
         with self.database.transaction() as db:
+            for host, count in future.items():
+                db.execute(_COUNT_FUTURE, (host, count))
             if sitemap_url is not None:
                 # Known from now on, so its rows are checked for absence even if it is
                 # never read whole (an empty digest matches no real one).
@@ -98,10 +143,99 @@ class Run:
                     {**params, "url": sitemap_url},
                 )
             db.execute("DELETE FROM temp.chunk")
-            db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?)", rows.values())
+            db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?, ?, ?)", rows.values())
             for statement in _APPLY_CHUNK:
                 db.execute(statement, params)
         return len(rows)
+
+    @_step
+    def apply_lastmod(self) -> LastmodReport:
+        """After discovery: decide what the dates that moved mean. Moves that are
+        part of a wave (a large share of a host's pages moved to the same hour: a
+        deploy stamp) are not evidence of change and make nothing due. Other moves
+        are remembered on the row (``lastmod_moved``, the evidence for the host's
+        verdict) and make the row due now, unless the host's dates are judged
+        ``noisy`` or ``stale``. A share of a trusted host's unmoved rows is checked
+        anyway, so a host that starts lying is noticed."""
+        report = LastmodReport()
+        now = self._clock()
+        db = self.database.connection
+        buckets = db.execute(
+            "SELECT host, substr(lastmod, 1, 13), count(*) FROM temp.moves GROUP BY 1, 2"
+        ).fetchall()
+        sizes = self._host_sizes({host for host, _hour, _n in buckets})
+        report.waves = [
+            (host, hour, n)
+            for host, hour, n in buckets
+            if n >= max(WAVE_MIN_PAGES, self._lastmod.wave_share * sizes.get(host, 0))
+        ]
+        verdicts = dict(db.execute("SELECT host, verdict FROM hosts").fetchall())
+        with self.database.transaction() as db:
+            db.execute("DELETE FROM temp.waves")
+            db.executemany("INSERT INTO temp.waves VALUES (?, ?)", [w[:2] for w in report.waves])
+            db.execute("DELETE FROM temp.deaf")
+            db.executemany(
+                "INSERT INTO temp.deaf VALUES (?)",
+                [(h,) for h, verdict in verdicts.items() if verdict in (NOISY, STALE)],
+            )
+            for host, hour, n in report.waves:
+                db.execute(_COUNT_WAVE, (host,))
+                logger.info(
+                    "Sitemap dates of %d pages of %s moved to %s:00 at once: a wave "
+                    "(a deploy stamp?), not taken as changes",
+                    n,
+                    host,
+                    hour.replace("T", " "),
+                )
+            report.moved = db.execute("SELECT count(*) FROM temp.moves").fetchone()[0]
+            report.due = db.execute(_MOVES_DUE, {"now": now}).rowcount
+            db.execute(_MOVES_REMEMBERED)
+            db.execute("DELETE FROM temp.moves")
+            for host in sorted(h for h, verdict in verdicts.items() if verdict == TRUSTED):
+                if db.execute(
+                    "SELECT 1 FROM pages WHERE seed = ? AND host = ? LIMIT 1", (self.seed, host)
+                ).fetchone():
+                    report.sampled += self._sample(db, host, now)
+        return report
+
+    def _host_sizes(self, hosts: set[str]) -> dict[str, int]:
+        if not hosts:
+            return {}
+        marks = ", ".join("?" for _ in hosts)
+        return dict(
+            self.database.execute(
+                f"SELECT host, count(*) FROM pages WHERE seed = ? AND host IN ({marks}) "
+                "GROUP BY host",
+                (self.seed, *hosts),
+            ).fetchall()
+        )
+
+    def _sample(self, db: Any, host: str, now: float) -> int:
+        """Make due a share of *host*'s live rows of this seed that are not, in
+        proportion to the time since the last sample (rounded at random, seeded by
+        the clock, so a simulation repeats)."""
+        row = db.execute("SELECT sampled_at FROM hosts WHERE host = ?", (host,)).fetchone()
+        elapsed = now - row[0] if row and row[0] else 3600.0
+        waiting = db.execute(
+            "SELECT count(*) FROM pages WHERE seed = ? AND host = ? AND gone = 0 "
+            "AND next_check > ?",
+            (self.seed, host, now),
+        ).fetchone()[0]
+        wanted = self._lastmod.sample * waiting * elapsed / 86_400.0
+        salt = int(now) % 1_000_003
+        count = math.floor(wanted) + (((salt * 7919) % 1000) / 1000 < wanted % 1)
+        db.execute("UPDATE hosts SET sampled_at = ? WHERE host = ?", (now, host))
+        if count <= 0:
+            return 0
+        return int(
+            db.execute(
+                "UPDATE pages SET next_check = :now WHERE id IN ("
+                "SELECT id FROM pages WHERE seed = :seed AND host = :host AND gone = 0 "
+                "AND next_check > :now ORDER BY (id * 2654435761 + :salt) % 4294967296 "
+                "LIMIT :count)",
+                {"now": now, "seed": self.seed, "host": host, "salt": salt, "count": count},
+            ).rowcount
+        )
 
     @_step
     def sitemap_unchanged(self, sitemap_url: str, digest: str) -> bool:
@@ -188,8 +322,14 @@ class Run:
 #: Per-connection tables of the current run: the chunk being applied, every URL
 #: seen, sitemaps found unchanged, and rows found missing.
 _RUN_TABLES = (
-    "CREATE TEMP TABLE IF NOT EXISTS chunk ("
-    "normalized_url TEXT PRIMARY KEY, url TEXT, lastmod TEXT, sitemap_url TEXT) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT PRIMARY KEY, url TEXT, "
+    "lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS moves ("
+    "normalized_url TEXT PRIMARY KEY, host TEXT, lastmod TEXT) WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT, hour TEXT, PRIMARY KEY (host, hour)) "
+    "WITHOUT ROWID",
+    "CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT PRIMARY KEY) WITHOUT ROWID",
+    "DELETE FROM temp.moves",
     "CREATE TEMP TABLE IF NOT EXISTS seen (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
@@ -200,9 +340,17 @@ _RUN_TABLES = (
 )
 
 _APPLY_CHUNK = (
-    # Rows seen again belong to this seed now; a changed lastmod makes one due now
-    # (a gone one too: it may be back). Driven by the chunk's keys (IN), so each is
-    # one primary-key lookup, never a scan.
+    # Rows whose lastmod moved: what that means is decided once discovery is over
+    # (Run.apply_lastmod), when waves can be told from edits.
+    """
+    INSERT OR REPLACE INTO temp.moves
+    SELECT c.normalized_url, c.host, c.lastmod FROM temp.chunk AS c
+    JOIN pages AS p ON p.normalized_url = c.normalized_url
+    WHERE p.sitemap_lastmod IS NOT NULL AND c.lastmod IS NOT NULL
+      AND p.sitemap_lastmod != c.lastmod AND NOT c.future
+    """,
+    # Rows seen again belong to this seed now. Driven by the chunk's keys (IN), so
+    # each is one primary-key lookup, never a scan.
     """
     UPDATE pages SET
         seed = :seed,
@@ -211,27 +359,53 @@ _APPLY_CHUNK = (
         sitemap_url = coalesce(
             (SELECT c.sitemap_url FROM temp.chunk AS c
              WHERE c.normalized_url = pages.normalized_url), sitemap_url),
-        next_check = CASE
-            WHEN sitemap_lastmod IS NOT NULL AND sitemap_lastmod != coalesce(
-                (SELECT c.lastmod FROM temp.chunk AS c
-                 WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
-                THEN min(next_check, :now)
-            ELSE next_check END,
         sitemap_lastmod = coalesce(
             (SELECT c.lastmod FROM temp.chunk AS c
-             WHERE c.normalized_url = pages.normalized_url), sitemap_lastmod)
+             WHERE c.normalized_url = pages.normalized_url AND NOT c.future), sitemap_lastmod)
     WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
     """,
     # Then rows discovery has never seen: due now, default interval.
     """
     INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
-                       interval_s, sitemap_lastmod, sitemap_url)
-    SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url
+                       interval_s, sitemap_lastmod, sitemap_url, host)
+    SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url,
+           c.host
     FROM temp.chunk AS c
     WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
     """,
     "INSERT OR IGNORE INTO temp.seen SELECT normalized_url FROM temp.chunk",
 )
+
+_COUNT_FUTURE = (
+    "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
+    "ON CONFLICT (host) DO UPDATE SET future_dates = future_dates + excluded.future_dates"
+)
+_COUNT_WAVE = (
+    "INSERT INTO hosts (host, waves) VALUES (?, 1) "
+    "ON CONFLICT (host) DO UPDATE SET waves = waves + 1"
+)
+#: Moves outside waves, on hosts whose dates are heard: due now.
+_MOVES_DUE = """
+UPDATE pages SET next_check = min(next_check, :now)
+WHERE normalized_url IN (
+    SELECT m.normalized_url FROM temp.moves AS m
+    WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
+                      WHERE w.host = m.host AND w.hour = substr(m.lastmod, 1, 13))
+      AND m.host NOT IN (SELECT host FROM temp.deaf))
+"""
+#: ...and every move outside a wave is evidence for the host's verdict.
+_MOVES_REMEMBERED = """
+UPDATE pages SET lastmod_moved = 1
+WHERE normalized_url IN (
+    SELECT m.normalized_url FROM temp.moves AS m
+    WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
+                      WHERE w.host = m.host AND w.hour = substr(m.lastmod, 1, 13)))
+"""
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 _FIND_MISSING = """
 INSERT OR IGNORE INTO temp.missing

@@ -85,5 +85,34 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    # 4: what the learned policy needs: each page's change history (the
+    # estimator's bounded statistic), whether its lastmod moved since its last
+    # fetch, its host; and per host, the evidence about its sitemap dates.
+    (
+        "ALTER TABLE pages ADD COLUMN change_history TEXT",
+        "ALTER TABLE pages ADD COLUMN unchanged_time REAL NOT NULL DEFAULT 0",
+        "ALTER TABLE pages ADD COLUMN observations REAL NOT NULL DEFAULT 0",
+        "ALTER TABLE pages ADD COLUMN lastmod_moved INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE pages ADD COLUMN host TEXT",
+        # scheme://HOST[:port]/... -> HOST[:port]: normalized URLs always have a path.
+        """
+        UPDATE pages SET host = substr(
+            substr(normalized_url, instr(normalized_url, '://') + 3), 1,
+            instr(substr(normalized_url, instr(normalized_url, '://') + 3), '/') - 1)
+        """,
+        """
+        CREATE TABLE hosts (
+            host              TEXT PRIMARY KEY,
+            moved_changed     REAL NOT NULL DEFAULT 0,
+            moved_unchanged   REAL NOT NULL DEFAULT 0,
+            unmoved_changed   REAL NOT NULL DEFAULT 0,
+            unmoved_unchanged REAL NOT NULL DEFAULT 0,
+            waves             INTEGER NOT NULL DEFAULT 0,
+            future_dates      INTEGER NOT NULL DEFAULT 0,
+            verdict           TEXT NOT NULL DEFAULT 'unknown',
+            sampled_at        REAL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -18,12 +18,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
-from increcrawl_scrapy.schedule import RevisitPolicy
+from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.state.database import Database, serialized
+from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.queue import CHUNK, Results
 from increcrawl_scrapy.state.rekey import check_normalization
-from increcrawl_scrapy.state.runs import Run
+from increcrawl_scrapy.state.runs import LastmodRules, Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -46,20 +47,24 @@ class StateStore:
         exclusive: bool = False,
         normalize: Callable[[str], str] = normalize_url,
         normalization: Mapping[str, Any] | None = None,
+        lastmod: LastmodRules | None = None,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
         self.clock = clock
         self.missing_runs = missing_runs
         self.normalize = normalize
+        self.lastmod = lastmod or LastmodRules()
         self._lock = CrawlLock(self.path).acquire() if exclusive else None
         try:
             self.database = Database(self.path, lock_timeout)
         except BaseException:
             self._release()
             raise
+        self.hosts = Hosts(self.database, self.lastmod.min_evidence)
         self.results = Results(
             self.database,
+            hosts=self.hosts,
             policy=self.policy,
             clock=clock,
             flush_items=flush_items,
@@ -84,7 +89,7 @@ class StateStore:
     ) -> StateStore:
         return cls(
             config.db_path,
-            policy=RevisitPolicy.from_config(config),
+            policy=policy_from_config(config),
             clock=clock or config.clock,
             missing_runs=config.missing_runs,
             flush_items=config.flush_items,
@@ -93,6 +98,11 @@ class StateStore:
             exclusive=exclusive,
             normalize=partial(normalize_url, **normalization_settings(config)),
             normalization={**normalization_settings(config), "rules": RULES_VERSION},
+            lastmod=LastmodRules(
+                min_evidence=config.lastmod_min_evidence,
+                wave_share=config.lastmod_wave_share,
+                sample=config.lastmod_sample,
+            ),
         )
 
     # -- runs ----------------------------------------------------------------
@@ -109,6 +119,7 @@ class StateStore:
             clock=self.clock,
             default_interval=self.policy.default_interval,
             missing_runs=self.missing_runs,
+            lastmod=self.lastmod,
         )
 
     @serialized

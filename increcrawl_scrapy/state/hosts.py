@@ -1,0 +1,79 @@
+"""Per host, what its sitemap ``lastmod`` dates have earned: counts of fetches where
+the date moved and the page changed (or not), and the verdict they give
+(``schedule.lastmod_verdict``). Buffered with the results, written with them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from increcrawl_scrapy.rows import UNKNOWN, PageState
+from increcrawl_scrapy.schedule import lastmod_verdict
+from increcrawl_scrapy.state.database import Database
+
+_COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_unchanged")
+#: Evidence is a moving window: past this many informative fetches (times the
+#: minimum), every count is halved, so a host that starts lying is demoted.
+_WINDOW = 10
+
+
+class Hosts:
+    def __init__(self, database: Database, min_evidence: int) -> None:
+        self.database = database
+        self.min_evidence = min_evidence
+        self._counts: dict[str, list[float]] = {}
+        self._dirty: set[str] = set()
+
+    def _load(self, host: str) -> list[float]:
+        counts = self._counts.get(host)
+        if counts is None:
+            row = self.database.execute(
+                f"SELECT {', '.join(_COUNTS)} FROM hosts WHERE host = ?", (host,)
+            ).fetchone()
+            counts = self._counts[host] = [float(v) for v in row] if row else [0.0] * 4
+        return counts
+
+    def verdict(self, host: str | None) -> str:
+        if not host:
+            return UNKNOWN
+        mc, mu, uc, _uu = self._load(host)
+        return lastmod_verdict(mc, mu, uc, self.min_evidence)
+
+    def observe(self, page: PageState, changed: bool, now: float) -> None:
+        """One fetch of *page* (fetched before, with a sitemap date): did its date
+        move since, and did it change?"""
+        host = page.host
+        if not host or not page.sitemap_lastmod or page.last_fetched is None:
+            return
+        moved = page.lastmod_moved
+        if changed and not moved and _same_day(page.sitemap_lastmod, page.last_fetched):
+            # A date-only lastmod cannot move for a second edit on the same day.
+            return
+        counts = self._load(host)
+        counts[(0 if changed else 1) if moved else (2 if changed else 3)] += 1
+        if counts[0] + counts[1] + counts[2] > _WINDOW * self.min_evidence:
+            counts[:] = [value / 2 for value in counts]
+        self._dirty.add(host)
+
+    def write(self) -> None:
+        """Write changed counts and verdicts (inside the results' transaction)."""
+        for host in self._dirty:
+            counts = self._counts[host]
+            self.database.execute(
+                f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in (*_COUNTS, "verdict")),
+                (host, *counts, self.verdict(host)),
+            )
+        self._dirty.clear()
+
+    def forget(self) -> None:
+        """Drop what is cached (discovery changed the table under it)."""
+        if not self._dirty:
+            self._counts.clear()
+
+
+def _same_day(lastmod: str, fetched: float) -> bool:
+    if not lastmod.endswith("T00:00:00Z"):
+        return False  # a date with a time: it can move for every edit
+    day = datetime.fromtimestamp(fetched, timezone.utc).strftime("%Y-%m-%d")
+    return lastmod.startswith(day)
