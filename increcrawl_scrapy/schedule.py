@@ -133,7 +133,7 @@ class LearnedPolicy(RevisitPolicy):
     On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
     moved waits for its ceiling: its dates will say when it changes."""
 
-    target_probability: float = 0.25
+    target_probability: float = 0.15
     stable_max_interval: float = 180 * 86_400.0
 
     name = "learned"
@@ -141,11 +141,12 @@ class LearnedPolicy(RevisitPolicy):
     def interval_after(
         self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
     ) -> float:
-        if outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
-            return self.next_interval(page.interval_s, outcome)
         ceiling = self.ceiling(page, outcome, now, verdict)
         if verdict == TRUSTED and page.sitemap_lastmod:
+            # Its dates will say when it changes (a share is sampled to check them).
             wanted = ceiling
+        elif outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
+            return self.next_interval(page.interval_s, outcome)
         else:
             rate = change_rate(history, self.default_interval)
             wanted = interval_for(rate, self.target_probability)
@@ -157,7 +158,11 @@ class LearnedPolicy(RevisitPolicy):
         ``lastmod`` says since when), within [max_interval, stable_max_interval]."""
         stable_since = now if outcome is Outcome.CHANGED else page.last_changed or page.first_seen
         if verdict == TRUSTED and page.sitemap_lastmod:
-            stable_since = min(stable_since, _timestamp(page.sitemap_lastmod, stable_since))
+            # A trusted date from before we first saw the page says how long it has
+            # been stable; a later one may be a wave's stamp, and says nothing.
+            dated = _timestamp(page.sitemap_lastmod, stable_since)
+            if dated < page.first_seen:
+                stable_since = min(stable_since, dated)
         evidence = max(0.0, now - stable_since)
         return min(self.stable_max_interval, max(self.max_interval, 2 * evidence))
 

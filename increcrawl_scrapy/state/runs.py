@@ -28,8 +28,8 @@ class LastmodRules:
     """How far sitemap dates are believed (INCRECRAWL_LASTMOD_*)."""
 
     min_evidence: int = 20
-    wave_share: float = 0.5  # of a host's pages moving to one date at once: a wave
-    sample: float = 0.002  # share of a trusted host's unmoved pages checked a day
+    wave_share: float = 0.5  # of a host's pages moving to one minute at once: a wave
+    sample: float = 0.0005  # share of a trusted host's unmoved pages checked a day
 
 
 @dataclass
@@ -38,7 +38,7 @@ class LastmodReport:
 
     moved: int = 0  # rows whose lastmod moved
     due: int = 0  # of which made due now
-    waves: list[tuple[str, str, int]] = field(default_factory=list)  # host, hour, pages
+    waves: list[tuple[str, str, int]] = field(default_factory=list)  # host, minute, pages
     sampled: int = 0  # unmoved rows of trusted hosts checked anyway
 
 
@@ -151,7 +151,7 @@ class Run:
     @_step
     def apply_lastmod(self) -> LastmodReport:
         """After discovery: decide what the dates that moved mean. Moves that are
-        part of a wave (a large share of a host's pages moved to the same hour: a
+        part of a wave (a large share of a host's pages moved to the same minute: a
         deploy stamp) are not evidence of change and make nothing due. Other moves
         are remembered on the row (``lastmod_moved``, the evidence for the host's
         verdict) and make the row due now, unless the host's dates are judged
@@ -161,12 +161,12 @@ class Run:
         now = self._clock()
         db = self.database.connection
         buckets = db.execute(
-            "SELECT host, substr(lastmod, 1, 13), count(*) FROM temp.moves GROUP BY 1, 2"
+            "SELECT host, substr(lastmod, 1, 16), count(*) FROM temp.moves GROUP BY 1, 2"
         ).fetchall()
-        sizes = self._host_sizes({host for host, _hour, _n in buckets})
+        sizes = self._host_sizes({host for host, _minute, _n in buckets})
         report.waves = [
-            (host, hour, n)
-            for host, hour, n in buckets
+            (host, minute, n)
+            for host, minute, n in buckets
             if n >= max(WAVE_MIN_PAGES, self._lastmod.wave_share * sizes.get(host, 0))
         ]
         verdicts = dict(db.execute("SELECT host, verdict FROM hosts").fetchall())
@@ -178,14 +178,14 @@ class Run:
                 "INSERT INTO temp.deaf VALUES (?)",
                 [(h,) for h, verdict in verdicts.items() if verdict in (NOISY, STALE)],
             )
-            for host, hour, n in report.waves:
+            for host, minute, n in report.waves:
                 db.execute(_COUNT_WAVE, (host,))
                 logger.info(
-                    "Sitemap dates of %d pages of %s moved to %s:00 at once: a wave "
+                    "Sitemap dates of %d pages of %s moved to %s at once: a wave "
                     "(a deploy stamp?), not taken as changes",
                     n,
                     host,
-                    hour.replace("T", " "),
+                    minute.replace("T", " "),
                 )
             report.moved = db.execute("SELECT count(*) FROM temp.moves").fetchone()[0]
             report.due = db.execute(_MOVES_DUE, {"now": now}).rowcount
@@ -326,7 +326,7 @@ _RUN_TABLES = (
     "lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS moves ("
     "normalized_url TEXT PRIMARY KEY, host TEXT, lastmod TEXT) WITHOUT ROWID",
-    "CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT, hour TEXT, PRIMARY KEY (host, hour)) "
+    "CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT, minute TEXT, PRIMARY KEY (host, minute)) "
     "WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT PRIMARY KEY) WITHOUT ROWID",
     "DELETE FROM temp.moves",
@@ -390,7 +390,7 @@ UPDATE pages SET next_check = min(next_check, :now)
 WHERE normalized_url IN (
     SELECT m.normalized_url FROM temp.moves AS m
     WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
-                      WHERE w.host = m.host AND w.hour = substr(m.lastmod, 1, 13))
+                      WHERE w.host = m.host AND w.minute = substr(m.lastmod, 1, 16))
       AND m.host NOT IN (SELECT host FROM temp.deaf))
 """
 #: ...and every move outside a wave is evidence for the host's verdict.
@@ -399,7 +399,7 @@ UPDATE pages SET lastmod_moved = 1
 WHERE normalized_url IN (
     SELECT m.normalized_url FROM temp.moves AS m
     WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
-                      WHERE w.host = m.host AND w.hour = substr(m.lastmod, 1, 13)))
+                      WHERE w.host = m.host AND w.minute = substr(m.lastmod, 1, 16)))
 """
 
 

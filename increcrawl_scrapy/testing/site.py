@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 
 KINDS = ("etag", "last_modified", "plain", "volatile")
-LASTMOD_MODES = ("honest", "deploy", "frozen")
+LASTMOD_MODES = ("honest", "deploy", "frozen", "mixed")
 SITEMAP_MAX_URLS = 50_000  # the sitemaps protocol's per-file limit
 _BASE_TIME = 1_700_000_000.0  # when every page was first written
 _WORDS = (
@@ -171,6 +171,8 @@ class SampleSite:
             stamp = _BASE_TIME
         elif self.lastmod_mode == "deploy":
             stamp = self._deployed_at
+        elif self.lastmod_mode == "mixed":  # edits move a page's date, deploys stamp all
+            stamp = max(self.modified_at(i), self._deployed_at)
         else:
             stamp = max(self.modified_at(i), self._lastmod_bumps.get(i, 0.0))
         return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")
@@ -181,15 +183,16 @@ class SampleSite:
         self._generation += 1
         self._gz_cache.clear()
 
-    def edit(self, i: int, text: str | None = None) -> None:
-        """Change page *i*'s content (a new revision, or the given text)."""
+    def edit(self, i: int, text: str | None = None, at: float | None = None) -> None:
+        """Change page *i*'s content (a new revision, or the given text), now or at
+        Unix time *at*."""
         with self._lock:
             self._versions[i] = self._versions.get(i, 0) + 1
             if text is not None:
                 self._texts[i] = text
             else:
                 self._texts.pop(i, None)
-            self._modified[i] = max(time.time(), self.modified_at(i) + 1)
+            self._modified[i] = max(time.time() if at is None else at, self.modified_at(i) + 1)
             self._mutated()
 
     def add(self, count: int = 1) -> list[int]:

@@ -1,0 +1,200 @@
+"""The learned revisit policy and the trust in sitemap dates, per host: scripted
+fetch histories through the real state store, and a whole crawl of a site whose
+CMS stamps every date at a deploy."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+
+from increcrawl_scrapy.rows import NOISY, STALE, TRUSTED, UNKNOWN
+from increcrawl_scrapy.schedule import LearnedPolicy, RevisitPolicy, lastmod_verdict
+from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.runs import LastmodRules
+from increcrawl_scrapy.testing import SampleSite
+from tests.conftest import Clock
+from tests.crawling import crawl_settings, run_crawl
+
+SEED = "https://example.com/sitemap.xml"
+HOUR, DAY = 3600.0, 86400.0
+PAGES = [f"https://example.com/p{i}" for i in range(40)]
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock):
+    with StateStore(
+        tmp_path / "p.sqlite",
+        clock=clock,
+        policy=LearnedPolicy(),
+        lastmod=LastmodRules(min_evidence=10, wave_share=0.5, sample=0.0),
+    ) as opened:
+        yield opened
+
+
+class Story:
+    """Discover every hour; each page's date and content move as the script says."""
+
+    def __init__(self, store: StateStore, clock: Clock) -> None:
+        self.store, self.clock = store, clock
+        self.dates = {url: iso(clock.now - 30 * DAY) for url in PAGES}
+        self.versions = dict.fromkeys(PAGES, 0)
+
+    def run(self) -> None:
+        run = self.store.start_run(SEED)
+        run.upsert(list(self.dates.items()))
+        run.apply_lastmod()
+        run.mark_missing()
+        for page in self.store.due(SEED):
+            self.store.record(
+                page.url,
+                200,
+                seed=SEED,
+                key=page.normalized_url,
+                content_hash=str(self.versions[page.url]),
+            )
+        self.store.flush()
+        self.clock.advance(HOUR)
+
+    def verdict(self) -> str:
+        return self.store.hosts.verdict("example.com")
+
+    def fetched(self, url: str) -> float | None:
+        return self.store.get(url).last_fetched
+
+
+def test_verdicts_from_the_counts() -> None:
+    assert lastmod_verdict(5, 0, 0, min_evidence=10) == UNKNOWN
+    assert lastmod_verdict(20, 1, 1, min_evidence=10) == TRUSTED
+    assert lastmod_verdict(5, 20, 0, min_evidence=10) == NOISY
+    assert lastmod_verdict(5, 0, 20, min_evidence=10) == STALE
+    assert lastmod_verdict(14, 4, 4, min_evidence=10) == UNKNOWN  # in between
+
+
+def test_honest_dates_earn_trust(store: StateStore, clock: Clock) -> None:
+    story = Story(store, clock)
+    story.run()
+    for _ in range(12):
+        for url in PAGES[:2]:  # two pages edited, their dates move with them
+            story.versions[url] += 1
+            story.dates[url] = iso(clock.now)
+        story.run()
+        assert story.fetched(PAGES[0]) == clock.now - HOUR  # caught the next hour
+    assert story.verdict() == TRUSTED
+
+
+def test_dates_that_move_without_changes_are_noisy(store: StateStore, clock: Clock) -> None:
+    story = Story(store, clock)
+    story.run()
+    for _ in range(12):
+        for url in PAGES[:2]:
+            story.dates[url] = iso(clock.now)  # the date moves, the text does not
+        story.run()
+    assert story.verdict() == NOISY
+    story.dates[PAGES[0]] = iso(clock.now)
+    before = story.fetched(PAGES[0])
+    story.run()
+    assert story.fetched(PAGES[0]) == before  # a noisy host's moves make nothing due
+
+
+def test_changes_without_moves_make_dates_stale(store: StateStore, clock: Clock) -> None:
+    story = Story(store, clock)
+    story.run()
+    for _ in range(12):
+        clock.advance(2 * DAY)  # the pages come due on their own
+        for url in PAGES:
+            story.versions[url] += 1
+        story.run()
+    assert story.verdict() == STALE
+
+
+def test_a_wave_is_not_taken_as_changes(store: StateStore, clock: Clock) -> None:
+    story = Story(store, clock)
+    story.run()
+    stamp = iso(clock.now)
+    for url in PAGES:  # a deploy stamps every date at once...
+        story.dates[url] = stamp
+    story.versions[PAGES[0]] += 1  # ...while one page really changes, a minute later
+    story.dates[PAGES[0]] = iso(clock.now + 60)
+    clock.advance(120)
+    run = store.start_run(SEED)
+    run.upsert(list(story.dates.items()))
+    report = run.apply_lastmod()
+    assert [(host, n) for host, _minute, n in report.waves] == [("example.com", 39)]
+    assert report.moved == 40 and report.due == 1
+    assert [p.url for p in store.due(SEED)] == [PAGES[0]]
+    assert store.get(PAGES[1]).lastmod_moved is False  # a wave is no evidence either
+
+
+def test_a_trusted_host_that_starts_lying_is_demoted(store: StateStore, clock: Clock) -> None:
+    story = Story(store, clock)
+    story.run()
+    for _ in range(12):
+        for url in PAGES[:2]:
+            story.versions[url] += 1
+            story.dates[url] = iso(clock.now)
+        story.run()
+    assert story.verdict() == TRUSTED
+    for _ in range(40):  # now dates move for nothing
+        for url in PAGES[2:5]:
+            story.dates[url] = iso(clock.now)
+        story.run()
+    assert story.verdict() == NOISY
+
+
+def test_a_date_in_the_future_is_clamped_and_counted(store: StateStore, clock: Clock) -> None:
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], "2999-01-01T00:00:00Z")])
+    assert store.get(PAGES[0]).sitemap_lastmod == iso(clock.now)
+    clock.advance(HOUR)
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], "2999-01-01T00:00:00Z")])
+    assert run.apply_lastmod().moved == 0  # never a move, run after run
+    row = store.database.execute("SELECT future_dates FROM hosts").fetchone()
+    assert row[0] == 2
+
+
+def test_the_learned_policy_slows_down_for_stable_pages() -> None:
+    from increcrawl_scrapy.estimator import History, observe
+    from increcrawl_scrapy.rows import Outcome
+    from increcrawl_scrapy.schedule import new_page
+
+    policy, adaptive = LearnedPolicy(), RevisitPolicy()
+    page = new_page("https://e.com/a", "https://e.com/a", SEED, 0.0, DAY)
+    history, now, intervals = History(), 0.0, []
+    for _ in range(12):
+        interval = policy.interval_after(page, Outcome.UNCHANGED, history, now, UNKNOWN)
+        intervals.append(interval)
+        now += interval
+        history = observe(history, interval, changed=False)
+        page = page._replace(interval_s=interval, fetch_count=page.fetch_count + 1)
+    # Too little history: the adaptive rule; then longer and longer, within bounds.
+    assert intervals[0] == adaptive.next_interval(DAY, Outcome.UNCHANGED)
+    assert intervals[-1] > 8 * intervals[0]
+    assert intervals[-1] <= policy.stable_max_interval
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_deploy_wave_fetches_nothing_extra_and_real_edits_are_caught(
+    tmp_path: Path, clock: Clock
+) -> None:
+    with SampleSite(pages=36, lastmod_mode="mixed") as site:
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert len(first.changes("new")) == 36
+        site.deploy()  # every date stamped at once...
+        deployed = site._deployed_at
+        site.edit(4, at=deployed + 120)  # ...and two real edits, with their own dates
+        site.edit(5, at=deployed + 180)
+        clock.advance(HOUR)
+        second = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        edited = {site.page_url(4), site.page_url(5)}
+    assert second.stats["increcrawl/lastmod/waves"] == 1
+    assert second.stats["increcrawl/due"] == 2  # the wave made nothing else due
+    assert second.changes("changed") == edited
