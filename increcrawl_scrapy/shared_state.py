@@ -66,6 +66,18 @@ class CrawlState:
                 collector.get_value if collector is not None else (lambda key, default=0: default)
             )
             counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
+            for host in self.store.lastmod_verdicts(self.seed):
+                logger.info(
+                    "Sitemap dates of %s: %s (moved and changed %.0f, moved for nothing "
+                    "%.0f, changed without a move %.0f; %d waves, %d dates in the future)",
+                    host["host"],
+                    host["verdict"],
+                    host["moved_changed"],
+                    host["moved_unchanged"],
+                    host["unmoved_changed"],
+                    host["waves"],
+                    host["future_dates"],
+                )
             self.run.finish(
                 counts,
                 discovery_complete=self.discovery_complete,

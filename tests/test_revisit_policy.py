@@ -196,5 +196,8 @@ async def test_a_deploy_wave_fetches_nothing_extra_and_real_edits_are_caught(
         second = await run_crawl(settings, sitemap_url=site.sitemap_url)
         edited = {site.page_url(4), site.page_url(5)}
     assert second.stats["increcrawl/lastmod/waves"] == 1
+    verdicts = [line for line in second.log if "Sitemap dates of 127.0.0.1:" in line]
+    assert verdicts and "unknown (moved and changed 2, moved for nothing 0" in verdicts[0]
+    assert "1 waves" in verdicts[0]
     assert second.stats["increcrawl/due"] == 2  # the wave made nothing else due
     assert second.changes("changed") == edited

@@ -123,6 +123,17 @@ class StateStore:
         )
 
     @serialized
+    def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:
+        """What the sitemap dates of *seed*'s hosts have earned, with the evidence."""
+        self.results.flush()
+        rows = self.database.execute(
+            "SELECT * FROM hosts AS h WHERE EXISTS "
+            "(SELECT 1 FROM pages AS p WHERE p.seed = ? AND p.host = h.host) ORDER BY host",
+            (seed,),
+        )
+        return [dict(row) for row in rows]
+
+    @serialized
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT * FROM runs" + (" WHERE seed = ?" if seed else "") + " ORDER BY id"
         return [dict(row) for row in self.database.execute(query, (seed,) if seed else ())]
