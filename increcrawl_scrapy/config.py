@@ -263,10 +263,8 @@ class _Reader:
             raise ConfigError(name, value, "must be a string")
         return value
 
-    def text(self, name: str, *, optional: bool = False) -> str:
+    def text(self, name: str) -> str:
         value = self.raw(name)
-        if value is None and optional:
-            return ""
         if not isinstance(value, str):
             raise ConfigError(name, value, "must be a string")
         return value

@@ -4,7 +4,7 @@ and the row after a fetch. No SQL, no clock: tested without a database."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -173,11 +173,7 @@ def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
     if config.policy == "adaptive":
         return adaptive
     return LearnedPolicy(
-        min_interval=adaptive.min_interval,
-        max_interval=adaptive.max_interval,
-        default_interval=adaptive.default_interval,
-        change_factor=adaptive.change_factor,
-        nochange_factor=adaptive.nochange_factor,
+        **asdict(adaptive),
         target_probability=config.target_change_probability,
         stable_max_interval=config.stable_max_interval,
     )

@@ -69,7 +69,7 @@ class CrawlState:
             for host in self.store.lastmod_verdicts(self.seed):
                 logger.info(
                     "Sitemap dates of %s: %s (moved and changed %.0f, moved for nothing "
-                    "%.0f, changed without a move %.0f; %d waves, %d dates in the future)",
+                    "%.0f, changed without a move %.0f; %d waves and %d future dates seen so far)",
                     host["host"],
                     host["verdict"],
                     host["moved_changed"],

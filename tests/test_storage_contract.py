@@ -145,3 +145,20 @@ def test_runs_are_finished_with_their_counts(open_store: Factory, clock: Clock) 
     [row] = store.runs(SEED)
     assert (row["new"], row["tokens_charged"], row["discovery_complete"]) == (2, 5, 0)
     assert row["finished_at"] - row["started_at"] == 3 and row["close_reason"] == "shutdown"
+
+
+def test_date_moves_are_judged_even_when_the_caller_forgets(
+    open_store: Factory, clock: Clock
+) -> None:
+    store = open_store()
+    [url] = urls(1)
+    run = store.start_run(SEED)
+    run.upsert([(url, "2020-01-01T00:00:00Z")])
+    [page] = store.due(SEED)
+    store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+    run.finish({}, discovery_complete=True)
+    clock.advance(3600)
+    run = store.start_run(SEED)
+    run.upsert([(url, "2020-02-01T00:00:00Z")])  # moved; apply_lastmod() never called
+    run.finish({}, discovery_complete=True)
+    assert [p.normalized_url for p in store.due(SEED)] == [url]

@@ -66,11 +66,6 @@ class Hosts:
             )
         self._dirty.clear()
 
-    def forget(self) -> None:
-        """Drop what is cached (discovery changed the table under it)."""
-        if not self._dirty:
-            self._counts.clear()
-
 
 def _same_day(lastmod: str, fetched: float) -> bool:
     if not lastmod.endswith("T00:00:00Z"):

@@ -112,16 +112,19 @@ class Results:
             self._queued.update((page.normalized_url, page) for page in pages)
         return pages
 
-    def due(self, seed: str, limit: int | None = None) -> Iterator[PageState]:
-        """Every due row of *seed* (at most *limit*), most overdue first, read
-        chunk by chunk as the caller goes."""
-        left = limit if limit else None
+    def chunks(
+        self, seed: str, limit: int | None = None, size: int = CHUNK
+    ) -> Iterator[list[PageState]]:
+        """Every due row of *seed* (at most *limit*), most overdue first, in chunks of
+        at most *size*, each read as the previous one is used."""
+        left = limit or None
         after: tuple[float, str] | None = None
         while left is None or left > 0:
-            size = CHUNK if left is None else min(CHUNK, left)
-            pages = self.chunk(seed, after, size)
-            yield from pages
-            if len(pages) < size:
+            wanted = size if left is None else min(size, left)
+            pages = self.chunk(seed, after, wanted)
+            if pages:
+                yield pages
+            if len(pages) < wanted:
                 return
             if left is not None:
                 left -= len(pages)

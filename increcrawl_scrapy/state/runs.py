@@ -298,12 +298,18 @@ class Run:
         discovery_complete: bool | None,
         close_reason: str | None = None,
     ) -> None:
-        """Write the run's counts; results still pending are written first."""
+        """Write the run's counts; results still pending are written first, and date
+        moves the caller never judged (apply_lastmod) are judged now, not lost."""
         unknown = set(counts) - set(RUN_COUNTS)
         if unknown:
             raise ValueError(f"unknown run counts: {sorted(unknown)}")
         sets = "".join(f"{name} = :{name}, " for name in counts)
         with self.database.mutex:
+            if (
+                self.database.current_run is self
+                and self.database.execute("SELECT 1 FROM temp.moves LIMIT 1").fetchone()
+            ):
+                self.apply_lastmod()
             self._settle()
             with self.database.transaction() as db:
                 db.execute(

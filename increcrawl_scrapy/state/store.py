@@ -143,23 +143,14 @@ class StateStore:
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
         """Rows of *seed* whose next check has come, most overdue first: live rows,
         and gone rows still listed (their slow re-check)."""
-        return list(self.results.due(seed, limit))
+        return [page for chunk in self.results.chunks(seed, limit) for page in chunk]
 
     def due_chunks(
         self, seed: str, limit: int | None = None, size: int = CHUNK
     ) -> Iterator[list[PageState]]:
         """The same rows in chunks of at most *size*, each read as the previous one
         is used (keyset pagination on the queue's stored order)."""
-        left, after = limit, None
-        while left is None or left > 0:
-            wanted = size if left is None else min(size, left)
-            chunk = self.results.chunk(seed, after, wanted)
-            if chunk:
-                yield chunk
-            if len(chunk) < wanted:
-                return
-            left = None if left is None else left - len(chunk)
-            after = (chunk[-1].next_check, chunk[-1].normalized_url)
+        return self.results.chunks(seed, limit, size)
 
     @serialized
     def get(self, url: str) -> PageState | None:
