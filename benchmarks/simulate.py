@@ -47,6 +47,7 @@ VOLATILE_SHARE = 0.10
 ADDED_PER_WEEK, DELETED_PER_WEEK = 100, 50
 DEPLOYS_PER_WEEK = 2
 SEED_URL = "https://site.example/sitemap.xml"
+SETTINGS = "simulated"  # the digest of the settings a sitemap was read under
 
 
 # -- the site and its events ---------------------------------------------------
@@ -194,7 +195,9 @@ class Recorder:
         self.false_changes = 0
         self.false_deletions = 0
         self.waits: dict[int, float] = {}  # live page -> its scheduled wait at the end
-        self.sitemap_requests: list[tuple[float, int]] = []  # (when, sitemaps fetched)
+        #: (when, sitemap requests, of which downloaded: not a 304)
+        self.sitemap_requests: list[tuple[float, int, int]] = []
+        self.verdict = "-"  # what the site's sitemap dates earned, at the end
 
     def fetched(
         self,
@@ -231,17 +234,24 @@ def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
         for now in runs:
             clock[0] = now
             site.advance(now)
-            recorder.sitemap_requests.append((now, 1 + site.children()))  # index + children
             run = store.start_run(SEED_URL)
+            downloaded = 1  # the index, then each child unless the server answers 304
             for child in range(site.children()):
                 child_url = f"https://site.example/sitemap-{child}.xml"
                 if child in site.dirty or child not in digests:
                     entries = site.sitemap(child)
                     digests[child] = hashlib.sha256(repr(entries).encode()).hexdigest()
-                if run.sitemap_unchanged(child_url, digests[child]):
+                etag = f'"{digests[child]}"'  # the server's ETag: its content's digest
+                conditions = run.sitemap_conditions(child_url, SETTINGS)
+                if conditions.get("If-None-Match") == etag:
+                    run.sitemap_not_modified(child_url)
+                    continue
+                downloaded += 1
+                if run.sitemap_unchanged(child_url, digests[child], (etag, None)):
                     continue
                 run.upsert(site.sitemap(child), sitemap_url=child_url)
-                run.sitemap_read(child_url, digests[child])
+                run.sitemap_read(child_url, digests[child], (etag, None), SETTINGS)
+            recorder.sitemap_requests.append((now, 1 + site.children(), downloaded))
             site.dirty.clear()
             run.apply_lastmod()
             run.mark_missing()
@@ -266,6 +276,10 @@ def store_policy(policy: RevisitPolicy) -> Callable[..., Recorder]:
             "AND last_fetched IS NOT NULL"
         ):
             recorder.waits[page_of(link)] = max(HOUR, next_check - last_fetched)
+        recorder.verdict = ", ".join(
+            f"{host['verdict']} ({host['waves']} waves)"
+            for host in store.lastmod_verdicts(SEED_URL)
+        )
         store.close()
         return recorder, wrongly_gone
 
@@ -306,9 +320,7 @@ POLICIES: dict[str, tuple[str, Callable[..., Callable[..., Recorder]], tuple]] =
 # -- measuring -----------------------------------------------------------------
 
 
-def measure(
-    site: Site, recorder: Recorder, rates: list[float], since: float, until: float
-) -> dict:
+def measure(site: Site, recorder: Recorder, rates: list[float], since: float, until: float) -> dict:
     """Requests a week, share of changes caught and how late, in [since, until)."""
     weeks = (until - since) / WEEK
     in_window = [(when, page) for when, page, _ in recorder.fetches if since <= when < until]
@@ -316,12 +328,17 @@ def measure(
     # Pages that never change cost, in the long run, one fetch per scheduled wait:
     # counted at that rate, not by what happened to fall inside the window.
     stable = sum(1 for _, page in in_window if rates[page] == 0)
-    steady = requests / weeks - stable / weeks + sum(
-        WEEK / wait
-        for page, wait in recorder.waits.items()
-        if rates[page] == 0 and site.live[page]
+    steady = (
+        requests / weeks
+        - stable / weeks
+        + sum(
+            WEEK / wait
+            for page, wait in recorder.waits.items()
+            if rates[page] == 0 and site.live[page]
+        )
     )
-    sitemaps = sum(n for when, n in recorder.sitemap_requests if since <= when < until)
+    sitemaps = sum(n for when, n, _ in recorder.sitemap_requests if since <= when < until)
+    downloads = sum(d for when, _, d in recorder.sitemap_requests if since <= when < until)
     by_page: dict[int, list[tuple[float, int]]] = {}
     for when, page, version in recorder.fetches:
         by_page.setdefault(page, []).append((when, version))
@@ -343,6 +360,7 @@ def measure(
         "requests_per_week": requests / weeks,
         "steady_per_week": steady,
         "sitemaps_per_week": sitemaps / weeks,
+        "sitemap_downloads_per_week": downloads / weeks,
         "staleness": staleness(site, by_page, since, until),
         "detected": len(delays) / total if total else 1.0,
         "median_h": statistics.median(delays) / HOUR if delays else float("nan"),
@@ -391,6 +409,7 @@ def simulate(args: tuple) -> dict:
         false_changes=recorder.false_changes,
         false_deletions=recorder.false_deletions,
         wrongly_gone=wrongly_gone,
+        verdict=recorder.verdict,
     )
     return figures
 
@@ -406,6 +425,7 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--lastmod", default="honest,mixed,deploy,never")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="print, leave RESULTS.md")
     args = parser.parse_args()
     jobs = [
         (name, mode, args.pages, args.weeks, args.discover_every, args.seed)
@@ -436,6 +456,7 @@ def main() -> None:
                     result["false_deletions"],
                     result["wrongly_gone"],
                     f"{result['staleness']:.2%}",
+                    result["verdict"],
                 ]
             )
         sections.append(
@@ -454,6 +475,7 @@ def main() -> None:
                     "false deletions",
                     "live pages marked gone",
                     "mean staleness",
+                    "lastmod verdict",
                 ],
                 rows,
             )
@@ -464,7 +486,10 @@ def main() -> None:
         f"reading the sitemap, seed {args.seed}; {changes:,} true changes in the last four "
         "weeks (figures are for those four weeks).\n\n" + "\n\n".join(sections)
     )
-    write_section("Revisit simulator", body)
+    if args.no_write:
+        print(body)
+    else:
+        write_section("Revisit simulator", body)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_NOCHANGE_FACTOR": 1.5,
     "INCRECRAWL_MISSING_RUNS": 3,
     "INCRECRAWL_MAX_FETCHES": 0,
+    "INCRECRAWL_BUDGET_ORDER": "change",
+    "INCRECRAWL_MAX_TOKENS": 0,
     "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
     "INCRECRAWL_STRIP_TRAILING_SLASH": True,
     "INCRECRAWL_VOLATILE_PATTERNS": (),
@@ -72,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
 
 FETCHERS = ("auto", "geonode", "direct")
 POLICIES = ("learned", "adaptive")
+BUDGET_ORDERS = ("change", "oldest")
 EXPORTS = ("changes", "all")
 
 
@@ -108,6 +111,8 @@ class IncrecrawlConfig:
     nochange_factor: float
     missing_runs: int
     max_fetches: int
+    budget_order: str
+    max_tokens: int
     tracking_params: tuple[str, ...]
     strip_trailing_slash: bool
     volatile_patterns: tuple[str, ...]
@@ -173,6 +178,8 @@ class IncrecrawlConfig:
             nochange_factor=read.number("INCRECRAWL_NOCHANGE_FACTOR", float, minimum=1),
             missing_runs=read.number("INCRECRAWL_MISSING_RUNS", int, minimum=1),
             max_fetches=read.number("INCRECRAWL_MAX_FETCHES", int, minimum=0),
+            budget_order=read.choice("INCRECRAWL_BUDGET_ORDER", BUDGET_ORDERS),
+            max_tokens=read.number("INCRECRAWL_MAX_TOKENS", int, minimum=0),
             tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),
             strip_trailing_slash=read.flag("INCRECRAWL_STRIP_TRAILING_SLASH"),
             volatile_patterns=read.strings("INCRECRAWL_VOLATILE_PATTERNS", comma_separated=False),

@@ -65,6 +65,9 @@ class PageState(NamedTuple):
     #: The sitemap lastmod moved (outside a wave) since the page was last fetched.
     lastmod_moved: bool = False
     host: str | None = None
+    #: Changes per second as the policy estimated them at the last fetch: the
+    #: budget's order (the chance the page changed since) reads it.
+    change_rate: float | None = None
 
     @property
     def has_validators(self) -> bool:
@@ -94,6 +97,7 @@ RESULT_COLUMNS = (
     "unchanged_time",
     "observations",
     "lastmod_moved",
+    "change_rate",
 )
 
 #: What a host's sitemap dates have earned (docs/architecture.md, "Lastmod trust").

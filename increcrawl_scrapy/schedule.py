@@ -4,6 +4,7 @@ and the row after a fetch. No SQL, no clock: tested without a database."""
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,10 @@ __all__ = [
 #: adaptive rule.
 MIN_OBSERVATIONS = 3
 JITTER = 0.05  # intervals vary by up to ±5%, so pages do not come due in lockstep
+#: Without its own estimate a page is taken to reach this chance of a change in one
+#: interval (the learned policy's default target): the rate its interval implies.
+BUDGET_PROBABILITY = 0.15
+BUDGET_RATE_FACTOR = -math.log1p(-BUDGET_PROBABILITY)
 
 
 def classify(
@@ -111,6 +116,11 @@ class RevisitPolicy:
         the page's current interval only)."""
         return self.next_interval(page.interval_s, outcome)
 
+    def rate_after(self, page: PageState, history: History, interval: float) -> float:
+        """The change rate the budget orders by: here, the rate at which a page
+        would reach BUDGET_PROBABILITY in one interval (the interval says it all)."""
+        return BUDGET_RATE_FACTOR / interval
+
     def gone_recheck(self, current: float | None, was_gone: bool) -> float:
         """How long a gone page waits before it is checked again: slow (twice the
         default interval at first) and doubling while it stays gone."""
@@ -152,6 +162,12 @@ class LearnedPolicy(RevisitPolicy):
             wanted = interval_for(rate, self.target_probability)
         wanted *= _jitter(page.normalized_url, page.fetch_count)
         return min(ceiling, max(self.min_interval, wanted))
+
+    def rate_after(self, page: PageState, history: History, interval: float) -> float:
+        """The page's own estimate once it has enough history."""
+        if history.count < MIN_OBSERVATIONS:
+            return super().rate_after(page, history, interval)
+        return change_rate(history, self.default_interval)
 
     def ceiling(self, page: PageState, outcome: Outcome, now: float, verdict: str) -> float:
         """Twice the time the page has been seen stable (on a trusted host, its
@@ -297,7 +313,12 @@ def apply_result(
             changes.update(last_changed=now, change_count=page.change_count + 1)
         return page._replace(**changes)
     interval = policy.interval_after(page, outcome, history, now, verdict)
-    changes.update(interval_s=interval, next_check=now + interval, gone=False)
+    changes.update(
+        interval_s=interval,
+        next_check=now + interval,
+        gone=False,
+        change_rate=policy.rate_after(page, history, interval),
+    )
     if outcome in (Outcome.NEW, Outcome.CHANGED):
         changes.update(content_hash=result.content_hash, last_changed=now)
     if outcome is Outcome.CHANGED:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from increcrawl_scrapy.config import IncrecrawlConfig
     from increcrawl_scrapy.state import Run
+    from increcrawl_scrapy.state.runs import Validators
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class SitemapWalk:
     def __init__(
         self,
         run: Run,
-        fetch: Callable[[str], Awaitable[Response | None]],
+        fetch: Callable[[str, dict[str, str] | None], Awaitable[Response | None]],
         *,
         sitemap_scope: Scope,
         page_scope: Scope,
@@ -67,6 +68,8 @@ class SitemapWalk:
         self.page_scope = page_scope
         self.config = config
         self.digest_salt = digest_salt
+        # Validators are sent only for sitemaps read under these very settings.
+        self.settings = hashlib.sha256(digest_salt).hexdigest()[:32]
         self.origin = origin  # scheme://host[:port] of the seed
         self.stats = crawler_stats
         self.declared: set[str] | None = None  # Sitemap: lines of the seed's robots.txt
@@ -77,7 +80,7 @@ class SitemapWalk:
         """The ``Sitemap:`` URLs of a robots.txt as they will be requested, or None
         when it cannot be read. Those of the seed's own robots.txt are remembered:
         they may be on another host (cross-submission)."""
-        response = await self.fetch(url)
+        response = await self.fetch(url, None)
         if response is None or response.status != 200:
             stats.inc(self.stats, stats.ROBOTS_ERRORS)
             logger.warning("Could not read %s", url)
@@ -120,7 +123,10 @@ class SitemapWalk:
             nonlocal complete
             taken, ok = await self._take(queue, visited)
             complete &= ok
-            return (taken, deferred_from_coro(self.fetch(taken[0]))) if taken else None
+            if taken is None:
+                return None
+            conditions = self.run.sitemap_conditions(taken[0], self.settings)
+            return taken, deferred_from_coro(self.fetch(taken[0], conditions))
 
         pending = await next_fetch()
         while pending is not None:
@@ -184,13 +190,22 @@ class SitemapWalk:
 
     async def _read(self, url: str, response: Response | None) -> Ingested | None:
         """Apply one downloaded sitemap; None (with a warning) if it is unusable."""
+        if response is not None and response.status == 304 and _conditional(response):
+            # Not modified since the last whole read under these settings.
+            self.run.sitemap_not_modified(url)
+            stats.inc(self.stats, stats.SITEMAPS)
+            stats.inc(self.stats, stats.SITEMAP_UNCHANGED)
+            stats.inc(self.stats, stats.SITEMAP_NOT_MODIFIED)
+            return Ingested(SitemapStats(kind="unchanged"))
         if response is None or response.status != 200:
             status = response.status if response is not None else "no answer"
             logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
             stats.inc(self.stats, stats.SITEMAP_ERRORS)
             return None
         try:
-            ingested = await compat.in_thread(self._ingest, url, response.body)
+            ingested = await compat.in_thread(
+                self._ingest, url, response.body, _validators(response)
+            )
         except SitemapError as exc:
             logger.warning("Sitemap %s is unusable: %s", url, exc)
             stats.inc(self.stats, stats.SITEMAP_INVALID)
@@ -204,13 +219,13 @@ class SitemapWalk:
             stats.inc(self.stats, stats.SITEMAP_SKIPPED, count, reason=reason)
         return ingested
 
-    def _ingest(self, url: str, body: bytes) -> Ingested:
+    def _ingest(self, url: str, body: bytes, validators: Validators) -> Ingested:
         """Parse one sitemap and upsert its URLs as they stream (in a worker thread)."""
         ingested = Ingested(SitemapStats())
         sitemap_stats = ingested.stats
         xml = decompress(body, self.config.sitemap_max_bytes)
         digest = hashlib.sha256(self.digest_salt + xml).hexdigest()
-        if self.run.sitemap_unchanged(url, digest):
+        if self.run.sitemap_unchanged(url, digest, validators):
             sitemap_stats.kind = "unchanged"  # read whole last time and identical
             return ingested
         batch: list[tuple[str, str | None]] = []
@@ -233,6 +248,20 @@ class SitemapWalk:
             ingested.recorded += self.run.upsert(batch, sitemap_url=url)
             read += len(batch)
         if sitemap_stats.kind == "urlset":
-            self.run.sitemap_read(url, digest)
+            self.run.sitemap_read(url, digest, validators, self.settings)
         ingested.invalid = read - ingested.recorded
         return ingested
+
+
+def _conditional(response: Response) -> bool:
+    """Whether the request carried validators (a 304 to anything else is an error)."""
+    headers = response.request.headers if response.request is not None else {}
+    return bool(headers.get("If-None-Match") or headers.get("If-Modified-Since"))
+
+
+def _validators(response: Response) -> Validators:
+    def header(name: str) -> str | None:
+        value = response.headers.get(name)
+        return value.decode("latin-1") if value else None
+
+    return header("ETag"), header("Last-Modified")

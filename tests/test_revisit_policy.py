@@ -13,7 +13,7 @@ import pytest_twisted
 from increcrawl_scrapy.rows import NOISY, STALE, TRUSTED, UNKNOWN
 from increcrawl_scrapy.schedule import LearnedPolicy, RevisitPolicy, lastmod_verdict
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.state.runs import LastmodRules
+from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl

@@ -10,7 +10,6 @@ anything about content: it yields one item per fetched page (or per failure) and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -19,11 +18,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
-from scrapy.http import HtmlResponse, Request, TextResponse
+from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
-from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.defer import deferred_from_coro
-from twisted.internet.error import TimeoutError as DownloadTimeout
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
@@ -32,28 +29,35 @@ from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
-from increcrawl_scrapy.markdown import html_to_markdown
-from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, UrlRefused, request_target
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.sitemap_walk import SitemapWalk
+from increcrawl_scrapy.spiders.page_items import (
+    META_KEY,
+    META_URL,
+    batch_item,
+    conditions,
+    failure_kind,
+    final_url_of,
+    header_of,
+    markdown_of,
+    tokens_of,
+)
+from increcrawl_scrapy.tokens import TokenBudget
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
-    from increcrawl_scrapy.state import Run
+    from increcrawl_scrapy.state import Run, StateStore
 
 logger = logging.getLogger(__name__)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
 ARGUMENTS = "-a sitemap_url=URL, -a robots_url=URL or -a site_url=URL"
-#: ``request.meta`` keys of a page request: its URL and its row's key.
-META_URL = "increcrawl_url"
-META_KEY = "increcrawl_key"
 
 
 class IncrementalSpider(scrapy.Spider):
@@ -104,6 +108,7 @@ class IncrementalSpider(scrapy.Spider):
         self.discovery_complete: bool | None = None
         self._client: GeonodeClient | None = None
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
+        self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
@@ -161,23 +166,56 @@ class IncrementalSpider(scrapy.Spider):
             stats.inc(self.crawler.stats, stats.DISCOVERY_INCOMPLETE)
         if self.discover_only:
             return
-        due = state.store.due(self.increcrawl_seed, config.max_fetches or None)
+        due = self._due(state.store)
         stats.inc(self.crawler.stats, stats.DUE, len(due))
         stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
+        tokens = self._tokens = TokenBudget(
+            config.max_tokens if self._client is not None else 0, self.crawler.stats
+        )
         singles, batched = self._split(due)
-        for page in singles:
+        for queued, page in enumerate(singles):
+            if not tokens.take(1):
+                tokens.stop(len(singles) - queued + len(batched))
+                return
             yield self._page_request(page)
         for start in range(0, len(batched), MAX_URLS):
-            async for item in self._run_batch(batched[start : start + MAX_URLS]):
-                yield item
+            batch = batched[start : start + MAX_URLS]
+            fits = tokens.take(len(batch))
+            if fits:
+                async for item in self._run_batch(batch[:fits]):
+                    yield item
+            if fits < len(batch):
+                tokens.stop(len(batched) - start - fits)
+                return
+
+    def _due(self, store: StateStore) -> list[PageState]:
+        """This run's due rows; with INCRECRAWL_MAX_FETCHES, those likeliest to
+        have changed (the rest wait, and the longest wait is reported)."""
+        limit = self.config.max_fetches or None
+        budget = store.budget(self.increcrawl_seed, limit)
+        if budget.left:
+            hours = budget.longest_wait / 3600
+            logger.warning(
+                "INCRECRAWL_MAX_FETCHES=%d: %d of %d due pages fetched, %d wait for a later "
+                "run (the longest has been due %.1f h)",
+                limit,
+                budget.due - budget.left,
+                budget.due,
+                budget.left,
+                hours,
+            )
+            stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
+            self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
+        chunks = store.due_chunks(self.increcrawl_seed, limit, budget=budget)
+        return [page for chunk in chunks for page in chunk]
 
     def _split(self, due: list[PageState]) -> tuple[list[PageState], list[PageState]]:
         """Rows with validators go one by one (conditional headers); the others as
         batch jobs when there are enough of them and Geonode is the fetcher."""
-        plain = [page for page in due if not _conditions(page)]
+        plain = [page for page in due if not conditions(page)]
         if self._client is None or len(plain) < self.config.batch_min_urls:
             return due, []
-        return [page for page in due if _conditions(page)], plain
+        return [page for page in due if conditions(page)], plain
 
     # -- discovery ---------------------------------------------------------------
 
@@ -232,10 +270,13 @@ class IncrementalSpider(scrapy.Spider):
         stats.inc(self.crawler.stats, stats.DISCOVERED, run.upsert(kept))
         return True
 
-    async def _fetch(self, url: str) -> scrapy.http.Response | None:
+    async def _fetch(
+        self, url: str, headers: dict[str, str] | None = None
+    ) -> scrapy.http.Response | None:
         """A sitemap or robots.txt, straight from the site (never through the API)."""
         request = Request(
             url,
+            headers=headers,
             callback=NO_CALLBACK,
             dont_filter=True,
             meta={
@@ -257,7 +298,7 @@ class IncrementalSpider(scrapy.Spider):
             page.url,
             callback=self.parse_page,
             errback=self.page_failed,
-            headers=_conditions(page),
+            headers=conditions(page),
             dont_filter=True,
             meta={
                 "handle_httpstatus_list": HANDLED_STATUSES,
@@ -267,11 +308,12 @@ class IncrementalSpider(scrapy.Spider):
         )
 
     def parse_page(self, response: scrapy.http.Response) -> Iterator[dict[str, Any]]:
+        self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
         row = {
             "url": response.meta.get(META_URL, response.url),
             "normalized_url": response.meta.get(META_KEY),
         }
-        final_url = _final_url(response)
+        final_url = final_url_of(response)
         if final_url is not None and not self.increcrawl_scope.follows_redirect(final_url):
             # The API followed a redirect to another site: not this page's content.
             stats.inc(self.crawler.stats, stats.REDIRECT_OFFSITE)
@@ -287,15 +329,16 @@ class IncrementalSpider(scrapy.Spider):
             **row,
             "final_url": final_url,
             "http_status": response.status,
-            "markdown": _markdown(response) if response.status == 200 else None,
+            "markdown": markdown_of(response) if response.status == 200 else None,
             "fetcher": "geonode" if "geonode" in response.flags else "direct",
-            "etag": _header(response, "ETag"),
-            "last_modified": _header(response, "Last-Modified"),
+            "etag": header_of(response, "ETag"),
+            "last_modified": header_of(response, "Last-Modified"),
         }
 
     def page_failed(self, failure: Failure) -> Iterator[dict[str, Any]]:
+        self._tokens.answer()
         request = failure.request  # type: ignore[attr-defined]
-        status, site_failure = _failure_kind(failure.value)
+        status, site_failure = failure_kind(failure.value)
         logger.info(
             "Fetch of %s failed (%s); %s",
             request.url,
@@ -314,6 +357,7 @@ class IncrementalSpider(scrapy.Spider):
 
     async def _run_batch(self, pages: list[PageState]) -> AsyncIterator[dict[str, Any]]:
         assert self._client is not None
+        charged = 0  # tokens the job's results say they cost
         job = BatchJob(
             self._client,
             [page.url for page in pages],
@@ -333,14 +377,17 @@ class IncrementalSpider(scrapy.Spider):
             if status not in ("completed", "failed"):
                 return
             async for index, result in job.results():
+                charged += tokens_of(result)
                 fields = page_result(result)
                 if fields is not None:  # a result the job never finished stays due
-                    yield _batch_item(pages[index], result, fields)
+                    yield batch_item(pages[index], result, fields)
         except GeonodeFatalError as exc:
             self._close(exc.reason)
         except GeonodeError as exc:
             logger.warning("Batch of %d pages failed: %s; they stay due", len(pages), exc)
             stats.inc(self.crawler.stats, stats.BATCH_ERRORS)
+        finally:
+            self._tokens.answer(len(pages), charged)
 
     # -- closing -------------------------------------------------------------------
 
@@ -358,69 +405,3 @@ class IncrementalSpider(scrapy.Spider):
             except GeonodeError as exc:
                 logger.warning("Could not cancel batch job %s at shutdown: %s", job.job_id, exc)
         self._active_jobs.clear()
-
-
-def _conditions(page: PageState) -> dict[str, str]:
-    """Conditional headers for a page; none for a gone page (it may be back)."""
-    headers: dict[str, str] = {}
-    if page.gone:
-        return headers
-    if page.etag:
-        headers["If-None-Match"] = page.etag
-    if page.last_modified:
-        headers["If-Modified-Since"] = page.last_modified
-    return headers
-
-
-def _failure_kind(error: BaseException | None) -> tuple[int, bool]:
-    """``(origin status or 0, whether the site failed)`` for a failed page fetch.
-    Site failures back off; API and transport failures leave the page due."""
-    if isinstance(error, HttpError):
-        return error.response.status, True
-    if isinstance(error, OffsiteRedirect):
-        return error.status, True
-    if isinstance(error, GeonodeError):
-        return 0, error.site_failure
-    if isinstance(error, DownloadTimeout):
-        return 0, True  # the origin did not answer in DOWNLOAD_TIMEOUT
-    return 0, False
-
-
-def _final_url(response: scrapy.http.Response) -> str | None:
-    """Where the page was finally fetched from, when not the requested URL."""
-    requested = response.meta.get(META_URL, response.url)
-    answer = response.meta.get(META_ANSWER)
-    final = _mapping(_mapping(answer).get("metadata")).get("url") if answer else response.url
-    return final if isinstance(final, str) and final != requested else None
-
-
-def _markdown(response: scrapy.http.Response) -> str:
-    """The page as markdown, whoever fetched it, so both paths hash the same text."""
-    if isinstance(response, HtmlResponse):
-        # Decoded the way Scrapy decodes it (header, BOM, meta, then detection).
-        return html_to_markdown(response.text)
-    if isinstance(response, TextResponse):  # markdown from the API, or plain text
-        return response.text
-    # Not text at all (a PDF, an image): its bytes still tell whether it changed.
-    return f"binary sha256:{hashlib.sha256(response.body).hexdigest()}"
-
-
-def _header(response: scrapy.http.Response, name: str) -> str | None:
-    value = response.headers.get(name)
-    return value.decode("latin-1") if value else None
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _batch_item(page: PageState, result: dict[str, Any], fields: dict[str, Any]) -> dict:
-    """The item of a batch result, on the row that asked for it."""
-    final = result.get("url")
-    return {
-        "url": page.url,
-        "normalized_url": page.normalized_url,
-        "final_url": final if isinstance(final, str) and final != page.url else None,
-        "fetcher": "geonode-batch",
-        **fields,
-    }

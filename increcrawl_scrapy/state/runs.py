@@ -6,40 +6,20 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
-from increcrawl_scrapy.rows import NOISY, RUN_COUNTS, STALE, TRUSTED, MissingResult
+from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
 from increcrawl_scrapy.state.database import Database
+from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
 
-#: A wave needs at least this many pages as well as its share of the host.
-WAVE_MIN_PAGES = 10
-
-
-@dataclass(frozen=True)
-class LastmodRules:
-    """How far sitemap dates are believed (INCRECRAWL_LASTMOD_*)."""
-
-    min_evidence: int = 20
-    wave_share: float = 0.5  # of a host's pages moving to one minute at once: a wave
-    sample: float = 0.0005  # share of a trusted host's unmoved pages checked a day
-
-
-@dataclass
-class LastmodReport:
-    """What one discovery's date moves meant."""
-
-    moved: int = 0  # rows whose lastmod moved
-    due: int = 0  # of which made due now
-    waves: list[tuple[str, str, int]] = field(default_factory=list)  # host, minute, pages
-    sampled: int = 0  # unmoved rows of trusted hosts checked anyway
+#: A sitemap's ``(ETag, Last-Modified)`` as its server sent them.
+Validators = tuple[str | None, str | None]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -150,97 +130,16 @@ class Run:
 
     @_step
     def apply_lastmod(self) -> LastmodReport:
-        """After discovery: decide what the dates that moved mean. Moves that are
-        part of a wave (a large share of a host's pages moved to the same minute: a
-        deploy stamp) are not evidence of change and make nothing due. Other moves
-        are remembered on the row (``lastmod_moved``, the evidence for the host's
-        verdict) and make the row due now, unless the host's dates are judged
-        ``noisy`` or ``stale``. A share of a trusted host's unmoved rows is checked
-        anyway, so a host that starts lying is noticed."""
-        report = LastmodReport()
-        now = self._clock()
-        db = self.database.connection
-        buckets = db.execute(
-            "SELECT host, substr(lastmod, 1, 16), count(*) FROM temp.moves GROUP BY 1, 2"
-        ).fetchall()
-        sizes = self._host_sizes({host for host, _minute, _n in buckets})
-        report.waves = [
-            (host, minute, n)
-            for host, minute, n in buckets
-            if n >= max(WAVE_MIN_PAGES, self._lastmod.wave_share * sizes.get(host, 0))
-        ]
-        verdicts = dict(db.execute("SELECT host, verdict FROM hosts").fetchall())
-        with self.database.transaction() as db:
-            db.execute("DELETE FROM temp.waves")
-            db.executemany("INSERT INTO temp.waves VALUES (?, ?)", [w[:2] for w in report.waves])
-            db.execute("DELETE FROM temp.deaf")
-            db.executemany(
-                "INSERT INTO temp.deaf VALUES (?)",
-                [(h,) for h, verdict in verdicts.items() if verdict in (NOISY, STALE)],
-            )
-            for host, minute, n in report.waves:
-                db.execute(_COUNT_WAVE, (host,))
-                logger.info(
-                    "Sitemap dates of %d pages of %s moved to %s at once: a wave "
-                    "(a deploy stamp?), not taken as changes",
-                    n,
-                    host,
-                    minute.replace("T", " "),
-                )
-            report.moved = db.execute("SELECT count(*) FROM temp.moves").fetchone()[0]
-            report.due = db.execute(_MOVES_DUE, {"now": now}).rowcount
-            db.execute(_MOVES_REMEMBERED)
-            db.execute("DELETE FROM temp.moves")
-            for host in sorted(h for h, verdict in verdicts.items() if verdict == TRUSTED):
-                if db.execute(
-                    "SELECT 1 FROM pages WHERE seed = ? AND host = ? LIMIT 1", (self.seed, host)
-                ).fetchone():
-                    report.sampled += self._sample(db, host, now)
-        return report
-
-    def _host_sizes(self, hosts: set[str]) -> dict[str, int]:
-        if not hosts:
-            return {}
-        marks = ", ".join("?" for _ in hosts)
-        return dict(
-            self.database.execute(
-                f"SELECT host, count(*) FROM pages WHERE seed = ? AND host IN ({marks}) "
-                "GROUP BY host",
-                (self.seed, *hosts),
-            ).fetchall()
-        )
-
-    def _sample(self, db: Any, host: str, now: float) -> int:
-        """Make due a share of *host*'s live rows of this seed that are not, in
-        proportion to the time since the last sample (rounded at random, seeded by
-        the clock, so a simulation repeats)."""
-        row = db.execute("SELECT sampled_at FROM hosts WHERE host = ?", (host,)).fetchone()
-        elapsed = now - row[0] if row and row[0] else 3600.0
-        waiting = db.execute(
-            "SELECT count(*) FROM pages WHERE seed = ? AND host = ? AND gone = 0 "
-            "AND next_check > ?",
-            (self.seed, host, now),
-        ).fetchone()[0]
-        wanted = self._lastmod.sample * waiting * elapsed / 86_400.0
-        salt = int(now) % 1_000_003
-        count = math.floor(wanted) + (((salt * 7919) % 1000) / 1000 < wanted % 1)
-        db.execute("UPDATE hosts SET sampled_at = ? WHERE host = ?", (now, host))
-        if count <= 0:
-            return 0
-        return int(
-            db.execute(
-                "UPDATE pages SET next_check = :now WHERE id IN ("
-                "SELECT id FROM pages WHERE seed = :seed AND host = :host AND gone = 0 "
-                "AND next_check > :now ORDER BY (id * 2654435761 + :salt) % 4294967296 "
-                "LIMIT :count)",
-                {"now": now, "seed": self.seed, "host": host, "salt": salt, "count": count},
-            ).rowcount
-        )
+        """After discovery: what the dates that moved mean (``state/lastmod.py``)."""
+        return apply_moves(self.database, self.seed, self._lastmod, self._clock())
 
     @_step
-    def sitemap_unchanged(self, sitemap_url: str, digest: str) -> bool:
+    def sitemap_unchanged(
+        self, sitemap_url: str, digest: str, validators: Validators = (None, None)
+    ) -> bool:
         """Whether *sitemap_url* is exactly what this seed read last time. If so the
-        caller need not read it again: its rows stay as they are and are not missing."""
+        caller need not read it again: its rows stay as they are and are not missing
+        (its *validators*, as the server sent them now, are kept)."""
         row = self.database.execute(
             "SELECT digest FROM sitemaps WHERE seed = ? AND url = ?", (self.seed, sitemap_url)
         ).fetchone()
@@ -248,12 +147,43 @@ class Run:
             return False
         with self.database.transaction() as db:
             db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+            db.execute(
+                "UPDATE sitemaps SET etag = ?, last_modified = ? WHERE seed = ? AND url = ?",
+                (*validators, self.seed, sitemap_url),
+            )
         return True
 
     @_step
-    def sitemap_read(self, sitemap_url: str, digest: str) -> None:
-        """*sitemap_url* was read whole this run: remember its digest. Rows it
-        listed before and no longer lists are no longer attached to it."""
+    def sitemap_conditions(self, sitemap_url: str, settings: str) -> dict[str, str]:
+        """Conditional request headers for *sitemap_url* from its last whole read,
+        none when that read was under other *settings* (a digest of what changes
+        what a sitemap yields: it must be read and applied again)."""
+        row = self.database.execute(
+            "SELECT etag, last_modified, settings FROM sitemaps WHERE seed = ? AND url = ?",
+            (self.seed, sitemap_url),
+        ).fetchone()
+        if row is None or row["settings"] != settings:
+            return {}
+        headers = {"If-None-Match": row["etag"], "If-Modified-Since": row["last_modified"]}
+        return {name: value for name, value in headers.items() if value}
+
+    @_step
+    def sitemap_not_modified(self, sitemap_url: str) -> None:
+        """The server answered 304 to ``sitemap_conditions``: as unchanged."""
+        with self.database.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+
+    @_step
+    def sitemap_read(
+        self,
+        sitemap_url: str,
+        digest: str,
+        validators: Validators = (None, None),
+        settings: str | None = None,
+    ) -> None:
+        """*sitemap_url* was read whole this run: remember its digest (and its
+        validators, under which *settings*). Rows it listed before and no longer
+        lists are no longer attached to it."""
         with self.database.transaction() as db:
             db.execute(
                 "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
@@ -261,10 +191,12 @@ class Run:
                 (sitemap_url,),
             )
             db.execute(
-                "INSERT INTO sitemaps (seed, url, digest, read_at) VALUES (?, ?, ?, ?) "
+                "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, settings) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
-                "read_at = excluded.read_at",
-                (self.seed, sitemap_url, digest, self._clock()),
+                "read_at = excluded.read_at, etag = excluded.etag, "
+                "last_modified = excluded.last_modified, settings = excluded.settings",
+                (self.seed, sitemap_url, digest, self._clock(), *validators, settings),
             )
 
     @_step
@@ -386,27 +318,6 @@ _COUNT_FUTURE = (
     "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
     "ON CONFLICT (host) DO UPDATE SET future_dates = future_dates + excluded.future_dates"
 )
-_COUNT_WAVE = (
-    "INSERT INTO hosts (host, waves) VALUES (?, 1) "
-    "ON CONFLICT (host) DO UPDATE SET waves = waves + 1"
-)
-#: Moves outside waves, on hosts whose dates are heard: due now.
-_MOVES_DUE = """
-UPDATE pages SET next_check = min(next_check, :now)
-WHERE normalized_url IN (
-    SELECT m.normalized_url FROM temp.moves AS m
-    WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
-                      WHERE w.host = m.host AND w.minute = substr(m.lastmod, 1, 16))
-      AND m.host NOT IN (SELECT host FROM temp.deaf))
-"""
-#: ...and every move outside a wave is evidence for the host's verdict.
-_MOVES_REMEMBERED = """
-UPDATE pages SET lastmod_moved = 1
-WHERE normalized_url IN (
-    SELECT m.normalized_url FROM temp.moves AS m
-    WHERE NOT EXISTS (SELECT 1 FROM temp.waves AS w
-                      WHERE w.host = m.host AND w.minute = substr(m.lastmod, 1, 16)))
-"""
 
 
 def _iso(timestamp: float) -> str:

@@ -114,5 +114,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    # 5: the change rate the policy estimated at each page's last fetch (the budget
+    # orders due pages by the chance that they changed since); each sitemap's
+    # validators, and the settings they were read under (conditional requests).
+    (
+        "ALTER TABLE pages ADD COLUMN change_rate REAL",
+        "ALTER TABLE sitemaps ADD COLUMN etag TEXT",
+        "ALTER TABLE sitemaps ADD COLUMN last_modified TEXT",
+        "ALTER TABLE sitemaps ADD COLUMN settings TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

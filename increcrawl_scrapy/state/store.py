@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from increcrawl_scrapy.config import BUDGET_ORDERS
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
+from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
+from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.queue import CHUNK, Results
 from increcrawl_scrapy.state.rekey import check_normalization
-from increcrawl_scrapy.state.runs import LastmodRules, Run
+from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -48,6 +51,7 @@ class StateStore:
         normalize: Callable[[str], str] = normalize_url,
         normalization: Mapping[str, Any] | None = None,
         lastmod: LastmodRules | None = None,
+        budget_order: str = "change",
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -55,6 +59,9 @@ class StateStore:
         self.missing_runs = missing_runs
         self.normalize = normalize
         self.lastmod = lastmod or LastmodRules()
+        if budget_order not in BUDGET_ORDERS:
+            raise ValueError(f"budget_order must be one of {BUDGET_ORDERS}, not {budget_order!r}")
+        self.budget_order = budget_order
         self._lock = CrawlLock(self.path).acquire() if exclusive else None
         try:
             self.database = Database(self.path, lock_timeout)
@@ -103,6 +110,7 @@ class StateStore:
                 wave_share=config.lastmod_wave_share,
                 sample=config.lastmod_sample,
             ),
+            budget_order=config.budget_order,
         )
 
     # -- runs ----------------------------------------------------------------
@@ -142,15 +150,34 @@ class StateStore:
 
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
         """Rows of *seed* whose next check has come, most overdue first: live rows,
-        and gone rows still listed (their slow re-check)."""
-        return [page for chunk in self.results.chunks(seed, limit) for page in chunk]
+        and gone rows still listed (their slow re-check). At most *limit*: those
+        likeliest to have changed (``budget()``)."""
+        return [page for chunk in self.due_chunks(seed, limit) for page in chunk]
 
     def due_chunks(
-        self, seed: str, limit: int | None = None, size: int = CHUNK
+        self,
+        seed: str,
+        limit: int | None = None,
+        size: int = CHUNK,
+        *,
+        budget: Budget | None = None,
     ) -> Iterator[list[PageState]]:
         """The same rows in chunks of at most *size*, each read as the previous one
-        is used (keyset pagination on the queue's stored order)."""
-        return self.results.chunks(seed, limit, size)
+        is used (keyset pagination on the queue's stored order). When *limit* is
+        smaller than the due set, the *budget*'s choice (``budget()``) instead."""
+        if limit and budget is None:
+            budget = self.budget(seed, limit)
+        if budget is None or budget.chosen is None:
+            return self.results.chunks(seed, limit, size)
+        chosen = budget.chosen
+        return (self.results.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
+
+    @serialized
+    def budget(self, seed: str, limit: int | None) -> Budget:
+        """Which due rows of *seed* a run fetching at most *limit* takes: those
+        likeliest to have changed (``state/budget.py``), or the longest overdue."""
+        self.results.flush()
+        return choose(self.database, seed, self.clock(), limit, self.budget_order)
 
     @serialized
     def get(self, url: str) -> PageState | None:

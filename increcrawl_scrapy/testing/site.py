@@ -451,8 +451,18 @@ def _handler_for(site: SampleSite) -> type[QuietHandler]:
                 kind = "application/xml"
             if body is None:
                 self.send_body(404, b"not found", "text/plain")
-            else:
-                self.send_body(200, body, kind)
+                return
+            etag = f'"{hashlib.sha256(body).hexdigest()[:16]}"'
+            with site._lock:
+                site.counters["sitemap_requests"] += 1
+                if self.headers.get("If-None-Match") == etag:
+                    site.counters["sitemap_304"] += 1
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+            self.send_body(200, body, kind, {"ETag": etag})
 
         def _page(self, path: str) -> None:
             try:
