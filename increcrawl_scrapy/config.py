@@ -67,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_POLICY": "learned",
     "INCRECRAWL_TARGET_CHANGE_PROBABILITY": 0.15,
     "INCRECRAWL_STABLE_MAX_INTERVAL": 180 * 86_400.0,
+    "INCRECRAWL_TRUSTED_MAX_INTERVAL": 730 * 86_400.0,
     "INCRECRAWL_LASTMOD_MIN_EVIDENCE": 20,
     "INCRECRAWL_LASTMOD_WAVE_SHARE": 0.5,
     "INCRECRAWL_LASTMOD_SAMPLE": 0.0005,
@@ -129,6 +130,7 @@ class IncrecrawlConfig:
     policy: str
     target_change_probability: float
     stable_max_interval: float
+    trusted_max_interval: float
     lastmod_min_evidence: int
     lastmod_wave_share: float
     lastmod_sample: float
@@ -198,6 +200,7 @@ class IncrecrawlConfig:
                 "INCRECRAWL_TARGET_CHANGE_PROBABILITY", float, above=0, maximum=0.99
             ),
             stable_max_interval=read.number("INCRECRAWL_STABLE_MAX_INTERVAL", float, above=0),
+            trusted_max_interval=read.number("INCRECRAWL_TRUSTED_MAX_INTERVAL", float, above=0),
             lastmod_min_evidence=read.number("INCRECRAWL_LASTMOD_MIN_EVIDENCE", int, minimum=1),
             lastmod_wave_share=read.number(
                 "INCRECRAWL_LASTMOD_WAVE_SHARE", float, above=0, maximum=1
@@ -222,6 +225,12 @@ class IncrecrawlConfig:
             raise ConfigError(
                 "INCRECRAWL_STABLE_MAX_INTERVAL",
                 self.stable_max_interval,
+                f"less than INCRECRAWL_MAX_INTERVAL ({self.max_interval!r})",
+            )
+        if self.trusted_max_interval < self.max_interval:
+            raise ConfigError(
+                "INCRECRAWL_TRUSTED_MAX_INTERVAL",
+                self.trusted_max_interval,
                 f"less than INCRECRAWL_MAX_INTERVAL ({self.max_interval!r})",
             )
         if not self.min_interval <= self.default_interval <= self.max_interval:

@@ -68,6 +68,9 @@ class PageState(NamedTuple):
     #: Changes per second as the policy estimated them at the last fetch: the
     #: budget's order (the chance the page changed since) reads it.
     change_rate: float | None = None
+    #: Fetches in a row that found the content changed while the page's sitemap
+    #: date had not moved: 2 and more is noise the volatile rules miss, not edits.
+    unannounced: int = 0
 
     @property
     def has_validators(self) -> bool:
@@ -98,6 +101,7 @@ RESULT_COLUMNS = (
     "observations",
     "lastmod_moved",
     "change_rate",
+    "unannounced",
 )
 
 #: What a host's sitemap dates have earned (docs/architecture.md, "Lastmod trust").

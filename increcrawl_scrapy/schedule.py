@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.estimator import History, change_rate, interval_for, observe
@@ -121,6 +120,11 @@ class RevisitPolicy:
         would reach BUDGET_PROBABILITY in one interval (the interval says it all)."""
         return BUDGET_RATE_FACTOR / interval
 
+    @property
+    def demoted_max_interval(self) -> float:
+        """The longest a page of a host whose dates lost their trust may still wait."""
+        return self.max_interval
+
     def gone_recheck(self, current: float | None, was_gone: bool) -> float:
         """How long a gone page waits before it is checked again: slow (twice the
         default interval at first) and doubling while it stays gone."""
@@ -141,25 +145,29 @@ class LearnedPolicy(RevisitPolicy):
     is stable (twice the time it has been seen stable, at most *stable_max*).
     Pages with fewer than MIN_OBSERVATIONS observations follow the adaptive rule.
     On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
-    moved waits for its ceiling: its dates will say when it changes."""
+    moved waits *trusted_max*: its dates say when it changes, and the host's
+    sample (``state/lastmod.py``) keeps checking that they still do."""
 
     target_probability: float = 0.15
     stable_max_interval: float = 180 * 86_400.0
+    trusted_max_interval: float = 730 * 86_400.0
+    unchanged_factor: float = 0.0
 
     name = "learned"
 
     def interval_after(
         self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
     ) -> float:
-        ceiling = self.ceiling(page, outcome, now, verdict)
         if verdict == TRUSTED and page.sitemap_lastmod:
-            # Its dates will say when it changes (a share is sampled to check them).
-            wanted = ceiling
+            wanted = ceiling = self.trusted_max_interval
         elif outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
             return self.next_interval(page.interval_s, outcome)
         else:
+            ceiling = self.ceiling(page, outcome, now)
             rate = change_rate(history, self.default_interval)
             wanted = interval_for(rate, self.target_probability)
+            if not history.changed:
+                wanted = max(wanted, self.unchanged_factor * history.unchanged_time)
         wanted *= _jitter(page.normalized_url, page.fetch_count)
         return min(ceiling, max(self.min_interval, wanted))
 
@@ -169,18 +177,16 @@ class LearnedPolicy(RevisitPolicy):
             return super().rate_after(page, history, interval)
         return change_rate(history, self.default_interval)
 
-    def ceiling(self, page: PageState, outcome: Outcome, now: float, verdict: str) -> float:
-        """Twice the time the page has been seen stable (on a trusted host, its
-        ``lastmod`` says since when), within [max_interval, stable_max_interval]."""
+    def ceiling(self, page: PageState, outcome: Outcome, now: float) -> float:
+        """Twice the time the page has been seen stable, within
+        [max_interval, stable_max_interval]."""
         stable_since = now if outcome is Outcome.CHANGED else page.last_changed or page.first_seen
-        if verdict == TRUSTED and page.sitemap_lastmod:
-            # A trusted date from before we first saw the page says how long it has
-            # been stable; a later one may be a wave's stamp, and says nothing.
-            dated = _timestamp(page.sitemap_lastmod, stable_since)
-            if dated < page.first_seen:
-                stable_since = min(stable_since, dated)
         evidence = max(0.0, now - stable_since)
         return min(self.stable_max_interval, max(self.max_interval, 2 * evidence))
+
+    @property
+    def demoted_max_interval(self) -> float:
+        return self.stable_max_interval
 
 
 def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
@@ -192,6 +198,7 @@ def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
         **asdict(adaptive),
         target_probability=config.target_change_probability,
         stable_max_interval=config.stable_max_interval,
+        trusted_max_interval=config.trusted_max_interval,
     )
 
 
@@ -221,13 +228,6 @@ def _jitter(key: str, salt: int) -> float:
     """A factor in [1 - JITTER, 1 + JITTER], the same for the same page and fetch."""
     digest = hashlib.blake2b(f"{salt}:{key}".encode(), digest_size=8).digest()
     return 1 - JITTER + 2 * JITTER * int.from_bytes(digest, "big") / 2**64
-
-
-def _timestamp(lastmod: str, default: float) -> float:
-    try:
-        return datetime.fromisoformat(lastmod.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return default
 
 
 def new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
@@ -272,6 +272,13 @@ def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> His
 _OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
 
 
+def unannounced(page: PageState, outcome: Outcome) -> int:
+    """Changes in a row the page's sitemap date did not announce, after this fetch."""
+    if outcome is Outcome.CHANGED and page.sitemap_lastmod and not page.lastmod_moved:
+        return page.unannounced + 1
+    return 0 if outcome in _OBSERVED else page.unannounced
+
+
 def apply_result(
     page: PageState,
     result: FetchResult,
@@ -304,6 +311,7 @@ def apply_result(
         "unchanged_time": history.unchanged_time,
         "observations": history.count,
         "lastmod_moved": False,
+        "unannounced": unannounced(page, outcome),
     }
     if outcome in (Outcome.GONE, Outcome.STILL_GONE):
         # Re-checked slowly while it is still listed; back as new if it answers.

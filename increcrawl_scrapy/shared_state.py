@@ -78,6 +78,16 @@ class CrawlState:
                     host["waves"],
                     host["future_dates"],
                 )
+            noisy, examples = self.store.unannounced(self.seed)
+            if noisy:
+                logger.warning(
+                    "%d pages changed at each of their last fetches while their sitemap date "
+                    "did not move (%s%s): volatile text the rules miss? Their changes are "
+                    "not taken as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
+                    noisy,
+                    ", ".join(examples),
+                    ", ..." if noisy > len(examples) else "",
+                )
             self.run.finish(
                 counts,
                 discovery_complete=self.discovery_complete,

@@ -85,9 +85,7 @@ def test_the_oldest_first_order_is_the_queue_order(tmp_path: Path, clock: Clock)
 
 
 @pytest_twisted.ensureDeferred
-async def test_max_fetches_through_a_crawl_reports_what_waits(
-    tmp_path: Path, clock: Clock
-) -> None:
+async def test_max_fetches_through_a_crawl_reports_what_waits(tmp_path: Path, clock: Clock) -> None:
     with SampleSite(pages=10) as site:
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, INCRECRAWL_MAX_FETCHES=4)
         first = await run_crawl(settings, sitemap_url=site.sitemap_url)

@@ -46,12 +46,14 @@ class Story:
         self.dates = {url: iso(clock.now - 30 * DAY) for url in PAGES}
         self.versions = dict.fromkeys(PAGES, 0)
 
-    def run(self) -> None:
+    def run(self) -> int:
+        """One hourly run; how many pages it fetched."""
         run = self.store.start_run(SEED)
         run.upsert(list(self.dates.items()))
-        run.apply_lastmod()
+        self.report = run.apply_lastmod()
         run.mark_missing()
-        for page in self.store.due(SEED):
+        due = self.store.due(SEED)
+        for page in due:
             self.store.record(
                 page.url,
                 200,
@@ -61,6 +63,7 @@ class Story:
             )
         self.store.flush()
         self.clock.advance(HOUR)
+        return len(due)
 
     def verdict(self) -> str:
         return self.store.hosts.verdict("example.com")
@@ -106,12 +109,35 @@ def test_dates_that_move_without_changes_are_noisy(store: StateStore, clock: Clo
 def test_changes_without_moves_make_dates_stale(store: StateStore, clock: Clock) -> None:
     story = Story(store, clock)
     story.run()
-    for _ in range(12):
+    for fetch in range(24):
         clock.advance(2 * DAY)  # the pages come due on their own
         for url in PAGES:
-            story.versions[url] += 1
+            story.versions[url] += fetch % 2  # every other fetch: edits, not noise
         story.run()
     assert story.verdict() == STALE
+    assert store.unannounced(SEED) == (0, [])
+
+
+def test_noise_on_a_trusted_host_is_no_evidence_and_is_listed(
+    store: StateStore, clock: Clock
+) -> None:
+    story = Story(store, clock)
+    story.run()
+    noisy = PAGES[10:20]
+    for _ in range(10):
+        clock.advance(2 * DAY)
+        for url in PAGES[:2]:  # real edits, announced
+            story.versions[url] += 1
+            story.dates[url] = iso(clock.now)
+        for url in noisy:  # a counter the volatile rules miss: new text at every fetch
+            story.versions[url] += 1
+        story.run()
+    assert story.verdict() == TRUSTED
+    assert store.hosts._load("example.com")[2] == 0  # no change without a move counted
+    count, examples = store.unannounced(SEED)
+    assert count == 10 and examples == sorted(noisy)[:5]
+    page = store.get(noisy[0])  # its schedule follows its dates, not its noise
+    assert page.next_check - page.last_fetched > 650 * DAY  # two years, jittered
 
 
 def test_a_wave_is_not_taken_as_changes(store: StateStore, clock: Clock) -> None:
@@ -141,11 +167,43 @@ def test_a_trusted_host_that_starts_lying_is_demoted(store: StateStore, clock: C
             story.dates[url] = iso(clock.now)
         story.run()
     assert story.verdict() == TRUSTED
+    clock.advance(DAY)  # the quiet pages' second fetch, under trusted dates
+    story.run()
+    # A quiet page fetched while the dates were trusted waits for them (two years)...
+    quiet = story.store.get(PAGES[30])
+    assert quiet.next_check - quiet.last_fetched > 650 * DAY  # two years, jittered
     for _ in range(40):  # now dates move for nothing
         for url in PAGES[2:5]:
             story.dates[url] = iso(clock.now)
         story.run()
     assert story.verdict() == NOISY
+    # ...and no longer once they lost their trust.
+    quiet = story.store.get(PAGES[30])
+    assert quiet.next_check <= quiet.last_fetched + LearnedPolicy().stable_max_interval
+
+
+def test_a_trusted_host_is_sampled_once_a_day(tmp_path: Path, clock: Clock) -> None:
+    rules = LastmodRules(min_evidence=10, wave_share=0.5, sample=0.25)
+    with StateStore(
+        tmp_path / "s.sqlite", clock=clock, policy=LearnedPolicy(), lastmod=rules
+    ) as store:
+        story = Story(store, clock)
+        story.run()
+        for _ in range(12):
+            for url in PAGES[:2]:
+                story.versions[url] += 1
+                story.dates[url] = iso(clock.now)
+            story.run()
+        assert story.verdict() == TRUSTED
+        clock.advance(DAY)
+        story.run()  # the quiet pages, fetched under trusted dates, now wait two years
+        sampled, fetched = [], 0
+        for _ in range(72):
+            fetched += story.run()
+            sampled.append(story.report.sampled)
+        assert sum(1 for n in sampled if n) == 3  # once a day
+        assert 20 <= sum(sampled) <= 35  # a quarter of the ~38 waiting pages a day
+        assert fetched == sum(sampled)  # nothing else was due: the dates did not move
 
 
 def test_a_date_in_the_future_is_clamped_and_counted(store: StateStore, clock: Clock) -> None:

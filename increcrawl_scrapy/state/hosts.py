@@ -4,11 +4,14 @@ the date moved and the page changed (or not), and the verdict they give
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 
-from increcrawl_scrapy.rows import UNKNOWN, PageState
+from increcrawl_scrapy.rows import TRUSTED, UNKNOWN, PageState
 from increcrawl_scrapy.schedule import lastmod_verdict
 from increcrawl_scrapy.state.database import Database
+
+logger = logging.getLogger(__name__)
 
 _COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_unchanged")
 #: Evidence is a moving window: past this many informative fetches (times the
@@ -17,9 +20,12 @@ _WINDOW = 10
 
 
 class Hosts:
-    def __init__(self, database: Database, min_evidence: int) -> None:
+    def __init__(self, database: Database, min_evidence: int, demoted_wait: float) -> None:
         self.database = database
         self.min_evidence = min_evidence
+        #: A host whose dates lose their trust: its pages wait no longer than this
+        #: after their last fetch (they waited for dates that no longer count).
+        self.demoted_wait = demoted_wait
         self._counts: dict[str, list[float]] = {}
         self._dirty: set[str] = set()
 
@@ -40,7 +46,8 @@ class Hosts:
 
     def observe(self, page: PageState, changed: bool, now: float) -> None:
         """One fetch of *page* (fetched before, with a sitemap date): did its date
-        move since, and did it change?"""
+        move since, and did it change? A change without a move counts once the next
+        fetch shows it was not noise (``PageState.unannounced``)."""
         host = page.host
         if not host or not page.sitemap_lastmod or page.last_fetched is None:
             return
@@ -49,7 +56,15 @@ class Hosts:
             # A date-only lastmod cannot move for a second edit on the same day.
             return
         counts = self._load(host)
-        counts[(0 if changed else 1) if moved else (2 if changed else 3)] += 1
+        if page.unannounced == 1 and (moved or not changed):
+            # The last fetch's unannounced change stood alone: a change the date
+            # missed after all, counted now.
+            counts[2] += 1
+        if changed and not moved:
+            # Held until the next fetch: a page whose content changes at every fetch
+            # while its date stands still is noise (volatile text), not evidence.
+            return
+        counts[(0 if changed else 1) if moved else 3] += 1
         if counts[0] + counts[1] + counts[2] > _WINDOW * self.min_evidence:
             counts[:] = [value / 2 for value in counts]
         self._dirty.add(host)
@@ -58,11 +73,28 @@ class Hosts:
         """Write changed counts and verdicts (inside the results' transaction)."""
         for host in self._dirty:
             counts = self._counts[host]
+            verdict = self.verdict(host)
+            before = self.database.execute(
+                "SELECT verdict FROM hosts WHERE host = ?", (host,)
+            ).fetchone()
+            if before is not None and before[0] == TRUSTED and verdict != TRUSTED:
+                logger.warning(
+                    "Sitemap dates of %s are no longer trusted (%s): its pages are "
+                    "checked within %.0f days of their last fetch",
+                    host,
+                    verdict,
+                    self.demoted_wait / 86_400,
+                )
+                self.database.execute(
+                    "UPDATE pages SET next_check = min(next_check, "
+                    "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0",
+                    (self.demoted_wait, host),
+                )
             self.database.execute(
                 f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
                 + ", ".join(f"{c} = excluded.{c}" for c in (*_COUNTS, "verdict")),
-                (host, *counts, self.verdict(host)),
+                (host, *counts, verdict),
             )
         self._dirty.clear()
 

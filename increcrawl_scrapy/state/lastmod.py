@@ -16,6 +16,8 @@ logger = logging.getLogger(__name__)
 
 #: A wave needs at least this many pages as well as its share of the host.
 WAVE_MIN_PAGES = 10
+#: A trusted host's pages are sampled at most this often (seconds).
+SAMPLE_EVERY = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def apply_moves(database: Database, seed: str, rules: LastmodRules, now: float) 
     buckets = db.execute(
         "SELECT host, substr(lastmod, 1, 16), count(*) FROM temp.moves GROUP BY 1, 2"
     ).fetchall()
-    sizes = _host_sizes(database, seed, {host for host, _minute, _n in buckets})
+    # A wave needs WAVE_MIN_PAGES first: most runs need no host's size.
+    candidates = {host for host, _minute, n in buckets if n >= WAVE_MIN_PAGES}
+    sizes = _host_sizes(database, seed, candidates)
     report.waves = [
         (host, minute, n)
         for host, minute, n in buckets
@@ -101,9 +105,15 @@ def _host_sizes(database: Database, seed: str, hosts: set[str]) -> dict[str, int
 def _sample(db: Any, seed: str, host: str, now: float, share: float) -> int:
     """Make due a share of *host*'s live rows of this seed that are not, in
     proportion to the time since the last sample (rounded at random, seeded by
-    the clock, so a simulation repeats)."""
+    the clock, so a simulation repeats). At most once a SAMPLE_EVERY: counting a
+    host's rows is a scan, not something every hourly run should pay."""
     row = db.execute("SELECT sampled_at FROM hosts WHERE host = ?", (host,)).fetchone()
-    elapsed = now - row[0] if row and row[0] else 3600.0
+    if row is None or row[0] is None:
+        db.execute("UPDATE hosts SET sampled_at = ? WHERE host = ?", (now, host))
+        return 0
+    elapsed = now - row[0]
+    if elapsed < SAMPLE_EVERY:
+        return 0
     waiting = db.execute(
         "SELECT count(*) FROM pages WHERE seed = ? AND host = ? AND gone = 0 AND next_check > ?",
         (seed, host, now),

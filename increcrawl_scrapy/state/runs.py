@@ -324,14 +324,17 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: Driven by the sitemaps that were read whole and changed (through pages_sitemap),
+#: never a scan of the seed: an hourly run on a quiet site touches a few rows.
 _FIND_MISSING = """
 INSERT OR IGNORE INTO temp.missing
-SELECT p.normalized_url FROM pages AS p
-WHERE p.sitemap_url IS NULL AND p.seed = :seed
+SELECT p.normalized_url FROM pages AS p INDEXED BY pages_sitemap
+WHERE p.sitemap_url IS NULL AND +p.seed = :seed
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 UNION ALL
-SELECT p.normalized_url FROM sitemaps AS m JOIN pages AS p ON p.sitemap_url = m.url
-WHERE m.seed = :seed AND p.seed = :seed
+SELECT p.normalized_url FROM sitemaps AS m CROSS JOIN pages AS p INDEXED BY pages_sitemap
+  ON p.sitemap_url = m.url
+WHERE m.seed = :seed AND +p.seed = :seed
   AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 """

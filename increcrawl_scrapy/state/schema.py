@@ -115,10 +115,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
     ),
     # 5: the change rate the policy estimated at each page's last fetch (the budget
-    # orders due pages by the chance that they changed since); each sitemap's
+    # orders due pages by the chance that they changed since), changes in a row its
+    # sitemap date did not announce (noise, listed for the operator); each sitemap's
     # validators, and the settings they were read under (conditional requests).
     (
         "ALTER TABLE pages ADD COLUMN change_rate REAL",
+        "ALTER TABLE pages ADD COLUMN unannounced INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX pages_unannounced ON pages (seed) WHERE unannounced >= 2",
         "ALTER TABLE sitemaps ADD COLUMN etag TEXT",
         "ALTER TABLE sitemaps ADD COLUMN last_modified TEXT",
         "ALTER TABLE sitemaps ADD COLUMN settings TEXT",

@@ -68,7 +68,9 @@ class StateStore:
         except BaseException:
             self._release()
             raise
-        self.hosts = Hosts(self.database, self.lastmod.min_evidence)
+        self.hosts = Hosts(
+            self.database, self.lastmod.min_evidence, self.policy.demoted_max_interval
+        )
         self.results = Results(
             self.database,
             hosts=self.hosts,
@@ -140,6 +142,17 @@ class StateStore:
             (seed,),
         )
         return [dict(row) for row in rows]
+
+    @serialized
+    def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
+        """Pages of *seed* whose content changed at each of their last two fetches or
+        more while their sitemap date stood still (volatile text the rules miss, on
+        a site whose dates are otherwise right): how many, and the first *limit*."""
+        self.results.flush()
+        where = "FROM pages INDEXED BY pages_unannounced WHERE seed = ? AND unannounced >= 2"
+        (count,) = self.database.execute(f"SELECT count(*) {where}", (seed,)).fetchone()
+        rows = self.database.execute(f"SELECT url {where} ORDER BY url LIMIT ?", (seed, limit))
+        return int(count), [row[0] for row in rows]
 
     @serialized
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
