@@ -26,6 +26,7 @@ ln 2 / prior (even odds of a change within one prior interval).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,8 +83,10 @@ def observe(history: History, interval: float, changed: bool) -> History:
     return History(kept, unchanged, count)
 
 
+@functools.lru_cache(maxsize=4096)
 def change_rate(history: History, prior: float) -> float:
-    """The smoothed maximum-likelihood change rate (changes per second)."""
+    """The smoothed maximum-likelihood change rate (changes per second); cached, as
+    the policy asks twice per fetch (the interval, the rate stored for budgets)."""
     pseudo = history.mean_interval(prior)
     return mle_rate(
         history.changed,
@@ -103,6 +106,10 @@ def mle_rate(
         return 0.0
     if unchanged_time <= 0:
         return math.inf
+    if not changed:
+        # Only the pseudo interval: w·τ₀/(e^{λτ₀} - 1) = U solves in closed form (most
+        # pages never change, and this runs at every fetch of each).
+        return math.log1p(weight * tau0 / unchanged_time) / tau0
 
     def excess(rate: float) -> float:
         total = sum(tau / math.expm1(min(rate * tau, 700.0)) for tau in changed)

@@ -40,7 +40,7 @@ MIN_OBSERVATIONS = 3
 JITTER = 0.05  # intervals vary by up to ±5%, so pages do not come due in lockstep
 #: Without its own estimate a page is taken to reach this chance of a change in one
 #: interval (the learned policy's default target): the rate its interval implies.
-BUDGET_PROBABILITY = 0.15
+BUDGET_PROBABILITY = 0.1
 BUDGET_RATE_FACTOR = -math.log1p(-BUDGET_PROBABILITY)
 
 
@@ -143,15 +143,18 @@ class LearnedPolicy(RevisitPolicy):
     *target_probability*, from its estimated change rate (``estimator``), between
     the minimum interval and a ceiling that grows with the evidence that the page
     is stable (twice the time it has been seen stable, at most *stable_max*).
+    A page never seen changing waits at least *unchanged_factor* times the time it
+    has been seen unchanged (most pages never change: one that has stood still for a
+    month is likelier one of them than a monthly page the smoothing assumes).
     Pages with fewer than MIN_OBSERVATIONS observations follow the adaptive rule.
     On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
     moved waits *trusted_max*: its dates say when it changes, and the host's
     sample (``state/lastmod.py``) keeps checking that they still do."""
 
-    target_probability: float = 0.15
+    target_probability: float = 0.1
     stable_max_interval: float = 180 * 86_400.0
     trusted_max_interval: float = 730 * 86_400.0
-    unchanged_factor: float = 0.0
+    unchanged_factor: float = 1.5
 
     name = "learned"
 

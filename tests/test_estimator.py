@@ -102,3 +102,16 @@ def test_the_interval_reaches_the_target_probability() -> None:
     rate = 1 / DAY
     assert change_probability(rate, interval_for(rate, 0.25)) == pytest.approx(0.25)
     assert interval_for(0.0, 0.25) == math.inf
+
+
+@pytest.mark.parametrize("unchanged", [600.0, 86_400.0, 90 * 86_400.0])
+def test_the_closed_form_for_pages_never_seen_changing_solves_the_equation(
+    unchanged: float,
+) -> None:
+    from increcrawl_scrapy.estimator import mle_rate
+
+    tau0, weight = 86_400.0, 0.5
+    rate = mle_rate([], unchanged, pseudo=(tau0, weight))
+    assert weight * tau0 / math.expm1(rate * tau0) == pytest.approx(unchanged, rel=1e-9)
+    # and agrees with the general solver given the same interval as a real one
+    assert mle_rate([tau0], unchanged / weight) == pytest.approx(rate, rel=1e-6)

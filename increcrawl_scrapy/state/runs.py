@@ -287,20 +287,30 @@ _APPLY_CHUNK = (
     WHERE p.sitemap_lastmod IS NOT NULL AND c.lastmod IS NOT NULL
       AND p.sitemap_lastmod != c.lastmod AND NOT c.future
     """,
-    # Rows seen again belong to this seed now. Driven by the chunk's keys (IN), so
-    # each is one primary-key lookup, never a scan.
+    # Rows seen again are no longer missing, with their date as listed. Driven by the
+    # chunk's keys (IN), so each is one primary-key lookup, never a scan.
     """
     UPDATE pages SET
-        seed = :seed,
         last_seen = :now,
         missing_runs = 0,
-        sitemap_url = coalesce(
-            (SELECT c.sitemap_url FROM temp.chunk AS c
-             WHERE c.normalized_url = pages.normalized_url), sitemap_url),
         sitemap_lastmod = coalesce(
             (SELECT c.lastmod FROM temp.chunk AS c
              WHERE c.normalized_url = pages.normalized_url AND NOT c.future), sitemap_lastmod)
     WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
+    """,
+    # They belong to this seed and this sitemap now: written only where that changes
+    # (both columns are indexed; rewriting equal values costs three times the rest).
+    """
+    UPDATE pages SET
+        seed = :seed,
+        sitemap_url = coalesce(
+            (SELECT c.sitemap_url FROM temp.chunk AS c
+             WHERE c.normalized_url = pages.normalized_url), sitemap_url)
+    WHERE normalized_url IN (
+        SELECT c.normalized_url FROM temp.chunk AS c
+        JOIN pages AS p ON p.normalized_url = c.normalized_url
+        WHERE p.seed IS NOT :seed
+           OR (c.sitemap_url IS NOT NULL AND p.sitemap_url IS NOT c.sitemap_url))
     """,
     # Then rows discovery has never seen: due now, default interval.
     """
