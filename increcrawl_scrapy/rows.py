@@ -68,8 +68,9 @@ class PageState(NamedTuple):
     #: Changes per second as the policy estimated them at the last fetch: the
     #: budget's order (the chance the page changed since) reads it.
     change_rate: float | None = None
-    #: Fetches in a row that found the content changed while the page's sitemap
-    #: date had not moved: 2 and more is noise the volatile rules miss, not edits.
+    #: Fetches that found the content changed while the page's sitemap date had not
+    #: moved. Only a page's first counts against its host's dates: more are the
+    #: page's habit (volatile text the rules miss), not news about the dates.
     unannounced: int = 0
 
     @property

@@ -260,14 +260,19 @@ def new_page(key: str, url: str, seed: str, now: float, interval: float) -> Page
 
 def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> History:
     """The page's change history with this fetch added (a fetch that follows an
-    earlier one is an observation: changed or not, after so long). On a trusted
-    host a change its ``lastmod`` did not announce is noise, not a change: the
-    page's schedule follows its dates."""
+    earlier one is an observation: changed or not, after so long). A change its
+    ``lastmod`` did not announce is noise, not a change, on a trusted host, and
+    after the first on a host not judged stale: the page's schedule follows its
+    dates."""
     history = History.decode(page.change_history, page.unchanged_time, page.observations)
     if page.last_fetched is None or outcome not in _OBSERVED:
         return history
     changed = outcome is Outcome.CHANGED
-    if changed and verdict == TRUSTED and page.sitemap_lastmod and not page.lastmod_moved:
+    unannounced = changed and page.sitemap_lastmod and not page.lastmod_moved
+    # On a trusted host, noise; elsewhere, a page's second and later such changes are
+    # its habit (volatile text the rules miss), unless the host's dates are known to
+    # be stale: then they are its edits.
+    if unannounced and (verdict == TRUSTED or (verdict != STALE and page.unannounced)):
         changed = False
     return observe(history, now - page.last_fetched, changed)
 
@@ -276,10 +281,10 @@ _OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
 
 
 def unannounced(page: PageState, outcome: Outcome) -> int:
-    """Changes in a row the page's sitemap date did not announce, after this fetch."""
+    """Changes of the page its sitemap date did not announce, this fetch included."""
     if outcome is Outcome.CHANGED and page.sitemap_lastmod and not page.lastmod_moved:
-        return page.unannounced + 1
-    return 0 if outcome in _OBSERVED else page.unannounced
+        return min(page.unannounced + 1, 1_000_000)
+    return page.unannounced
 
 
 def apply_result(

@@ -81,9 +81,9 @@ class CrawlState:
             noisy, examples = self.store.unannounced(self.seed)
             if noisy:
                 logger.warning(
-                    "%d pages changed at each of their last fetches while their sitemap date "
-                    "did not move (%s%s): volatile text the rules miss? Their changes are "
-                    "not taken as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
+                    "%d pages changed more than once while their sitemap date did not "
+                    "move (%s%s): volatile text the rules miss? Only their first such change "
+                    "counts as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
                     noisy,
                     ", ".join(examples),
                     ", ..." if noisy > len(examples) else "",

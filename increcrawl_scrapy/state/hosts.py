@@ -46,8 +46,8 @@ class Hosts:
 
     def observe(self, page: PageState, changed: bool, now: float) -> None:
         """One fetch of *page* (fetched before, with a sitemap date): did its date
-        move since, and did it change? A change without a move counts once the next
-        fetch shows it was not noise (``PageState.unannounced``)."""
+        move since, and did it change? A change without a move counts once per page,
+        and only if it stood alone (``PageState.unannounced``)."""
         host = page.host
         if not host or not page.sitemap_lastmod or page.last_fetched is None:
             return
@@ -55,15 +55,15 @@ class Hosts:
         if changed and not moved and _same_day(page.sitemap_lastmod, page.last_fetched):
             # A date-only lastmod cannot move for a second edit on the same day.
             return
-        counts = self._load(host)
-        if page.unannounced == 1 and (moved or not changed):
-            # The last fetch's unannounced change stood alone: a change the date
-            # missed after all, counted now.
-            counts[2] += 1
         if changed and not moved:
-            # Held until the next fetch: a page whose content changes at every fetch
-            # while its date stands still is noise (volatile text), not evidence.
+            # Not evidence yet: a page whose content changes at every fetch while its
+            # date stands still is noise (volatile text the rules miss). Its first
+            # such change counts once the next fetch finds the page unchanged; later
+            # ones are the page's habit, not news about the host's dates.
             return
+        counts = self._load(host)
+        if page.unannounced == 1 and page.last_changed == page.last_fetched:
+            counts[2] += 1  # the held change stood alone: the date missed an edit
         counts[(0 if changed else 1) if moved else 3] += 1
         if counts[0] + counts[1] + counts[2] > _WINDOW * self.min_evidence:
             counts[:] = [value / 2 for value in counts]

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from increcrawl_scrapy.rows import NOISY, STALE, TRUSTED
+from increcrawl_scrapy.rows import NOISY, TRUSTED
 from increcrawl_scrapy.state.database import Database
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def apply_moves(database: Database, seed: str, rules: LastmodRules, now: float) 
     deploy stamp) are not evidence of change and make nothing due. Other moves
     are remembered on the row (``lastmod_moved``, the evidence for the host's
     verdict) and make the row due now, unless the host's dates are judged
-    ``noisy`` or ``stale``. A share of a trusted host's unmoved rows is checked
+    ``noisy``. A share of a trusted host's unmoved rows is checked
     anyway, so a host that starts lying is noticed."""
     report = LastmodReport()
     db = database.connection
@@ -67,7 +67,9 @@ def apply_moves(database: Database, seed: str, rules: LastmodRules, now: float) 
         db.execute("DELETE FROM temp.deaf")
         db.executemany(
             "INSERT INTO temp.deaf VALUES (?)",
-            [(h,) for h, verdict in verdicts.items() if verdict in (NOISY, STALE)],
+            # Stale dates still mean a change when they move (precision is not what
+            # failed them); noisy ones do not.
+            [(h,) for h, verdict in verdicts.items() if verdict == NOISY],
         )
         for host, minute, n in report.waves:
             db.execute(_COUNT_WAVE, (host,))

@@ -145,11 +145,14 @@ class StateStore:
 
     @serialized
     def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
-        """Pages of *seed* whose content changed at each of their last two fetches or
-        more while their sitemap date stood still (volatile text the rules miss, on
-        a site whose dates are otherwise right): how many, and the first *limit*."""
+        """Pages of *seed* that changed twice or more while their sitemap date stood
+        still, on hosts whose dates are not judged stale (volatile text the rules
+        miss, on a site whose dates are otherwise right): how many, the first *limit*."""
         self.results.flush()
-        where = "FROM pages INDEXED BY pages_unannounced WHERE seed = ? AND unannounced >= 2"
+        where = (
+            "FROM pages INDEXED BY pages_unannounced WHERE seed = ? AND unannounced >= 2 "
+            "AND host NOT IN (SELECT host FROM hosts WHERE verdict = 'stale')"
+        )
         (count,) = self.database.execute(f"SELECT count(*) {where}", (seed,)).fetchone()
         rows = self.database.execute(f"SELECT url {where} ORDER BY url LIMIT ?", (seed, limit))
         return int(count), [row[0] for row in rows]
