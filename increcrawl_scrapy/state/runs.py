@@ -170,8 +170,8 @@ class Run:
     @_step
     def sitemap_not_modified(self, sitemap_url: str) -> None:
         """The server answered 304 to ``sitemap_conditions``: as unchanged."""
-        with self.database.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+        # The run's own temp table: no lock on the database, no transaction needed.
+        self.database.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
 
     @_step
     def sitemap_read(
