@@ -6,7 +6,9 @@ attributes afterwards; nothing else calls ``settings.get*`` for these names.
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_MAX_FETCHES": 0,
     "INCRECRAWL_BUDGET_ORDER": "change",
     "INCRECRAWL_MAX_TOKENS": 0,
+    "INCRECRAWL_MAX_ERROR_RATIO": 0.5,
     "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
     "INCRECRAWL_STRIP_TRAILING_SLASH": True,
     "INCRECRAWL_VOLATILE_PATTERNS": (),
@@ -72,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_LASTMOD_WAVE_SHARE": 0.5,
     "INCRECRAWL_LASTMOD_SAMPLE": 0.0005,
 }
+
+logger = logging.getLogger(__name__)
 
 FETCHERS = ("auto", "geonode", "direct")
 POLICIES = ("learned", "adaptive")
@@ -114,6 +119,7 @@ class IncrecrawlConfig:
     max_fetches: int
     budget_order: str
     max_tokens: int
+    max_error_ratio: float
     tracking_params: tuple[str, ...]
     strip_trailing_slash: bool
     volatile_patterns: tuple[str, ...]
@@ -182,6 +188,7 @@ class IncrecrawlConfig:
             max_fetches=read.number("INCRECRAWL_MAX_FETCHES", int, minimum=0),
             budget_order=read.choice("INCRECRAWL_BUDGET_ORDER", BUDGET_ORDERS),
             max_tokens=read.number("INCRECRAWL_MAX_TOKENS", int, minimum=0),
+            max_error_ratio=read.number("INCRECRAWL_MAX_ERROR_RATIO", float, minimum=0, maximum=1),
             tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),
             strip_trailing_slash=read.flag("INCRECRAWL_STRIP_TRAILING_SLASH"),
             volatile_patterns=read.strings("INCRECRAWL_VOLATILE_PATTERNS", comma_separated=False),
@@ -369,3 +376,22 @@ class _Reader:
             if check is not None:
                 check(name, item)
         return tuple(items)
+
+
+#: Settings of ours that are not in DEFAULTS but are read (Scrapy's own or the API's).
+_ALSO_KNOWN = frozenset({"GEONODE_API_KEY", "GEONODE_API_URL", "INCRECRAWL_REVIVE_GONE"})
+
+
+def warn_unknown_settings(settings: BaseSettings) -> list[str]:
+    """Warn about ``INCRECRAWL_*`` / ``GEONODE_*`` settings this package does not know
+    (a typo is otherwise silently ignored), naming the closest known one."""
+    known = set(DEFAULTS) | _ALSO_KNOWN
+    warnings = []
+    for name in sorted(settings.attributes):
+        if not name.startswith(("INCRECRAWL_", "GEONODE_")) or name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        warnings.append(f"Unknown setting {name} is ignored{hint}")
+        logger.warning(warnings[-1])
+    return warnings

@@ -13,15 +13,20 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
+from scrapy.exceptions import CloseSpider
 
-from increcrawl_scrapy import stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy import close_reasons, stats
+from increcrawl_scrapy.config import IncrecrawlConfig, warn_unknown_settings
+from increcrawl_scrapy.run_summary import run_summary
 from increcrawl_scrapy.state import RUN_COUNTS, StateStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+#: INCRECRAWL_MAX_ERROR_RATIO is judged on at least this many fetches.
+MIN_FETCHES_FOR_RATIO = 10
 
 _STATES: WeakKeyDictionary[Crawler, CrawlState] = WeakKeyDictionary()
 _CLOSED: WeakSet[Crawler] = WeakSet()
@@ -55,29 +60,47 @@ class CrawlState:
         stats.inc(crawler.stats, stats.REKEY_MERGED, self.store.rekeyed.merged)
         self.seed = seed_of(crawler)
         self.run = self.store.start_run(self.seed)
+        self.max_error_ratio = config.max_error_ratio
         #: Set by a spider that discovers; None for an embedding project's spiders.
         self.discovery_complete: bool | None = None
+        #: A close reason the crawl ends with once it has done what it can
+        #: (close_reasons.py), e.g. discovery read no source.
+        self.failure: str | None = None
+        warn_unknown_settings(crawler.settings)
+
+    def idle(self) -> None:
+        """The crawl has nothing left to do: end it with the failure it met, if any."""
+        reason = self.failure or self._error_ratio_exceeded()
+        if reason:
+            raise CloseSpider(reason)
+
+    def _error_ratio_exceeded(self) -> str | None:
+        value = self.crawler.stats.get_value if self.crawler.stats else None
+        if value is None:
+            return None
+        errors = int(value(stats.ERRORS, 0))
+        fetched = errors + sum(int(value(key, 0)) for key in stats.BY_CHANGE.values())
+        if fetched >= MIN_FETCHES_FOR_RATIO and errors > self.max_error_ratio * fetched:
+            logger.error(
+                "%d of %d fetches failed (more than INCRECRAWL_MAX_ERROR_RATIO=%g): the run "
+                "ends with %s; the failed pages stay due or back off",
+                errors,
+                fetched,
+                self.max_error_ratio,
+                close_reasons.TOO_MANY_ERRORS,
+            )
+            return close_reasons.TOO_MANY_ERRORS
+        return None
 
     def close(self, reason: str) -> None:
         """Finish the run with the crawl's counts, flush and close the store."""
+        close_reasons.seen.append(reason)
         try:
             collector = self.crawler.stats
             value = (
                 collector.get_value if collector is not None else (lambda key, default=0: default)
             )
             counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
-            for host in self.store.lastmod_verdicts(self.seed):
-                logger.info(
-                    "Sitemap dates of %s: %s (moved and changed %.0f, moved for nothing "
-                    "%.0f, changed without a move %.0f; %d waves and %d future dates seen so far)",
-                    host["host"],
-                    host["verdict"],
-                    host["moved_changed"],
-                    host["moved_unchanged"],
-                    host["unmoved_changed"],
-                    host["waves"],
-                    host["future_dates"],
-                )
             noisy, examples = self.store.unannounced(self.seed)
             if noisy:
                 logger.warning(
@@ -92,6 +115,15 @@ class CrawlState:
                 counts,
                 discovery_complete=self.discovery_complete,
                 close_reason=reason,
+            )
+            logger.info(
+                run_summary(
+                    value,
+                    seed=self.seed,
+                    listed=self.store.count(self.seed, gone=False),
+                    verdicts=self.store.lastmod_verdicts(self.seed),
+                    reason=reason,
+                )
             )
         finally:
             self.store.close()
@@ -113,6 +145,7 @@ def crawl_state(crawler: Crawler) -> CrawlState:
             closing.close(reason)
 
     crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+    crawler.signals.connect(state.idle, signal=signals.spider_idle, weak=False)
     return state
 
 

@@ -132,7 +132,8 @@ async def test_api_503_after_retries_leaves_pages_due(
     result = await run_crawl(
         crawl_settings(db, clock, api, GEONODE_MAX_RETRIES=2), sitemap_url=site.sitemap_url
     )
-    assert result.reason == "finished" and result.items == []
+    # every fetch failed: the run says so (exit code 6), the pages stay due
+    assert result.reason == "too_many_errors" and result.items == []
     assert api.counters()["requests"]["POST /v1/extract"] == 12 * 3
     assert result.stats["increcrawl/errors"] == 12
     with StateStore(db, clock=clock) as store:

@@ -22,7 +22,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
-from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
 from increcrawl_scrapy.discovery import PARSER_VERSION
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
@@ -60,6 +60,23 @@ HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
 ARGUMENTS = "-a sitemap_url=URL, -a robots_url=URL or -a site_url=URL"
 
 
+def parse_sources(**arguments: str | None) -> dict[str, tuple[str, str]]:
+    """The spider's source arguments (``sitemap_url``, ``robots_url``, ``site_url``) as
+    ``name -> (URL as requested, host)``; ValueError, naming the argument, if unusable."""
+    sources: dict[str, tuple[str, str]] = {}
+    for name in ("sitemap_url", "robots_url", "site_url"):
+        value = arguments.get(name)
+        if value:
+            try:
+                sources[name] = request_target(value.strip())
+                normalize_url(sources[name][0])
+            except (UrlRefused, ValueError) as exc:
+                raise ValueError(f"-a {name}: not a URL to crawl ({exc})") from None
+    if not sources:
+        raise ValueError(f"the incremental spider needs one of {ARGUMENTS}")
+    return sources
+
+
 class IncrementalSpider(scrapy.Spider):
     name = "incremental"
     config: IncrecrawlConfig
@@ -77,20 +94,7 @@ class IncrementalSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         # -a discover_only=1: fill the database from the sitemaps, fetch nothing.
         self.discover_only = str(discover_only).lower() in ("1", "true", "yes")
-        if not (sitemap_url or robots_url or site_url):
-            raise ValueError(f"the incremental spider needs one of {ARGUMENTS}")
-        sources: dict[str, tuple[str, str]] = {}
-        for name, value in (
-            ("sitemap_url", sitemap_url),
-            ("robots_url", robots_url),
-            ("site_url", site_url),
-        ):
-            if value:
-                try:
-                    sources[name] = request_target(value.strip())
-                    normalize_url(sources[name][0])
-                except (UrlRefused, ValueError) as exc:
-                    raise ValueError(f"-a {name}: not a URL to crawl ({exc})") from None
+        sources = parse_sources(sitemap_url=sitemap_url, robots_url=robots_url, site_url=site_url)
         self.sitemap_url = sources.get("sitemap_url", ("", ""))[0] or None
         self.robots_url = sources.get("robots_url", ("", ""))[0] or None
         self.site_url = sources.get("site_url", ("", ""))[0] or None
@@ -109,6 +113,7 @@ class IncrementalSpider(scrapy.Spider):
         self._client: GeonodeClient | None = None
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
+        self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
@@ -150,6 +155,13 @@ class IncrementalSpider(scrapy.Spider):
         state = crawl_state(self.crawler)
         run = self.run = state.run
         self.discovery_complete = state.discovery_complete = await self._discover(run)
+        if not self._sources_read and not self.crawler.stats.get_value(stats.SITEMAPS):
+            logger.error(
+                "No discovery source could be read (see the warnings above): the run "
+                "fetches what was already due and ends with %s",
+                close_reasons.DISCOVERY_FAILED,
+            )
+            state.failure = close_reasons.DISCOVERY_FAILED
         dates = run.apply_lastmod()
         stats.inc(self.crawler.stats, stats.LASTMOD_MOVED, dates.moved)
         stats.inc(self.crawler.stats, stats.LASTMOD_DUE, dates.due)
@@ -268,6 +280,7 @@ class IncrementalSpider(scrapy.Spider):
         for reason, count in skipped.items():
             stats.inc(self.crawler.stats, stats.MAP_SKIPPED, count, reason=reason)
         stats.inc(self.crawler.stats, stats.DISCOVERED, run.upsert(kept))
+        self._sources_read += 1
         return True
 
     async def _fetch(

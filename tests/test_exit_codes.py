@@ -1,0 +1,118 @@
+"""How `scrapy crawl incremental` ends, as cron reads it: an exit code and a
+``finish_reason`` for each way a run can fail, one line for bad input, and the
+run summary a good run ends with."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+
+KEY = "exit-key-0123456789"
+
+
+def crawl(
+    db: Path, sitemap: str, *settings: str, key: str | None = None, args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    command = crawl_command(sitemap, db, *settings) + [part for arg in args for part in ("-a", arg)]
+    return subprocess.run(
+        command,
+        env=crawl_env(key),
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_good_run_exits_0_with_a_summary(tmp_path: Path) -> None:
+    with SampleSite(pages=12) as site:
+        done = crawl(tmp_path / "s.sqlite", site.sitemap_url, "INCRECRAWL_FETCHER=direct")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Run summary for " in done.stderr
+    assert "ended finished (exit code 0" in done.stderr
+    assert "12 fetched: 12 new, 0 changed, 0 unchanged, 0 gone, 0 errors" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "answer", [("404", b"gone"), ("200", b"<html><body>Not a sitemap</body></html>")]
+)
+def test_discovery_that_reads_nothing_exits_3(tmp_path: Path, answer: tuple) -> None:
+    status, body = answer
+    with SampleSite(pages=3) as site:
+        if status == "404":
+            site.fail_path("/sitemap.xml", 404)
+            url = site.sitemap_url
+        else:
+            url = site.serve("/html-sitemap.xml", body, "text/html")
+        done = crawl(tmp_path / "s.sqlite", url, "INCRECRAWL_FETCHER=direct")
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "'finish_reason': 'discovery_failed'" in done.stderr
+    assert "No discovery source could be read" in done.stderr
+
+
+def test_a_bad_key_exits_4(tmp_path: Path) -> None:
+    with SampleSite(pages=3) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        done = crawl(
+            tmp_path / "s.sqlite", site.sitemap_url, f"GEONODE_API_URL={api.url}", key="wrong-key"
+        )
+    assert done.returncode == 4, done.stderr[-2000:]
+    assert "'finish_reason': 'geonode_bad_key'" in done.stderr
+
+
+def test_too_many_failed_fetches_exit_6(tmp_path: Path) -> None:
+    with SampleSite(pages=12) as site:
+        for page in range(10):
+            site.fail(page, 500)
+        done = crawl(
+            tmp_path / "s.sqlite", site.sitemap_url, "INCRECRAWL_FETCHER=direct", "RETRY_TIMES=0"
+        )
+    assert done.returncode == 6, done.stderr[-2000:]
+    assert "'finish_reason': 'too_many_errors'" in done.stderr
+    assert "10 of 12 fetches failed" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("sitemap_url=not a url",), "-a sitemap_url: not a URL to crawl"),
+        (("sitemap_url=ftp://example.com/s.xml",), "-a sitemap_url: not a URL to crawl"),
+        (("site_url=http://127.0.0.1:9/",), "-a site_url needs the Geonode API"),
+    ],
+)
+def test_bad_arguments_stop_with_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    command = crawl_command("", tmp_path / "s.sqlite", "INCRECRAWL_FETCHER=direct")
+    command = [part for part in command if part != "sitemap_url="]
+    command.remove("-a")
+    for arg in args:
+        command += ["-a", arg]
+    done = subprocess.run(
+        command, env=crawl_env(None), cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error: " in line]
+    assert len(errors) == 1 and message in errors[0]
+    assert "Spider opened" not in done.stderr  # stopped before anything started
+
+
+def test_a_misspelled_setting_gets_the_closest_name(tmp_path: Path) -> None:
+    with SampleSite(pages=2) as site:
+        done = crawl(
+            tmp_path / "s.sqlite",
+            site.sitemap_url,
+            "INCRECRAWL_FETCHER=direct",
+            "INCRECRAWL_MAX_FETCH=5",
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (
+        "Unknown setting INCRECRAWL_MAX_FETCH is ignored; did you mean INCRECRAWL_MAX_FETCHES?"
+        in done.stderr
+    )
