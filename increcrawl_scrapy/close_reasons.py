@@ -11,6 +11,8 @@ FINISHED = "finished"
 DISCOVERY_FAILED = "discovery_failed"
 BAD_KEY = "geonode_bad_key"
 QUOTA_EXHAUSTED = "geonode_quota_exhausted"
+#: The API stayed down through the circuit breaker's probes.
+API_UNREACHABLE = "geonode_unreachable"
 #: More than INCRECRAWL_MAX_ERROR_RATIO of the run's fetches failed.
 TOO_MANY_ERRORS = "too_many_errors"
 
@@ -23,6 +25,7 @@ EXIT_CODES = {
     DISCOVERY_FAILED: 3,
     BAD_KEY: 4,
     QUOTA_EXHAUSTED: 4,
+    API_UNREACHABLE: 5,
     TOO_MANY_ERRORS: 6,
 }
 

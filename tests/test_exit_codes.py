@@ -4,6 +4,7 @@ run summary a good run ends with."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,21 @@ def test_a_misspelled_setting_gets_the_closest_name(tmp_path: Path) -> None:
         "Unknown setting INCRECRAWL_MAX_FETCH is ignored; did you mean INCRECRAWL_MAX_FETCHES?"
         in done.stderr
     )
+
+
+def test_an_api_that_stays_down_exits_5(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with SampleSite(pages=30) as site:
+        done = crawl(
+            tmp_path / "s.sqlite",
+            site.sitemap_url,
+            f"GEONODE_API_URL=http://127.0.0.1:{port}",
+            "GEONODE_BACKOFF_BASE=0.01",
+            "GEONODE_BACKOFF_MAX=0.1",
+            key=KEY,
+        )
+    assert done.returncode == 5, done.stderr[-2000:]
+    assert "'finish_reason': 'geonode_unreachable'" in done.stderr
+    assert done.stderr.count("Geonode API failed 10 times in a row") == 1

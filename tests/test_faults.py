@@ -12,6 +12,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
+from increcrawl_scrapy.geonode.breaker import FAILURES_TO_OPEN, PROBES
 from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
@@ -100,7 +101,7 @@ async def test_a_batch_stuck_in_processing_is_cancelled_and_left_due(
 
 @pytest_twisted.ensureDeferred
 async def test_the_api_stopped_mid_crawl(tmp_path: Path, clock: Clock) -> None:
-    with SampleSite(pages=12) as site:
+    with SampleSite(pages=40) as site:
         api = GeonodeStandIn(api_keys=[KEY], concurrency_limit=1, latency=0.1).start()
         db = str(tmp_path / "s.sqlite")
         settings = crawl_settings(db, clock, api, GEONODE_CONCURRENCY=1, GEONODE_MAX_RETRIES=2)
@@ -115,10 +116,13 @@ async def test_the_api_stopped_mid_crawl(tmp_path: Path, clock: Clock) -> None:
         crawler.signals.connect(scraped, signal=signals.item_scraped)
         await crawler.crawl(sitemap_url=site.sitemap_url)
         stats = crawler.stats.get_stats()
-        assert stats["finish_reason"] == "too_many_errors"  # most fetches failed
-        assert 3 <= len(recorded) < 12
-        assert stats["increcrawl/errors"] == 12 - len(recorded)
-        assert unfetched(db) == 12 - len(recorded)
+        # The circuit breaker: FAILURES_TO_OPEN failures in a row, then PROBES probes,
+        # then the run ends; not 3 attempts for each of the 37 pages left.
+        assert stats["finish_reason"] == "geonode_unreachable"
+        failed_calls = stats["geonode/errors/transport"]
+        assert failed_calls <= FAILURES_TO_OPEN + PROBES + 1, failed_calls
+        assert 3 <= len(recorded) < 10
+        assert unfetched(db) == 40 - len(recorded)  # every unfetched page stays due
         with StateStore(db) as store:
             assert all(store.get(url).fetch_count == 1 for url in recorded)
 

@@ -21,6 +21,7 @@ from scrapy import signals
 
 from increcrawl_scrapy import stats as keys
 from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.geonode.breaker import Breaker
 from increcrawl_scrapy.geonode.errors import (
     GeonodeApiError,
     GeonodeBadAnswer,
@@ -72,6 +73,7 @@ class GeonodeClient:
         self._slots: asyncio.Semaphore | None = None
         # The API's own timeout covers queue wait and the fetch; give it room to answer.
         self._timeout = aiohttp.ClientTimeout(total=config.timeout_ms / 1000 + 5)
+        self._breaker = Breaker(config.backoff_max)
 
     # -- the documented calls ------------------------------------------------
 
@@ -168,21 +170,31 @@ class GeonodeClient:
         reason)`` for a retryable failure; raises for final ones."""
         session = self._ensure_session()
         assert self._slots is not None
-        keys.inc(self.stats, keys.API_REQUESTS)
-        try:
-            async with (
-                self._slots,
+        async with self._slots:
+            # Judged with a slot in hand: calls queued for a slot while the API went
+            # down must not all be sent when their turn comes.
+            await self._breaker.admit()
+            keys.inc(self.stats, keys.API_REQUESTS)
+            try:
                 # Never follow a redirect: it would carry X-Api-Key to another host.
-                session.request(
+                async with session.request(
                     method, path.lstrip("/"), json=body, params=params, allow_redirects=False
-                ) as answer,
-            ):
-                status = answer.status
-                raw = await answer.read()
-                retry_after = _retry_after(answer.headers.get("Retry-After"))
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                ) as answer:
+                    status = answer.status
+                    raw = await answer.read()
+                    retry_after = _retry_after(answer.headers.get("Retry-After"))
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                error: BaseException | None = exc
+            else:
+                error = None
+        if error is not None:
             keys.inc(self.stats, keys.API_TRANSPORT_ERRORS)
-            return None, f"transport error {type(exc).__name__}"
+            self._breaker.failed()
+            return None, f"transport error {type(error).__name__}"
+        if status >= 500:
+            self._breaker.failed()
+        else:
+            self._breaker.succeeded()  # whatever it says, the API is there
         keys.inc(self.stats, keys.API_STATUS, code=status)
         logger.debug("Geonode %s %s -> %s", method, path, status)
         if 300 <= status < 400:
