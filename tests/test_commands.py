@@ -53,7 +53,7 @@ def test_check_reports_the_plan_concurrency(tmp_path: Path) -> None:
 
 def test_unknown_subcommand_is_a_usage_error(tmp_path: Path) -> None:
     done = scrapy("increcrawl", "frobnicate", cwd=tmp_path)
-    assert done.returncode == 2 and "choose one of: check, demo" in done.stderr
+    assert done.returncode == 2 and "choose one of: check, demo, status, due, forget" in done.stderr
 
 
 def test_demo_prints_both_change_sets(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``scrapy increcrawl check`` and ``scrapy increcrawl demo``."""
+"""``scrapy increcrawl check | demo | status | due | forget``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from increcrawl_scrapy.commands import check, demo
+from increcrawl_scrapy.commands import check, demo, state
 
-SUBCOMMANDS = {"check": check.run, "demo": demo.run}
+SUBCOMMANDS = ("check", "demo", "status", "due", "forget")
 
 
 class Command(ScrapyCommand):
@@ -19,25 +19,46 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "check | demo [--dir DIR] [--pages N]"
+        return (
+            "check | demo [--dir DIR] [--pages N] | status [--seed SEED] [--json] | "
+            "due URL|--seed SEED|--all | forget URL|--seed SEED"
+        )
 
     def short_desc(self) -> str:
-        return "Check the Geonode API key, or run the offline demo"
+        return "Check the API key, run the offline demo, see or edit the crawl state"
 
     def long_desc(self) -> str:
         return (
             "check: checks GEONODE_API_KEY against the API and suggests GEONODE_CONCURRENCY. "
             "demo: starts a sample site and a stand-in Geonode API on 127.0.0.1 and runs "
-            "`scrapy crawl incremental` twice, with pages edited, added and deleted between."
+            "`scrapy crawl incremental` twice, with pages edited, added and deleted between. "
+            "status: pages, due, intervals, lastmod verdicts and the last runs, per seed "
+            "(read-only). due: make a page, a seed or everything due now. forget: drop a "
+            "page or a seed (a page still listed comes back as new)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--dir", help="demo: where to keep the state database and feeds")
         parser.add_argument("--pages", type=int, default=24, help="demo: sample site size")
+        parser.add_argument("--seed", help="status, due, forget: one seed")
+        parser.add_argument("--all", action="store_true", help="due: every page")
+        parser.add_argument("--json", action="store_true", help="status: as JSON")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if len(args) != 1 or args[0] not in SUBCOMMANDS:
+        if (
+            not args
+            or args[0] not in SUBCOMMANDS
+            or len(args) > (2 if args[0] in ("due", "forget") else 1)
+        ):
             raise UsageError(f"choose one of: {', '.join(SUBCOMMANDS)}")
         assert self.settings is not None
-        self.exitcode = SUBCOMMANDS[args[0]](self.settings, opts)
+        name = args[0]
+        if name in ("due", "forget"):
+            self.exitcode = state.edit(
+                name, self.settings, opts, args[1] if len(args) > 1 else None
+            )
+        elif name == "status":
+            self.exitcode = state.status(self.settings, opts)
+        else:
+            self.exitcode = {"check": check.run, "demo": demo.run}[name](self.settings, opts)

@@ -143,6 +143,46 @@ class StateStore:
         )
         return [dict(row) for row in rows]
 
+    # -- the operator's edits ---------------------------------------------------
+
+    @serialized
+    def make_due(self, *, url: str | None = None, seed: str | None = None) -> int:
+        """Make one page (*url*), a seed's pages, or every page (neither) due now;
+        how many rows. A gone page made due is checked again too."""
+        where, params = self._target(url, seed)
+        with self.database.transaction() as db:
+            return int(
+                db.execute(
+                    f"UPDATE pages SET next_check = 0, missing_runs = 0 {where}", params
+                ).rowcount
+            )
+
+    @serialized
+    def forget(self, *, url: str | None = None, seed: str | None = None) -> int:
+        """Drop one page (*url*) or a seed's pages; how many rows. The sitemaps that
+        listed them are read whole again next time, so a page still listed comes
+        back as new."""
+        if url is None and seed is None:
+            raise ValueError("forget needs a URL or a seed")
+        where, params = self._target(url, seed)
+        with self.database.transaction() as db:
+            db.execute(
+                "UPDATE sitemaps SET digest = '', etag = NULL, last_modified = NULL "
+                f"WHERE url IN (SELECT sitemap_url FROM pages {where})",
+                params,
+            )
+            if seed is not None:
+                db.execute("DELETE FROM sitemaps WHERE seed = ?", (seed,))
+            return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
+
+    def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:
+        self.results.settle()  # nothing buffered or handed out may outlive the edit
+        if url is not None:
+            return "WHERE normalized_url = ?", (self.normalize(url),)
+        if seed is not None:
+            return "WHERE seed = ?", (seed,)
+        return "", ()
+
     @serialized
     def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
         """Pages of *seed* that changed twice or more while their sitemap date stood

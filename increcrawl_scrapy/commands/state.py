@@ -1,0 +1,173 @@
+"""``scrapy increcrawl status | due | forget``: the state database without SQL.
+
+``status`` opens the database read-only; ``due`` and ``forget`` take the crawl lock,
+so they never change a database under a running crawl (exit code 75: try later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import time
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+from increcrawl_scrapy import close_reasons
+from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
+
+DAY = 86_400.0
+
+
+def _config(settings: BaseSettings) -> IncrecrawlConfig | None:
+    try:
+        return IncrecrawlConfig.from_settings(settings)
+    except ConfigError as exc:
+        print(f"Bad setting: {exc}")
+        return None
+
+
+def _exists(config: IncrecrawlConfig) -> bool:
+    if os.path.exists(config.db_path):
+        return True
+    print(f"No state database at {config.db_path} (INCRECRAWL_DB)")
+    return False
+
+
+def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
+    """``due`` and ``forget``: one URL, ``--seed SEED`` or (``due`` only) ``--all``."""
+    config = _config(settings)
+    if config is None:
+        return close_reasons.BAD_INPUT
+    chosen = [bool(url), bool(opts.seed), bool(opts.all)]
+    if sum(chosen) != 1 or (action == "forget" and opts.all):
+        what = "URL or --seed SEED" + (" or --all" if action == "due" else "")
+        print(f"scrapy increcrawl {action} needs one {what}")
+        return close_reasons.BAD_INPUT
+    if not _exists(config):
+        return 1
+    try:
+        with StateStore.from_config(config, exclusive=True) as store:
+            if opts.seed and not store.count(opts.seed):
+                print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+                return 1
+            if action == "due":
+                changed = store.make_due(url=url, seed=opts.seed)
+            else:
+                changed = store.forget(url=url, seed=opts.seed)
+    except StateLockedError as exc:
+        print(f"Try later: {exc}")
+        return close_reasons.DATABASE_IN_USE
+    except (StateError, ValueError) as exc:
+        print(str(exc))
+        return 1
+    if url and not changed:
+        print(f"No page {url} in {config.db_path}")
+        return 1
+    done = "made due now" if action == "due" else "forgotten"
+    print(f"{changed} page{'s' if changed != 1 else ''} {done}")
+    return 0
+
+
+def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
+    """Per seed: pages, live, gone, missing, due now and within 24 h, the median
+    interval, the lastmod verdicts; and the last runs."""
+    config = _config(settings)
+    if config is None:
+        return close_reasons.BAD_INPUT
+    if not _exists(config):
+        return 1
+    try:
+        db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        report = _status(db, time.time() if config.clock is time.time else config.clock())
+    except sqlite3.Error as exc:
+        print(f"Cannot read {config.db_path}: {exc}")
+        return 1
+    if opts.seed:
+        report["seeds"] = [s for s in report["seeds"] if s["seed"] == opts.seed]
+        if not report["seeds"]:
+            print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+            return 1
+    if opts.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(_text(report))
+    return 0
+
+
+def _status(db: sqlite3.Connection, now: float) -> dict[str, Any]:
+    seeds = []
+    for (seed,) in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed"):
+        rows = db.execute(
+            "SELECT count(*) AS pages, sum(gone = 0) AS live, sum(gone) AS gone, "
+            "sum(missing_runs > 0 AND gone = 0) AS missing, "
+            "sum(next_check <= :now AND gone = 0) AS due_now, "
+            "sum(next_check <= :day AND gone = 0) AS due_24h FROM pages WHERE seed = :seed",
+            {"seed": seed, "now": now, "day": now + DAY},
+        ).fetchone()
+        intervals = [
+            r[0]
+            for r in db.execute(
+                "SELECT interval_s FROM pages WHERE seed = ? AND gone = 0 "
+                "AND last_fetched IS NOT NULL",
+                (seed,),
+            )
+        ]
+        hosts = db.execute(
+            "SELECT host, verdict FROM hosts WHERE host IN "
+            "(SELECT DISTINCT host FROM pages WHERE seed = ?) ORDER BY host",
+            (seed,),
+        ).fetchall()
+        runs = db.execute(
+            "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
+            "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason "
+            "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5",
+            (seed,),
+        ).fetchall()
+        seeds.append(
+            {
+                "seed": seed,
+                **{key: int(value or 0) for key, value in dict(rows).items()},
+                "median_interval_days": round(statistics.median(intervals) / DAY, 2)
+                if intervals
+                else None,
+                "lastmod_verdicts": {host: verdict for host, verdict in hosts},
+                "runs": [dict(run) for run in runs],
+            }
+        )
+    return {"seeds": seeds}
+
+
+def _text(report: dict[str, Any]) -> str:
+    lines = []
+    for seed in report["seeds"]:
+        median = seed["median_interval_days"]
+        lines += [
+            f"{seed['seed']}",
+            f"  pages {seed['pages']:,}: live {seed['live']:,}, gone {seed['gone']:,}, "
+            f"missing {seed['missing']:,}",
+            f"  due now {seed['due_now']:,}, within 24 h {seed['due_24h']:,}; median interval "
+            + (f"{median:g} days" if median is not None else "-"),
+        ]
+        for host, verdict in seed["lastmod_verdicts"].items():
+            lines.append(f"  sitemap dates of {host}: {verdict}")
+        for run in seed["runs"]:
+            started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["started_at"]))
+            took = (
+                f"{run['finished_at'] - run['started_at']:.0f} s"
+                if run["finished_at"]
+                else "unfinished"
+            )
+            complete = {1: "complete", 0: "incomplete"}.get(run["discovery_complete"], "-")
+            lines.append(
+                f"  run {run['id']} {started} UTC, {took}, {run['close_reason'] or '-'}: "
+                f"due {run['due']}, new {run['new']}, changed {run['changed']}, "
+                f"gone {run['gone']}, errors {run['errors']}, API {run['api_requests']} "
+                f"requests / {run['tokens_charged']} tokens, discovery {complete}"
+            )
+    return "\n".join(lines) or "No pages yet"

@@ -1,0 +1,142 @@
+"""``scrapy increcrawl status | due | forget`` on a real crawl's database, run as an
+operator runs them: no SQL, clear messages, a crawl in progress never disturbed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing import SampleSite
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+
+
+def scrapy(db: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "increcrawl", *args, "-s", f"INCRECRAWL_DB={db}"],
+        env=crawl_env(None),
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def crawl(db: Path, site: SampleSite) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct"),
+        env=crawl_env(None),
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def fetches(site: SampleSite, page: int) -> int:
+    return site.fetched[f"/page/{page}"]
+
+
+@pytest.fixture
+def crawled(tmp_path: Path):
+    db = tmp_path / "s.sqlite"
+    with SampleSite(pages=10) as site:
+        assert crawl(db, site).returncode == 0
+        yield db, site
+
+
+def test_status_shows_pages_runs_and_verdicts(crawled) -> None:
+    db, site = crawled
+    done = scrapy(db, "status")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert site.sitemap_url in done.stdout
+    assert "pages 10: live 10, gone 0, missing 0" in done.stdout
+    assert "due now 0" in done.stdout and "median interval 1 days" in done.stdout
+    assert "run 1 " in done.stdout and "discovery complete" in done.stdout
+    report = json.loads(scrapy(db, "status", "--json").stdout)
+    (seed,) = report["seeds"]
+    assert (seed["pages"], seed["live"], seed["due_now"]) == (10, 10, 0)
+    assert seed["runs"][0]["new"] == 10
+
+
+def test_status_opens_the_database_read_only(crawled) -> None:
+    db, _site = crawled
+    db.chmod(0o444)
+    try:
+        assert scrapy(db, "status").returncode == 0
+    finally:
+        db.chmod(0o644)
+
+
+def test_due_makes_a_page_fetched_by_the_next_run(crawled) -> None:
+    db, site = crawled
+    done = scrapy(db, "due", site.page_url(3))
+    assert done.returncode == 0 and "1 page made due now" in done.stdout
+    before = fetches(site, 3)
+    assert crawl(db, site).returncode == 0
+    assert fetches(site, 3) == before + 1 and fetches(site, 4) == 1
+    seed = site.sitemap_url
+    assert "10 pages made due now" in scrapy(db, "due", "--seed", seed).stdout
+    assert "10 pages made due now" in scrapy(db, "due", "--all").stdout
+
+
+def test_forget_brings_a_listed_page_back_as_new(crawled, tmp_path: Path) -> None:
+    db, site = crawled
+    done = scrapy(db, "forget", site.page_url(2))
+    assert done.returncode == 0 and "1 page forgotten" in done.stdout
+    feed = tmp_path / "items.jsonl"
+    again = subprocess.run(
+        crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct", feed=feed),
+        env=crawl_env(None),
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    # its sitemap is read whole again though unchanged, and the page is new again
+    assert [(i["url"], i["change"]) for i in items] == [(site.page_url(2), "new")]
+    assert "10 pages forgotten" in scrapy(db, "forget", "--seed", site.sitemap_url).stdout
+    count = sqlite3.connect(db).execute("SELECT count(*) FROM pages").fetchone()[0]
+    assert count == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (("due",), "needs one URL or --seed SEED or --all", 2),
+        (("forget", "--all"), "needs one URL or --seed SEED", 2),
+        (("due", "http://nowhere.example/x"), "No page http://nowhere.example/x", 1),
+        (("forget", "--seed", "nope"), "No pages of seed 'nope'", 1),
+        (("status", "--seed", "nope"), "No pages of seed 'nope'", 1),
+    ],
+)
+def test_clear_messages_for_wrong_targets(crawled, args, message: str, code: int) -> None:
+    db, _site = crawled
+    done = scrapy(db, *args)
+    assert done.returncode == code and message in done.stdout, done.stdout + done.stderr
+
+
+def test_a_missing_database_is_named(tmp_path: Path) -> None:
+    for command in (("status",), ("due", "--all")):
+        done = scrapy(tmp_path / "absent.sqlite", *command)
+        assert done.returncode == 1 and "No state database at" in done.stdout
+        assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_edits_wait_for_a_crawl_in_progress(crawled) -> None:
+    from increcrawl_scrapy.state import StateStore
+
+    db, _site = crawled
+    with StateStore(db, exclusive=True):  # what a running crawl holds
+        done = scrapy(db, "due", "--all")
+        assert done.returncode == 75 and "Try later" in done.stdout
+        assert scrapy(db, "status").returncode == 0  # reading never waits
