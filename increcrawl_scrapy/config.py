@@ -98,6 +98,7 @@ class IncrecrawlConfig:
     api_key: str | None
     api_url: str
     concurrency: int
+    concurrency_from_plan: bool  # GEONODE_CONCURRENCY unset: read from the plan
     render_js: bool
     formats: tuple[str, ...]
     timeout_ms: int
@@ -167,6 +168,7 @@ class IncrecrawlConfig:
             api_key=read.text_or_env("GEONODE_API_KEY") or None,
             api_url=api_url.rstrip("/"),
             concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
+            concurrency_from_plan=settings.get("GEONODE_CONCURRENCY") is None,
             render_js=read.flag("GEONODE_RENDER_JS"),
             formats=read.strings("GEONODE_FORMATS", check=_format),
             timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),

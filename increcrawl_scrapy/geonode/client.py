@@ -28,6 +28,7 @@ from increcrawl_scrapy.geonode.errors import (
     GeonodeFatalError,
     GeonodeRetriesExhausted,
 )
+from increcrawl_scrapy.geonode.slots import Slots
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -70,7 +71,7 @@ class GeonodeClient:
         self.stats = stats
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not security
         self._session: aiohttp.ClientSession | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: Slots | None = None
         # The API's own timeout covers queue wait and the fetch; give it room to answer.
         self._timeout = aiohttp.ClientTimeout(total=config.timeout_ms / 1000 + 5)
         self._breaker = Breaker(config.backoff_max)
@@ -102,6 +103,30 @@ class GeonodeClient:
             if exc.status != 409:  # already finished: nothing to cancel
                 raise
 
+    async def adopt_plan_concurrency(self) -> int:
+        """With GEONODE_CONCURRENCY unset, take the plan's work-concurrency limit
+        (``GET /v1/usage/concurrency``); the calls in flight at once, logged."""
+        self._ensure_session()
+        assert self._slots is not None
+        if not self.config.concurrency_from_plan:
+            return self._slots.limit
+        try:
+            usage = await self.call("GET", "/v1/usage/concurrency")
+            limit = usage.get("work_concurrency_limit")
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise GeonodeBadAnswer("no work_concurrency_limit")
+        except (GeonodeBadAnswer, GeonodeRetriesExhausted, GeonodeApiError) as exc:
+            logger.warning(
+                "Could not read the plan's concurrency (%s): %d calls at once "
+                "(set GEONODE_CONCURRENCY)",
+                exc,
+                self._slots.limit,
+            )
+            return self._slots.limit
+        await self._slots.resize(limit)
+        logger.info("GEONODE_CONCURRENCY from the plan: %d calls at once", limit)
+        return limit
+
     async def map(self, url: str) -> list[str]:
         answer = await self.call("POST", "/v1/map", {"url": url})
         links = answer.get("links")
@@ -131,9 +156,11 @@ class GeonodeClient:
                 base_url=self.config.api_url + "/",
                 headers={"X-Api-Key": self.config.api_key or ""},
                 timeout=self._timeout,
-                connector=aiohttp.TCPConnector(limit=self.config.concurrency),
+                # The slots bound the calls (their number may change during the run).
+                connector=aiohttp.TCPConnector(limit=0),
             )
-            self._slots = asyncio.Semaphore(self.config.concurrency)
+        if self._slots is None:
+            self._slots = Slots(self.config.concurrency)
         return self._session
 
     async def call(
@@ -170,7 +197,7 @@ class GeonodeClient:
         reason)`` for a retryable failure; raises for final ones."""
         session = self._ensure_session()
         assert self._slots is not None
-        async with self._slots:
+        async with self._slots.held():
             # Judged with a slot in hand: calls queued for a slot while the API went
             # down must not all be sent when their turn comes.
             await self._breaker.admit()
@@ -215,6 +242,14 @@ class GeonodeClient:
                 FATAL_STATUSES[status], f"Geonode API answered {status} to {method} {path}"
             )
         code, message, retryable = _error_fields(parsed)
+        if status == 429 and code == "WORK_CONCURRENCY_LIMITED" and self._slots.limit > 1:
+            # The plan allows fewer calls at once than we send: send fewer, for good.
+            await self._slots.resize(self._slots.limit - 1)
+            logger.warning(
+                "The Geonode API refused work over the plan's concurrency: %d calls at "
+                "once from now on",
+                self._slots.limit,
+            )
         if retryable is None:
             retryable = status in RETRY_STATUSES
         if retryable:

@@ -146,6 +146,11 @@ class IncrementalSpider(scrapy.Spider):
                 redact(config.api_key),
             )
             self._client = client_for(self.crawler)
+            try:
+                await self._client.adopt_plan_concurrency()
+            except GeonodeFatalError as exc:  # a bad key, a spent quota
+                self._close(exc.reason)
+                return
         else:
             logger.info(
                 "Fetching pages directly with Scrapy (INCRECRAWL_FETCHER=%s, %s)",
