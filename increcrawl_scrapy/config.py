@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_BUDGET_ORDER": "change",
     "INCRECRAWL_MAX_TOKENS": 0,
     "INCRECRAWL_MAX_ERROR_RATIO": 0.5,
+    "INCRECRAWL_PROGRESS_INTERVAL": 60.0,
     "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
     "INCRECRAWL_STRIP_TRAILING_SLASH": True,
     "INCRECRAWL_VOLATILE_PATTERNS": (),
@@ -121,6 +122,7 @@ class IncrecrawlConfig:
     budget_order: str
     max_tokens: int
     max_error_ratio: float
+    progress_interval: float
     tracking_params: tuple[str, ...]
     strip_trailing_slash: bool
     volatile_patterns: tuple[str, ...]
@@ -191,6 +193,7 @@ class IncrecrawlConfig:
             budget_order=read.choice("INCRECRAWL_BUDGET_ORDER", BUDGET_ORDERS),
             max_tokens=read.number("INCRECRAWL_MAX_TOKENS", int, minimum=0),
             max_error_ratio=read.number("INCRECRAWL_MAX_ERROR_RATIO", float, minimum=0, maximum=1),
+            progress_interval=read.number("INCRECRAWL_PROGRESS_INTERVAL", float, minimum=0),
             tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),
             strip_trailing_slash=read.flag("INCRECRAWL_STRIP_TRAILING_SLASH"),
             volatile_patterns=read.strings("INCRECRAWL_VOLATILE_PATTERNS", comma_separated=False),

@@ -2,10 +2,9 @@
 
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
-The spider keeps the phases of a run. Sitemaps are walked by ``sitemap_walk``,
-batch jobs spoken by ``geonode.batch``; the spider never fingerprints or decides
-anything about content: it yields one item per fetched page (or per failure) and
-``IncrementalStatePipeline`` records it.
+The spider keeps the phases of a run. Sitemaps are walked by ``sitemap_walk``, batch
+jobs spoken by ``geonode.batch``; the spider never judges content: it yields one item
+per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
-from increcrawl_scrapy import close_reasons, compat, stats
+from increcrawl_scrapy import close_reasons, compat, progress, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
 from increcrawl_scrapy.discovery import PARSER_VERSION
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
@@ -114,11 +113,13 @@ class IncrementalSpider(scrapy.Spider):
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
+        self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
+        spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = Scope(
             spider.seed_host, include_subdomains=config.include_subdomains
         )
@@ -159,6 +160,7 @@ class IncrementalSpider(scrapy.Spider):
             )
         state = crawl_state(self.crawler)
         run = self.run = state.run
+        self._progress.start()
         self.discovery_complete = state.discovery_complete = await self._discover(run)
         if not self._sources_read and not self.crawler.stats.get_value(stats.SITEMAPS):
             logger.error(
@@ -184,6 +186,7 @@ class IncrementalSpider(scrapy.Spider):
         if self.discover_only:
             return
         due = self._due(state.store)
+        self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, len(due))
         stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
         tokens = self._tokens = TokenBudget(
@@ -198,6 +201,7 @@ class IncrementalSpider(scrapy.Spider):
         for start in range(0, len(batched), MAX_URLS):
             batch = batched[start : start + MAX_URLS]
             fits = tokens.take(len(batch))
+            self._progress.enter(progress.BATCH)
             if fits:
                 async for item in self._run_batch(batch[:fits]):
                     yield item
@@ -414,6 +418,7 @@ class IncrementalSpider(scrapy.Spider):
         deferred_from_coro(compat.close_spider(self.crawler, reason))
 
     async def closed(self, reason: str) -> None:
+        self._progress.stop()
         for job in list(self._active_jobs):
             # The crawl stops while a job runs: stop it too, so it charges no more.
             try:
