@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from increcrawl_scrapy.testing.process import crawl_command, run_process
 
 KEY = "exit-key-0123456789"
 
@@ -20,15 +20,7 @@ def crawl(
     db: Path, sitemap: str, *settings: str, key: str | None = None, args: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess:
     command = crawl_command(sitemap, db, *settings) + [part for arg in args for part in ("-a", arg)]
-    return subprocess.run(
-        command,
-        env=crawl_env(key),
-        cwd=db.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_process(command, db.parent, key)
 
 
 def test_a_good_run_exits_0_with_a_summary(tmp_path: Path) -> None:
@@ -94,9 +86,7 @@ def test_bad_arguments_stop_with_one_line_and_exit_2(
     command.remove("-a")
     for arg in args:
         command += ["-a", arg]
-    done = subprocess.run(
-        command, env=crawl_env(None), cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    done = run_process(command, tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if "error: " in line]

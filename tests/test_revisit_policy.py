@@ -65,6 +65,19 @@ class Story:
         self.clock.advance(HOUR)
         return len(due)
 
+    def earn_trust(self) -> None:
+        """Twelve hours in which two pages are edited and their dates move with them,
+        then a day later, so the quiet pages are fetched once under trusted dates."""
+        self.run()
+        for _ in range(12):
+            for url in PAGES[:2]:
+                self.versions[url] += 1
+                self.dates[url] = iso(self.clock.now)
+            self.run()
+        assert self.verdict() == TRUSTED
+        self.clock.advance(DAY)
+        self.run()
+
     def verdict(self) -> str:
         return self.store.hosts.verdict("example.com")
 
@@ -163,15 +176,7 @@ def test_a_wave_is_not_taken_as_changes(store: StateStore, clock: Clock) -> None
 
 def test_a_trusted_host_that_starts_lying_is_demoted(store: StateStore, clock: Clock) -> None:
     story = Story(store, clock)
-    story.run()
-    for _ in range(12):
-        for url in PAGES[:2]:
-            story.versions[url] += 1
-            story.dates[url] = iso(clock.now)
-        story.run()
-    assert story.verdict() == TRUSTED
-    clock.advance(DAY)  # the quiet pages' second fetch, under trusted dates
-    story.run()
+    story.earn_trust()
     # A quiet page fetched while the dates were trusted waits for them (two years)...
     quiet = story.store.get(PAGES[30])
     assert quiet.next_check - quiet.last_fetched > 650 * DAY  # two years, jittered
@@ -191,15 +196,7 @@ def test_a_trusted_host_is_sampled_once_a_day(tmp_path: Path, clock: Clock) -> N
         tmp_path / "s.sqlite", clock=clock, policy=LearnedPolicy(), lastmod=rules
     ) as store:
         story = Story(store, clock)
-        story.run()
-        for _ in range(12):
-            for url in PAGES[:2]:
-                story.versions[url] += 1
-                story.dates[url] = iso(clock.now)
-            story.run()
-        assert story.verdict() == TRUSTED
-        clock.advance(DAY)
-        story.run()  # the quiet pages, fetched under trusted dates, now wait two years
+        story.earn_trust()  # the quiet pages now wait two years
         sampled, fetched = [], 0
         for _ in range(72):
             fetched += story.run()

@@ -593,3 +593,14 @@ def test_queued_rows_never_shadow_what_was_recorded(store: StateStore, clock: Cl
     store.flush()
     page = store.get(url)
     assert page.content_hash == "h" and page.fetch_count == 1  # not the queued copy
+
+
+def test_making_pages_due_keeps_their_missing_runs(store: StateStore, clock: Clock) -> None:
+    urls = ["https://example.com/a", "https://example.com/b"]
+    discover(store, SEED, urls)
+    run = store.start_run(SEED)
+    run.upsert([(urls[0], None)])
+    run.mark_missing()  # b is absent once
+    assert store.make_due(seed=SEED) == 2
+    assert store.get(urls[1]).missing_runs == 1  # the operator's edit is no listing
+    assert [p.normalized_url for p in store.due(SEED)] == urls

@@ -12,31 +12,17 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from increcrawl_scrapy.testing.process import crawl_command, run_process
 
 
 def scrapy(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "increcrawl", *args, "-s", f"INCRECRAWL_DB={db}"],
-        env=crawl_env(None),
-        cwd=db.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    command = [sys.executable, "-m", "scrapy", "increcrawl", *args, "-s", f"INCRECRAWL_DB={db}"]
+    return run_process(command, db.parent)
 
 
-def crawl(db: Path, site: SampleSite) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct"),
-        env=crawl_env(None),
-        cwd=db.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def crawl(db: Path, site: SampleSite, feed: Path | None = None) -> subprocess.CompletedProcess:
+    command = crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct", feed=feed)
+    return run_process(command, db.parent)
 
 
 def fetches(site: SampleSite, page: int) -> int:
@@ -91,16 +77,7 @@ def test_forget_brings_a_listed_page_back_as_new(crawled, tmp_path: Path) -> Non
     done = scrapy(db, "forget", site.page_url(2))
     assert done.returncode == 0 and "1 page forgotten" in done.stdout
     feed = tmp_path / "items.jsonl"
-    again = subprocess.run(
-        crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct", feed=feed),
-        env=crawl_env(None),
-        cwd=db.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert again.returncode == 0
+    assert crawl(db, site, feed).returncode == 0
     items = [json.loads(line) for line in feed.read_text().splitlines()]
     # its sitemap is read whole again though unchanged, and the page is new again
     assert [(i["url"], i["change"]) for i in items] == [(site.page_url(2), "new")]

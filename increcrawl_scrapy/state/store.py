@@ -148,12 +148,15 @@ class StateStore:
     @serialized
     def make_due(self, *, url: str | None = None, seed: str | None = None) -> int:
         """Make one page (*url*), a seed's pages, or every page (neither) due now;
-        how many rows. A gone page made due is checked again too."""
+        how many rows. A gone page made due is checked again too (the queue takes
+        gone rows only while listed); a live row keeps its count of missing runs."""
         where, params = self._target(url, seed)
         with self.database.transaction() as db:
             return int(
                 db.execute(
-                    f"UPDATE pages SET next_check = 0, missing_runs = 0 {where}", params
+                    "UPDATE pages SET next_check = 0, "
+                    f"missing_runs = iif(gone, 0, missing_runs) {where}",
+                    params,
                 ).rowcount
             )
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,3 +45,19 @@ def crawl_env(api_key: str | None, **variables: str) -> dict[str, str]:
     env["SCRAPY_SETTINGS_MODULE"] = "increcrawl_scrapy.settings"
     env.update(variables)
     return env
+
+
+def run_process(
+    command: list[str], cwd: str | Path, api_key: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """Run *command* (a crawl, a ``scrapy increcrawl`` command) as a user would, its
+    output captured as text."""
+    return subprocess.run(  # noqa: S603 - argv built by the caller, no shell
+        command,
+        env=crawl_env(api_key),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
