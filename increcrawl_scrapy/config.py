@@ -60,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_VOLATILE_PATTERNS": (),
     "INCRECRAWL_REVIVE_GONE": False,
     "INCRECRAWL_EXPORT": "changes",
+    "INCRECRAWL_KEEP_CONTENT": False,
     "INCRECRAWL_FLUSH_ITEMS": 100,
     "INCRECRAWL_FLUSH_SECONDS": 5.0,
     "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
@@ -128,6 +129,7 @@ class IncrecrawlConfig:
     volatile_patterns: tuple[str, ...]
     revive_gone: bool
     export: str
+    keep_content: bool
     flush_items: int
     flush_seconds: float
     sitemap_max_bytes: int
@@ -199,6 +201,7 @@ class IncrecrawlConfig:
             volatile_patterns=read.strings("INCRECRAWL_VOLATILE_PATTERNS", comma_separated=False),
             revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
             export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
+            keep_content=read.flag("INCRECRAWL_KEEP_CONTENT"),
             flush_items=read.number("INCRECRAWL_FLUSH_ITEMS", int, minimum=1),
             flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
             sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),

@@ -76,6 +76,7 @@ class IncrementalStatePipeline:
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
+                content=str(content) if self.config.keep_content and content_hash else None,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             stats.inc(self.crawler.stats, stats.INVALID_URLS)

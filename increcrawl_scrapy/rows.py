@@ -72,6 +72,8 @@ class PageState(NamedTuple):
     #: moved. Only a page's first counts against its host's dates: more are the
     #: page's habit (volatile text the rules miss), not news about the dates.
     unannounced: int = 0
+    #: Fetches in a row that found the content changed (``increcrawl noisy``).
+    change_streak: int = 0
 
     @property
     def has_validators(self) -> bool:
@@ -103,6 +105,7 @@ RESULT_COLUMNS = (
     "lastmod_moved",
     "change_rate",
     "unannounced",
+    "change_streak",
 )
 
 #: What a host's sitemap dates have earned (docs/architecture.md, "Lastmod trust").

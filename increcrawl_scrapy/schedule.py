@@ -320,6 +320,7 @@ def apply_result(
         "observations": history.count,
         "lastmod_moved": False,
         "unannounced": unannounced(page, outcome),
+        "change_streak": page.change_streak + 1 if outcome is Outcome.CHANGED else 0,
     }
     if outcome in (Outcome.GONE, Outcome.STILL_GONE):
         # Re-checked slowly while it is still listed; back as new if it answers.

@@ -111,16 +111,18 @@ class CrawlState:
                     ", ".join(examples),
                     ", ..." if noisy > len(examples) else "",
                 )
+            listed = self.store.count(self.seed, gone=False)
             self.run.finish(
                 counts,
                 discovery_complete=self.discovery_complete,
                 close_reason=reason,
+                listed=listed,
             )
             logger.info(
                 run_summary(
                     value,
                     seed=self.seed,
-                    listed=self.store.count(self.seed, gone=False),
+                    listed=listed,
                     verdicts=self.store.lastmod_verdicts(self.seed),
                     reason=reason,
                 )

@@ -1,4 +1,4 @@
-"""``scrapy increcrawl check | demo | status | due | forget``."""
+"""``scrapy increcrawl check | demo | status | due | forget | diff | noisy | report``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from increcrawl_scrapy.commands import check, demo, state
+from increcrawl_scrapy.commands import check, demo, pages, report, state
 
-SUBCOMMANDS = ("check", "demo", "status", "due", "forget")
+SUBCOMMANDS = ("check", "demo", "status", "due", "forget", "diff", "noisy", "report")
+#: Subcommands that take one URL argument (optional for due and forget).
+_WITH_URL = ("due", "forget", "diff")
 
 
 class Command(ScrapyCommand):
@@ -21,7 +23,8 @@ class Command(ScrapyCommand):
     def syntax(self) -> str:
         return (
             "check | demo [--dir DIR] [--pages N] | status [--seed SEED] [--json] | "
-            "due URL|--seed SEED|--all | forget URL|--seed SEED"
+            "due URL|--seed SEED|--all | forget URL|--seed SEED | diff URL | "
+            "noisy [--min-streak K] [--seed SEED] [--json] | report -o FILE [--seed SEED]"
         )
 
     def short_desc(self) -> str:
@@ -34,7 +37,10 @@ class Command(ScrapyCommand):
             "`scrapy crawl incremental` twice, with pages edited, added and deleted between. "
             "status: pages, due, intervals, lastmod verdicts and the last runs, per seed "
             "(read-only). due: make a page, a seed or everything due now. forget: drop a "
-            "page or a seed (a page still listed comes back as new)."
+            "page or a seed (a page still listed comes back as new). diff: what a page's "
+            "last change changed (needs INCRECRAWL_KEEP_CONTENT). noisy: pages reported "
+            "changed on every fetch, what differed, and a volatile pattern that would not "
+            "see it. report: one self-contained HTML file of the crawl's history."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -43,21 +49,28 @@ class Command(ScrapyCommand):
         parser.add_argument("--pages", type=int, default=24, help="demo: sample site size")
         parser.add_argument("--seed", help="status, due, forget: one seed")
         parser.add_argument("--all", action="store_true", help="due: every page")
-        parser.add_argument("--json", action="store_true", help="status: as JSON")
+        parser.add_argument("--json", action="store_true", help="status, noisy: as JSON")
+        parser.add_argument(
+            "--min-streak",
+            type=int,
+            default=3,
+            help="noisy: changes in a row that make a page noisy (default 3)",
+        )
+        parser.add_argument("-o", "--output", help="report: the HTML file to write")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if (
-            not args
-            or args[0] not in SUBCOMMANDS
-            or len(args) > (2 if args[0] in ("due", "forget") else 1)
-        ):
+        if not args or args[0] not in SUBCOMMANDS or len(args) > (2 if args[0] in _WITH_URL else 1):
             raise UsageError(f"choose one of: {', '.join(SUBCOMMANDS)}")
         assert self.settings is not None
-        name = args[0]
+        name, url = args[0], (args[1] if len(args) > 1 else None)
         if name in ("due", "forget"):
-            self.exitcode = state.edit(
-                name, self.settings, opts, args[1] if len(args) > 1 else None
-            )
+            self.exitcode = state.edit(name, self.settings, opts, url)
+        elif name == "diff":
+            self.exitcode = pages.diff(self.settings, url)
+        elif name == "noisy":
+            self.exitcode = pages.noisy(self.settings, opts)
+        elif name == "report":
+            self.exitcode = report.write(self.settings, opts)
         elif name == "status":
             self.exitcode = state.status(self.settings, opts)
         else:

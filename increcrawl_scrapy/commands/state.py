@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import statistics
 import time
@@ -17,30 +16,15 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 
 DAY = 86_400.0
 
 
-def _config(settings: BaseSettings) -> IncrecrawlConfig | None:
-    try:
-        return IncrecrawlConfig.from_settings(settings)
-    except ConfigError as exc:
-        print(f"Bad setting: {exc}")
-        return None
-
-
-def _exists(config: IncrecrawlConfig) -> bool:
-    if os.path.exists(config.db_path):
-        return True
-    print(f"No state database at {config.db_path} (INCRECRAWL_DB)")
-    return False
-
-
 def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
     """``due`` and ``forget``: one URL, ``--seed SEED`` or (``due`` only) ``--all``."""
-    config = _config(settings)
+    config = config_of(settings)
     if config is None:
         return close_reasons.BAD_INPUT
     chosen = [bool(url), bool(opts.seed), bool(opts.all)]
@@ -48,7 +32,7 @@ def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str
         what = "URL or --seed SEED" + (" or --all" if action == "due" else "")
         print(f"scrapy increcrawl {action} needs one {what}")
         return close_reasons.BAD_INPUT
-    if not _exists(config):
+    if not exists(config):
         return 1
     try:
         with StateStore.from_config(config, exclusive=True) as store:
@@ -76,15 +60,13 @@ def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str
 def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
     """Per seed: pages, live, gone, missing, due now and within 24 h, the median
     interval, the lastmod verdicts; and the last runs."""
-    config = _config(settings)
+    config = config_of(settings)
     if config is None:
         return close_reasons.BAD_INPUT
-    if not _exists(config):
+    if not exists(config):
         return 1
     try:
-        db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
-        report = _status(db, time.time() if config.clock is time.time else config.clock())
+        report = _status(read_only(config), now(config))
     except sqlite3.Error as exc:
         print(f"Cannot read {config.db_path}: {exc}")
         return 1
@@ -125,7 +107,8 @@ def _status(db: sqlite3.Connection, now: float) -> dict[str, Any]:
         ).fetchall()
         runs = db.execute(
             "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
-            "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason "
+            "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason, listed, "
+            "new + changed + unchanged + gone + errors AS fetched "
             "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5",
             (seed,),
         ).fetchall()
@@ -170,4 +153,12 @@ def _text(report: dict[str, Any]) -> str:
                 f"gone {run['gone']}, errors {run['errors']}, API {run['api_requests']} "
                 f"requests / {run['tokens_charged']} tokens, discovery {complete}"
             )
+            if run["listed"]:
+                lines.append(f"    {saved(run['fetched'], run['listed'])}")
     return "\n".join(lines) or "No pages yet"
+
+
+def saved(fetched: int, listed: int) -> str:
+    """A run's fetches against fetching every listed page."""
+    fewer = f"{listed / fetched:,.1f}x fewer" if fetched else "none at all"
+    return f"fetched {fetched:,} of {listed:,} listed pages ({fewer} than fetching them all)"

@@ -22,6 +22,7 @@ from increcrawl_scrapy.rows import (
     Recorded,
 )
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.urls import host_of
@@ -56,6 +57,8 @@ _insert_values = operator.itemgetter(*(PAGE_COLUMNS.index(c) for c in _RESULT_IN
 _update_values = operator.itemgetter(
     *(PAGE_COLUMNS.index(c) for c in (*RESULT_COLUMNS, "normalized_url"))
 )
+#: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
+_KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
 _QUEUE_CACHE = 200_000  # rows handed out by the queue kept for record(), at most
 CHUNK = 10_000  # rows a queue chunk reads at most
 
@@ -90,6 +93,7 @@ class Results:
         self._held: dict[str, PageState] = {}  # written once delivered (deliver())
         self._new_keys: set[str] = set()  # pending or held rows not in the table yet
         self._queued: dict[str, PageState] = {}  # handed out by the queue, not recorded
+        self.contents = KeptContents()  # texts, written with their results
         self._last_flush = time.monotonic()
 
     # -- the queue ---------------------------------------------------------------
@@ -169,6 +173,7 @@ class Results:
         site_failure: bool = False,
         final_url: str | None = None,
         hold: bool = False,
+        content: str | None = None,
     ) -> Recorded:
         now = self.clock()
         previous = self.lookup(key)
@@ -192,6 +197,8 @@ class Results:
         self._pending.pop(key, None)
         self._held.pop(key, None)
         (self._held if hold else self._pending)[key] = page
+        if content is not None and outcome in _KEPT:
+            self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
         if (
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -213,6 +220,7 @@ class Results:
         page = self._held.pop(key, None)
         if page is not None:
             self._new_keys.discard(key)
+            self.contents.discard(key)
         return page is not None
 
     @property
@@ -235,6 +243,7 @@ class Results:
                 _UPDATE_RESULT,
                 [_update_values(p) for p in pending if p.normalized_url not in self._new_keys],
             )
+            self.contents.write(db, [p.normalized_url for p in pending])
         self._new_keys.difference_update(p.normalized_url for p in pending)
         self._pending.clear()
         return len(pending)

@@ -229,9 +229,11 @@ class Run:
         *,
         discovery_complete: bool | None,
         close_reason: str | None = None,
+        listed: int | None = None,
     ) -> None:
         """Write the run's counts; results still pending are written first, and date
-        moves the caller never judged (apply_lastmod) are judged now, not lost."""
+        moves the caller never judged (apply_lastmod) are judged now, not lost.
+        *listed* is the seed's live pages at the end (what fetching them all costs)."""
         unknown = set(counts) - set(RUN_COUNTS)
         if unknown:
             raise ValueError(f"unknown run counts: {sorted(unknown)}")
@@ -246,12 +248,14 @@ class Run:
             with self.database.transaction() as db:
                 db.execute(
                     f"UPDATE runs SET {sets}finished_at = :now, "
-                    "discovery_complete = :complete, close_reason = :reason WHERE id = :id",
+                    "discovery_complete = :complete, close_reason = :reason, listed = :listed "
+                    "WHERE id = :id",
                     {
                         **counts,
                         "now": self._clock(),
                         "complete": discovery_complete,
                         "reason": close_reason,
+                        "listed": listed,
                         "id": self.id,
                     },
                 )

@@ -126,5 +126,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE sitemaps ADD COLUMN last_modified TEXT",
         "ALTER TABLE sitemaps ADD COLUMN settings TEXT",
     ),
+    # 6: for the operator: changes in a row (noisy pages), the live pages a run
+    # ended with (requests saved against fetching them all), and the text of each
+    # page before and after its last change (INCRECRAWL_KEEP_CONTENT), compressed.
+    (
+        "ALTER TABLE pages ADD COLUMN change_streak INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN listed INTEGER",
+        """
+        CREATE TABLE contents (
+            normalized_url TEXT PRIMARY KEY,
+            text           BLOB NOT NULL,
+            previous       BLOB,
+            changed_at     REAL NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

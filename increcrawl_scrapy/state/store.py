@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.config import BUDGET_ORDERS
+from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.state.budget import Budget, choose
@@ -26,6 +27,7 @@ from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.queue import CHUNK, Results
+from increcrawl_scrapy.state.refingerprint import check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -52,6 +54,7 @@ class StateStore:
         normalization: Mapping[str, Any] | None = None,
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
+        volatile_patterns: tuple[str, ...] | None = None,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -81,12 +84,18 @@ class StateStore:
         )
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
-        if normalization is not None:
-            try:
+        try:
+            if normalization is not None:
                 self.rekeyed = check_normalization(self.database, normalization, normalize)
-            except BaseException:
-                self.close()
-                raise
+            if volatile_patterns is not None:
+                check_volatile_rules(
+                    self.database,
+                    (*VOLATILE_PATTERNS, *volatile_patterns),
+                    partial(content_fingerprint, extra_patterns=volatile_patterns),
+                )
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def from_config(
@@ -113,6 +122,7 @@ class StateStore:
                 sample=config.lastmod_sample,
             ),
             budget_order=config.budget_order,
+            volatile_patterns=config.volatile_patterns,
         )
 
     # -- runs ----------------------------------------------------------------
@@ -176,6 +186,11 @@ class StateStore:
             )
             if seed is not None:
                 db.execute("DELETE FROM sitemaps WHERE seed = ?", (seed,))
+            db.execute(
+                "DELETE FROM contents WHERE normalized_url IN "
+                f"(SELECT normalized_url FROM pages {where})",
+                params,
+            )
             return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
 
     def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:
@@ -272,6 +287,7 @@ class StateStore:
         final_url: str | None = None,
         lease: str | None = None,
         hold: bool = False,
+        content: str | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -282,6 +298,7 @@ class StateStore:
         any other failure leaves it due. *validators* is ``(etag, last_modified)``
         as the origin sent them; None means the fetcher cannot see them (Geonode).
         With *hold*, the result is written only once :meth:`deliver` is called.
+        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT).
         *lease* is the token a shared backend checks; one SQLite file has one
         crawl (the crawl lock), so it has no leases to check.
         """
@@ -295,6 +312,7 @@ class StateStore:
             site_failure=site_failure,
             final_url=final_url,
             hold=hold,
+            content=content,
         )
 
     def deliver(self, key: str) -> None:

@@ -88,6 +88,7 @@ class SampleSite:
         self._failing_paths: dict[str, int] = {}
         self._raw: dict[str, tuple[bytes, str]] = {}
         self._unlisted: set[int] = set()
+        self._noise: dict[int, str] = {}
         self._deployed_at = _BASE_TIME
         self._generation = 0
         self._gz_cache: dict[tuple[int, int], bytes] = {}
@@ -248,6 +249,12 @@ class SampleSite:
             else:
                 self._failing_paths[path] = status
 
+    def add_noise(self, i: int, template: str) -> None:
+        """Page *i* shows *template* with ``{n}`` replaced by its request count: volatile
+        text of a kind the default rules do not know (the content stays the same)."""
+        with self._lock:
+            self._noise[i] = template
+
     def drop_from_sitemap(self, i: int) -> None:
         """Page *i* leaves the sitemap but still answers."""
         with self._lock:
@@ -353,6 +360,8 @@ class SampleSite:
                 f"<form><p>Form token: csrf_token={secrets.token_hex(16)}</p></form>"
                 f"<h2>Related posts</h2><ul>{related}</ul>"
             )
+        if i in self._noise:
+            volatile += f"<p>{escape(self._noise[i].format(n=self.fetched[f'/page/{i}']))}</p>"
         return (
             "<!doctype html><html><head>"
             f"<title>Page {i}</title>"

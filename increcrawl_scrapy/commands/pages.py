@@ -1,0 +1,169 @@
+"""``scrapy increcrawl diff URL`` and ``scrapy increcrawl noisy``: what changed on a
+page, and the pages that "change" on every fetch. Both read the database
+read-only and need kept content (``INCRECRAWL_KEEP_CONTENT``) for the texts."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import shlex
+import sqlite3
+import sys
+import time
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+from increcrawl_scrapy import close_reasons
+from increcrawl_scrapy.commands.opening import config_of, exists, read_only
+from increcrawl_scrapy.noise import differing_lines, propose
+from increcrawl_scrapy.state.contents import KeptVersions, last_change
+from increcrawl_scrapy.urls import normalization_settings, normalize_url
+
+NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"
+
+
+def diff(settings: BaseSettings, url: str | None) -> int:
+    """A unified diff of *url*'s last change."""
+    config = config_of(settings)
+    if config is None:
+        return close_reasons.BAD_INPUT
+    if not url:
+        print("scrapy increcrawl diff needs a URL")
+        return close_reasons.BAD_INPUT
+    if not exists(config):
+        return 1
+    try:
+        key = normalize_url(url, **normalization_settings(config))
+    except ValueError as exc:
+        print(f"Not a page URL: {url} ({exc})")
+        return close_reasons.BAD_INPUT
+    try:
+        db = read_only(config)
+        known = db.execute("SELECT 1 FROM pages WHERE normalized_url = ?", (key,)).fetchone()
+        kept = last_change(db, key) if known else None
+    except sqlite3.Error as exc:
+        print(f"Cannot read {config.db_path}: {exc}")
+        return 1
+    if not known:
+        print(f"No page {url} in {config.db_path}")
+        return 1
+    if kept is None:
+        print(f"No kept content for {url}: {NO_CONTENT}")
+        return 1
+    if kept.previous is None:
+        print(f"{url} has not changed since its text was first kept ({_when(kept)})")
+        return 0
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            _ending(kept.previous).splitlines(keepends=True),
+            _ending(kept.text).splitlines(keepends=True),
+            fromfile=f"{url} (before)",
+            tofile=f"{url} (changed {_when(kept)})",
+        )
+    )
+    return 0
+
+
+def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
+    """Pages reported changed on ``--min-streak`` fetches in a row, the lines that
+    differed between their last two versions, and volatile patterns that would
+    have made those versions equal (checked before they are proposed)."""
+    config = config_of(settings)
+    if config is None:
+        return close_reasons.BAD_INPUT
+    if opts.min_streak < 2:
+        print("--min-streak must be 2 or more (one change is news, not noise)")
+        return close_reasons.BAD_INPUT
+    if not exists(config):
+        return 1
+    query = (
+        "SELECT normalized_url, url, change_streak, change_count, fetch_count FROM pages "
+        "WHERE gone = 0 AND change_streak >= ?"
+        + (" AND seed = ?" if opts.seed else "")
+        + " ORDER BY change_streak DESC, url"
+    )
+    params: tuple[Any, ...] = (opts.min_streak, opts.seed) if opts.seed else (opts.min_streak,)
+    try:
+        db = read_only(config)
+        rows = db.execute(query, params).fetchall()
+        pages = [_page(dict(row), last_change(db, row["normalized_url"]), config) for row in rows]
+    except sqlite3.Error as exc:
+        print(f"Cannot read {config.db_path}: {exc}")
+        return 1
+    pairs = [page.pop("_pair") for page in pages]
+    known = [pair for pair in pairs if pair is not None]
+    proposed = sorted({p for page in pages for p in page["proposed"]})
+    every = (*config.volatile_patterns, *proposed)
+    settled = sum(1 for a, b in known if not differing_lines(a, b, every).added) if proposed else 0
+    report = {
+        "min_streak": opts.min_streak,
+        "pages": pages,
+        "proposed_patterns": proposed,
+        "pages_made_equal": settled,
+        "pages_with_content": len(known),
+    }
+    print(json.dumps(report, indent=2) if opts.json else _text(report))
+    return 0
+
+
+def _page(row: dict[str, Any], kept: KeptVersions | None, config: Any) -> dict[str, Any]:
+    page: dict[str, Any] = {
+        "url": row["url"],
+        "streak": row["change_streak"],
+        "changes": row["change_count"],
+        "fetches": row["fetch_count"],
+        "removed": [],
+        "added": [],
+        "proposed": [],
+        "_pair": None,
+    }
+    if kept is not None and kept.previous is not None:
+        difference = differing_lines(kept.previous, kept.text, config.volatile_patterns)
+        page.update(
+            removed=list(difference.removed),
+            added=list(difference.added),
+            proposed=propose([(kept.previous, kept.text)], config.volatile_patterns),
+            _pair=(kept.previous, kept.text),
+        )
+    return page
+
+
+def _text(report: dict[str, Any]) -> str:
+    pages = report["pages"]
+    if not pages:
+        return f"No page changed on {report['min_streak']} or more fetches in a row"
+    lines = [
+        f"{len(pages)} page{'s' if len(pages) != 1 else ''} changed on "
+        f"{report['min_streak']} or more fetches in a row:"
+    ]
+    for page in pages:
+        lines.append(
+            f"{page['url']}: changed {page['streak']} fetches in a row "
+            f"({page['changes']} changes in {page['fetches']} fetches)"
+        )
+        if not page["removed"] and not page["added"]:
+            lines.append(f"  (no texts to compare: {NO_CONTENT})")
+        lines += [f"  - {line}" for line in page["removed"]]
+        lines += [f"  + {line}" for line in page["added"]]
+    if report["proposed_patterns"]:
+        lines.append(
+            f"These patterns make the last two versions of {report['pages_made_equal']} of "
+            f"{report['pages_with_content']} pages equal; add them to "
+            "INCRECRAWL_VOLATILE_PATTERNS if what they match is never news:"
+        )
+        lines += [f"  {pattern}" for pattern in report["proposed_patterns"]]
+        setting = f"INCRECRAWL_VOLATILE_PATTERNS={json.dumps(report['proposed_patterns'])}"
+        lines.append(f"  as a command-line setting: -s {shlex.quote(setting)}")
+    elif report["pages_with_content"]:
+        lines.append("No pattern found that makes their versions equal: whole lines differ")
+    return "\n".join(lines)
+
+
+def _when(kept: KeptVersions) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(kept.changed_at))
+
+
+def _ending(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"

@@ -1,0 +1,143 @@
+"""``scrapy increcrawl report -o report.html``: the crawl's history in one
+self-contained HTML file (styles, script and data inline: it opens with no network).
+
+The page's script draws the charts from the data island it carries, so the file
+stays small whatever the number of runs, and a browser test can see them render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+from importlib import resources
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+from increcrawl_scrapy import close_reasons
+from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
+
+HOUR, DAY = 3_600.0, 86_400.0
+#: The interval histogram's buckets: (label, upper bound in seconds).
+INTERVAL_BUCKETS = (
+    ("≤ 1 h", HOUR),
+    ("≤ 6 h", 6 * HOUR),
+    ("≤ 1 d", DAY),
+    ("≤ 7 d", 7 * DAY),
+    ("≤ 30 d", 30 * DAY),
+    ("≤ 180 d", 180 * DAY),
+    ("> 180 d", float("inf")),
+)
+RUNS_SHOWN = 200  # the latest runs of each seed
+CHANGING_SHOWN = 20
+_PLACEHOLDER = "__REPORT_DATA__"
+
+
+def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
+    config = config_of(settings)
+    if config is None:
+        return close_reasons.BAD_INPUT
+    if not opts.output:
+        print("scrapy increcrawl report needs -o FILE (the HTML file to write)")
+        return close_reasons.BAD_INPUT
+    if not exists(config):
+        return 1
+    try:
+        data = gather(read_only(config), now(config), seed=opts.seed)
+    except sqlite3.Error as exc:
+        print(f"Cannot read {config.db_path}: {exc}")
+        return 1
+    if opts.seed and not data["seeds"]:
+        print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+        return 1
+    data["database"] = os.path.abspath(config.db_path)
+    try:
+        with open(opts.output, "w", encoding="utf-8") as out:
+            out.write(render(data))
+    except OSError as exc:
+        print(f"Cannot write {opts.output}: {exc}")
+        return 1
+    runs = sum(len(seed["runs"]) for seed in data["seeds"])
+    print(f"Wrote {opts.output}: {len(data['seeds'])} seeds, {runs} runs")
+    return 0
+
+
+def render(data: dict[str, Any]) -> str:
+    template = resources.files("increcrawl_scrapy").joinpath("templates/report.html")
+    # Inside <script>, "</" would end the element: JSON allows "<\/" for it.
+    island = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    return template.read_text(encoding="utf-8").replace(_PLACEHOLDER, island)
+
+
+def gather(db: sqlite3.Connection, at: float, seed: str | None = None) -> dict[str, Any]:
+    seeds = [seed] if seed else [r[0] for r in db.execute("SELECT DISTINCT seed FROM pages")]
+    return {
+        "generated_at": at,
+        "seeds": [_seed(db, name, at) for name in sorted(seeds) if _has_pages(db, name)],
+    }
+
+
+def _has_pages(db: sqlite3.Connection, seed: str) -> bool:
+    return db.execute("SELECT 1 FROM pages WHERE seed = ? LIMIT 1", (seed,)).fetchone() is not None
+
+
+def _seed(db: sqlite3.Connection, seed: str, at: float) -> dict[str, Any]:
+    counts = db.execute(
+        "SELECT count(*) AS pages, coalesce(sum(gone = 0), 0) AS live, "
+        "coalesce(sum(gone), 0) AS gone, "
+        "coalesce(sum(next_check <= ? AND gone = 0), 0) AS due_now FROM pages WHERE seed = ?",
+        (at, seed),
+    ).fetchone()
+    runs = [
+        dict(row)
+        for row in db.execute(
+            "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
+            "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
+            "tokens_charged, discovery_complete, close_reason "
+            "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT ?",
+            (seed, RUNS_SHOWN),
+        )
+    ][::-1]
+    fetched = sum(run["fetched"] for run in runs if run["listed"])
+    listed = sum(run["listed"] for run in runs if run["listed"])
+    return {
+        "seed": seed,
+        **dict(counts),
+        "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
+        "runs": runs,
+        "intervals": _intervals(db, seed),
+        "changing": [
+            dict(row)
+            for row in db.execute(
+                "SELECT url, change_count, fetch_count, last_changed, interval_s FROM pages "
+                "WHERE seed = ? AND change_count > 0 "
+                "ORDER BY change_count DESC, fetch_count, url LIMIT ?",
+                (seed, CHANGING_SHOWN),
+            )
+        ],
+        "verdicts": [
+            dict(row)
+            for row in db.execute(
+                "SELECT host, verdict, moved_changed, moved_unchanged, unmoved_changed, waves "
+                "FROM hosts WHERE host IN (SELECT DISTINCT host FROM pages WHERE seed = ?) "
+                "ORDER BY host",
+                (seed,),
+            )
+        ],
+    }
+
+
+def _intervals(db: sqlite3.Connection, seed: str) -> list[dict[str, Any]]:
+    tally = [0] * len(INTERVAL_BUCKETS)
+    rows = db.execute(
+        "SELECT interval_s FROM pages WHERE seed = ? AND gone = 0 AND last_fetched IS NOT NULL",
+        (seed,),
+    )
+    for (interval,) in rows:
+        tally[next(i for i, (_, bound) in enumerate(INTERVAL_BUCKETS) if interval <= bound)] += 1
+    return [
+        {"label": label, "pages": pages}
+        for (label, _), pages in zip(INTERVAL_BUCKETS, tally, strict=True)
+    ]

@@ -1,0 +1,77 @@
+"""Kept content (``INCRECRAWL_KEEP_CONTENT``): each page's text as its last change
+left it, and the text before that change, zlib-compressed.
+
+Only a change moves the stored text to ``previous``: an unchanged fetch differs at
+most in volatile parts, so the pair always shows the page's last real change
+(``scrapy increcrawl diff``) and, for a page reported changed every time, the two
+versions whose difference the volatile rules missed (``scrapy increcrawl noisy``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from dataclasses import dataclass
+
+# A first text is inserted; a change moves the stored text to ``previous``;
+# an unchanged fetch writes only where nothing was kept yet (kept content turned on
+# for a page already known).
+_KEEP = (
+    "INSERT INTO contents (normalized_url, text, previous, changed_at) VALUES (?, ?, NULL, ?) "
+    "ON CONFLICT (normalized_url) DO UPDATE SET previous = contents.text, "
+    "text = excluded.text, changed_at = excluded.changed_at WHERE ?"
+)
+
+
+def pack(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8"), 6)
+
+
+def unpack(blob: bytes | None) -> str | None:
+    return None if blob is None else zlib.decompress(blob).decode("utf-8")
+
+
+@dataclass(frozen=True)
+class KeptVersions:
+    """A page's last change: the text before it (None if none was kept) and after."""
+
+    previous: str | None
+    text: str
+    changed_at: float
+
+
+class KeptContents:
+    """Texts recorded by the crawl, written with the results they belong to."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[bytes, bool, float]] = {}
+
+    def add(self, key: str, text: str, *, changed: bool, now: float) -> None:
+        if not changed and key in self._pending:
+            return  # a change not yet written stays the change
+        self._pending[key] = (pack(text), changed, now)
+
+    def discard(self, key: str) -> None:
+        self._pending.pop(key, None)
+
+    def write(self, db: sqlite3.Connection, keys: list[str]) -> None:
+        """Write the texts of *keys* (the results being written) in *db*'s transaction."""
+        rows = []
+        for key in keys:
+            kept = self._pending.pop(key, None)
+            if kept is not None:
+                blob, changed, now = kept
+                rows.append((key, blob, now, changed))
+        if rows:
+            db.executemany(_KEEP, rows)
+
+
+def last_change(db: sqlite3.Connection, key: str) -> KeptVersions | None:
+    row = db.execute(
+        "SELECT previous, text, changed_at FROM contents WHERE normalized_url = ?", (key,)
+    ).fetchone()
+    if row is None:
+        return None
+    text = unpack(row[1])
+    assert text is not None
+    return KeptVersions(previous=unpack(row[0]), text=text, changed_at=float(row[2]))
