@@ -15,6 +15,9 @@ QUOTA_EXHAUSTED = "geonode_quota_exhausted"
 API_UNREACHABLE = "geonode_unreachable"
 #: More than INCRECRAWL_MAX_ERROR_RATIO of the run's fetches failed.
 TOO_MANY_ERRORS = "too_many_errors"
+#: Another crawl holds the state database (an embedding project's crawl meets it
+#: when it opens; ``scrapy crawl`` in this project checks before it starts).
+IN_USE = "database_in_use"
 
 #: Bad input (arguments, settings, the database file): one line, before the crawl.
 BAD_INPUT = 2
@@ -27,6 +30,7 @@ EXIT_CODES = {
     QUOTA_EXHAUSTED: 4,
     API_UNREACHABLE: 5,
     TOO_MANY_ERRORS: 6,
+    IN_USE: DATABASE_IN_USE,
 }
 
 #: Close reasons of the crawls this process ran (the crawl command reads them).

@@ -15,6 +15,7 @@ from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.shared_state import crawl_state
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -44,7 +45,10 @@ class IncrementalStatePipeline:
         self.seed = ""
 
     def open_spider(self, spider: Spider | None = None) -> None:
-        state = crawl_state(self.crawler)
+        try:
+            state = crawl_state(self.crawler)
+        except StateLockedError:
+            return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
 
     def close_spider(self, spider: Spider | None = None) -> None:
@@ -52,7 +56,8 @@ class IncrementalStatePipeline:
             self.store.flush()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
-        assert self.store is not None
+        if self.store is None:  # another crawl holds the database: nothing is recorded
+            raise DropItem("the state database is in use by another crawl")
         adapter = ItemAdapter(item)
         url = adapter.get(self.config.url_field)
         if not url:

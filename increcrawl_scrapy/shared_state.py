@@ -14,13 +14,15 @@ from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
+from scrapy.utils.defer import deferred_from_coro
 
-from increcrawl_scrapy import close_reasons, stats
+from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, warn_unknown_settings
 from increcrawl_scrapy.run_summary import run_summary
-from increcrawl_scrapy.state import RUN_COUNTS, StateStore
+from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
 
 if TYPE_CHECKING:
+    from scrapy import Spider
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ MIN_FETCHES_FOR_RATIO = 10
 
 _STATES: WeakKeyDictionary[Crawler, CrawlState] = WeakKeyDictionary()
 _CLOSED: WeakSet[Crawler] = WeakSet()
+_LOCKED: WeakKeyDictionary[Crawler, StateLockedError] = WeakKeyDictionary()
 
 
 class CrawlState:
@@ -132,13 +135,26 @@ class CrawlState:
 
 
 def crawl_state(crawler: Crawler) -> CrawlState:
-    """The crawl's state, opened (with the crawl lock) on first call."""
+    """The crawl's state, opened (with the crawl lock) on first call.
+
+    A database another crawl holds raises StateLockedError here, every call: the
+    first one logs it in one line and ends the crawl with ``database_in_use`` as
+    soon as it is open (closing it while it opens would fail in Scrapy itself)."""
     state = _STATES.get(crawler)
     if state is not None:
         return state
     if crawler in _CLOSED:
         raise RuntimeError("the crawl's state store is already closed")
-    state = _STATES[crawler] = CrawlState(crawler)
+    locked = _LOCKED.get(crawler)
+    if locked is not None:
+        raise locked
+    try:
+        state = _STATES[crawler] = CrawlState(crawler)
+    except StateLockedError as exc:
+        _LOCKED[crawler] = exc
+        logger.error("Try later: %s (the crawl ends with %s)", exc, close_reasons.IN_USE)
+        crawler.signals.connect(_close_when_open, signal=signals.spider_opened, weak=False)
+        raise
 
     def closed(reason: str, crawler: Crawler = crawler) -> None:
         _CLOSED.add(crawler)
@@ -149,6 +165,17 @@ def crawl_state(crawler: Crawler) -> CrawlState:
     crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(state.idle, signal=signals.spider_idle, weak=False)
     return state
+
+
+def _close_when_open(spider: Spider) -> None:
+    from twisted.internet import reactor, task
+
+    crawler = spider.crawler
+    task.deferLater(
+        reactor,
+        0,
+        lambda: deferred_from_coro(compat.close_spider(crawler, close_reasons.IN_USE)),
+    )
 
 
 def scrapyd_job(crawler: Crawler) -> str | None:

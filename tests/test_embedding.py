@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.servers import REPO
 
@@ -19,10 +20,12 @@ KEY = "shop-secret-key-77"
 SHOP = REPO / "examples" / "shop"
 
 
-def crawl(site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path) -> list[dict]:
+def shop_crawl(
+    site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "GEONODE_API_KEY": KEY}
     env.pop("SCRAPY_SETTINGS_MODULE", None)
-    done = subprocess.run(
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -45,6 +48,10 @@ def crawl(site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path) -> list[d
         timeout=120,
         check=False,
     )
+
+
+def crawl(site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path) -> list[dict]:
+    done = shop_crawl(site, api, db, feed)
     assert done.returncode == 0, done.stderr[-3000:]
     assert KEY not in done.stderr
     return json.loads(feed.read_text())
@@ -73,3 +80,19 @@ def test_shop_project_with_the_addon(tmp_path: Path) -> None:
         ]
         assert second[0]["description"] == "A new description for product four."
         assert second[0]["currency"] == "EUR"
+
+
+def test_a_database_in_use_is_one_line_and_its_own_close_reason(tmp_path: Path) -> None:
+    db = tmp_path / "shop.sqlite"
+    with (
+        SampleSite(pages=4) as site,
+        GeonodeStandIn(api_keys=[KEY]) as api,
+        StateStore(db, exclusive=True),  # another crawl holds it
+    ):
+        done = shop_crawl(site, api, db, tmp_path / "run.json")
+        assert api.counters()["requests"].get("POST /v1/extract", 0) == 0
+    errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "Try later: state database" in errors[0], done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "'finish_reason': 'database_in_use'" in done.stderr
+    assert json.loads((tmp_path / "run.json").read_text()) == []

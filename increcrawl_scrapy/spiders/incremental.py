@@ -32,6 +32,7 @@ from increcrawl_scrapy.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, UrlRefused, request_target
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.sitemap_walk import SitemapWalk
+from increcrawl_scrapy.spiders.after_discovery import after_discovery
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
@@ -43,6 +44,7 @@ from increcrawl_scrapy.spiders.page_items import (
     markdown_of,
     tokens_of,
 )
+from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.tokens import TokenBudget
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
@@ -158,7 +160,10 @@ class IncrementalSpider(scrapy.Spider):
                 config.fetcher,
                 "no GEONODE_API_KEY" if not config.api_key else "key set",
             )
-        state = crawl_state(self.crawler)
+        try:
+            state = crawl_state(self.crawler)
+        except StateLockedError:
+            return  # logged once; the crawl ends with database_in_use
         run = self.run = state.run
         self._progress.start()
         self.discovery_complete = state.discovery_complete = await self._discover(run)
@@ -169,20 +174,7 @@ class IncrementalSpider(scrapy.Spider):
                 close_reasons.DISCOVERY_FAILED,
             )
             state.failure = close_reasons.DISCOVERY_FAILED
-        dates = run.apply_lastmod()
-        stats.inc(self.crawler.stats, stats.LASTMOD_MOVED, dates.moved)
-        stats.inc(self.crawler.stats, stats.LASTMOD_DUE, dates.due)
-        stats.inc(self.crawler.stats, stats.LASTMOD_WAVES, len(dates.waves))
-        stats.inc(self.crawler.stats, stats.LASTMOD_SAMPLED, dates.sampled)
-        if self.discovery_complete:
-            missing = run.mark_missing()
-            stats.inc(self.crawler.stats, stats.MISSING, missing.marked)
-            stats.inc(self.crawler.stats, stats.MISSING_DUE, missing.due)
-        else:
-            logger.warning(
-                "Discovery was incomplete: pages absent from it are not counted as missing this run"
-            )
-            stats.inc(self.crawler.stats, stats.DISCOVERY_INCOMPLETE)
+        after_discovery(run, self.discovery_complete, self.crawler.stats)
         if self.discover_only:
             return
         due = self._due(state.store)
