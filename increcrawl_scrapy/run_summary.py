@@ -29,7 +29,8 @@ def run_summary(
     code = close_reasons.exit_code([reason])
     lines = [
         f"Run summary for {seed}: ended {reason} (exit code {code} from scrapy crawl)",
-        f"  discovered {count(stats.DISCOVERED):,} URLs; {count(stats.DUE):,} pages due, "
+        f"  discovered {count(stats.DISCOVERED):,} URLs{_unchanged(count)}; "
+        f"{count(stats.DUE):,} pages due, "
         f"{fetched:,} fetched: "
         + ", ".join(f"{n:,} {label}" for label, n in changes.items())
         + f", {errors:,} errors",
@@ -49,11 +50,7 @@ def run_summary(
             f"{count(stats.API_TOKENS):,} tokens charged"
         )
     if listed:
-        saved = f"{listed / fetched:,.1f}x fewer" if fetched else "none"
-        lines.append(
-            f"  {fetched:,} fetches for {listed:,} listed pages "
-            f"(fetching every listed page: {listed:,}; {saved})"
-        )
+        lines.append(f"  {saved(fetched, listed)}")
     for host in verdicts:
         lines.append(
             f"  Sitemap dates of {host['host']}: {host['verdict']} (moved and changed "
@@ -62,3 +59,20 @@ def run_summary(
             f"{host['future_dates']} future dates seen so far)"
         )
     return "\n".join(lines)
+
+
+def _unchanged(count: Callable[[str], int]) -> str:
+    # Unchanged sitemaps are not read again: their URLs are not counted as discovered.
+    unchanged = count(stats.SITEMAP_UNCHANGED)
+    return f" ({unchanged:,} sitemaps unchanged since their last read)" if unchanged else ""
+
+
+def saved(fetched: int, listed: int) -> str:
+    """A run's fetches against fetching every listed page."""
+    if not fetched:
+        fewer = "none at all"
+    elif fetched >= listed:
+        fewer = "as many as fetching them all"  # everything due, or gone pages re-checked
+    else:
+        fewer = f"{listed / fetched:,.1f}x fewer than fetching them all"
+    return f"fetched {fetched:,} of {listed:,} listed pages ({fewer})"

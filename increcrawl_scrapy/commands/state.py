@@ -17,6 +17,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
+from increcrawl_scrapy.run_summary import saved
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 
 DAY = 86_400.0
@@ -156,9 +157,3 @@ def _text(report: dict[str, Any]) -> str:
             if run["listed"]:
                 lines.append(f"    {saved(run['fetched'], run['listed'])}")
     return "\n".join(lines) or "No pages yet"
-
-
-def saved(fetched: int, listed: int) -> str:
-    """A run's fetches against fetching every listed page."""
-    fewer = f"{listed / fetched:,.1f}x fewer" if fetched else "none at all"
-    return f"fetched {fetched:,} of {listed:,} listed pages ({fewer} than fetching them all)"
