@@ -10,6 +10,7 @@ import difflib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -66,6 +67,10 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
     "INCRECRAWL_SITEMAP_MAX_DEPTH": 5,
     "INCRECRAWL_INCLUDE_SUBDOMAINS": False,
+    "INCRECRAWL_ALLOW": (),
+    "INCRECRAWL_DENY": (),
+    "INCRECRAWL_SITEMAP_FOLLOW": (),
+    "INCRECRAWL_SITEMAP_ALTERNATES": False,
     "INCRECRAWL_URL_FIELD": "url",
     "INCRECRAWL_CONTENT_FIELD": "markdown",
     "INCRECRAWL_CLOCK": None,
@@ -135,6 +140,10 @@ class IncrecrawlConfig:
     sitemap_max_bytes: int
     sitemap_max_depth: int
     include_subdomains: bool
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    sitemap_follow: tuple[str, ...]
+    sitemap_alternates: bool
     url_field: str
     content_field: str
     clock: Callable[[], float]
@@ -207,6 +216,12 @@ class IncrecrawlConfig:
             sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),
             sitemap_max_depth=read.number("INCRECRAWL_SITEMAP_MAX_DEPTH", int, minimum=0),
             include_subdomains=read.flag("INCRECRAWL_INCLUDE_SUBDOMAINS"),
+            allow=read.strings("INCRECRAWL_ALLOW", check=_regex, comma_separated=False),
+            deny=read.strings("INCRECRAWL_DENY", check=_regex, comma_separated=False),
+            sitemap_follow=read.strings(
+                "INCRECRAWL_SITEMAP_FOLLOW", check=_regex, comma_separated=False
+            ),
+            sitemap_alternates=read.flag("INCRECRAWL_SITEMAP_ALTERNATES"),
             url_field=read.text("INCRECRAWL_URL_FIELD"),
             content_field=read.text("INCRECRAWL_CONTENT_FIELD"),
             clock=read.clock("INCRECRAWL_CLOCK"),
@@ -384,6 +399,13 @@ class _Reader:
             if check is not None:
                 check(name, item)
         return tuple(items)
+
+
+def _regex(name: str, pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(name, pattern, f"not a valid regular expression ({exc})") from None
 
 
 #: Settings of ours that are not in DEFAULTS but are read (Scrapy's own or the API's).

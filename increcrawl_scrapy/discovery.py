@@ -1,4 +1,5 @@
-"""Reading sitemaps, sitemap indexes and robots.txt: streaming, bounded, hostile-safe.
+"""Reading sitemaps, sitemap indexes, feeds and robots.txt: streaming, bounded,
+hostile-safe.
 
 Sitemaps are parsed with lxml's ``iterparse`` and each ``<url>`` element is freed
 as soon as it is read, so memory stays bounded by the body, never by a tree. The
@@ -14,13 +15,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
 
 from lxml import etree
 from protego import Protego
 from scrapy.utils.gz import gunzip
 
 #: Bumped whenever what a sitemap yields changes: identical sitemaps are re-applied.
-PARSER_VERSION = 2
+PARSER_VERSION = 3
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -32,15 +34,19 @@ class SitemapError(ValueError):
 class SitemapEntry:
     loc: str
     lastmod: str | None
+    alternate: bool = False  # an ``xhtml:link`` language version of the entry before
 
 
 @dataclass
 class SitemapStats:
     """What one sitemap contained, for warnings and stats."""
 
-    kind: str = ""  # "urlset" or "sitemapindex"
+    kind: str = ""  # "urlset", "sitemapindex" or "feed"
     entries: int = 0
+    alternates: int = 0
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> count
+    recovered: bool = False  # not well-formed: read the forgiving way
+    truncated: bool = False  # ...and it ended early: entries after the cut are unknown
 
 
 def decompress(body: bytes, max_bytes: int) -> bytes:
@@ -57,65 +63,210 @@ def decompress(body: bytes, max_bytes: int) -> bytes:
     return body
 
 
-def iter_sitemap(xml: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
-    """Yield the ``<loc>``/``<lastmod>`` pairs of a urlset or a sitemap index.
+def iter_sitemap(body: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
+    """Yield the entries of a sitemap (urlset or index, XML or text) or a feed
+    (RSS 2.0, RSS 1.0, Atom 1.0, Media RSS): each page URL with its date.
 
-    Raises SitemapError when the document is not XML or not a sitemap; entries
-    read before a syntax error have been yielded already. Any namespace (or none)
-    is accepted: sites get it wrong often enough.
+    The kind is told by content, never by extension or Content-Type. An XML
+    document that is not well-formed is read again the way Scrapy's
+    ``SitemapSpider`` reads it (lxml's recovery, after bare ampersands are escaped
+    and stray control characters dropped): every entry that can be read is kept,
+    and ``stats.recovered`` says so (``stats.truncated`` when it ended early).
+    Raises SitemapError when the document is none of these.
     """
+    start = body[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not start.startswith(b"<"):
+        yield from _iter_text(body, stats)
+        return
+    yielded = 0
+    try:
+        for entry in _iter_xml(body, stats, recover=False):
+            yielded += 1
+            yield entry
+        return
+    except etree.XMLSyntaxError as exc:
+        error = str(exc)
+    # Again from the start, forgiving; what was yielded already is not yielded twice.
+    stats.entries, stats.kind, stats.recovered = 0, "", True
+    stats.skipped.clear()
+    for number, entry in enumerate(_iter_xml(_repair(body), stats, recover=True)):
+        if number >= yielded:
+            yield entry
+    if not stats.kind:
+        raise SitemapError(f"malformed XML: {error}")
+
+
+def _iter_xml(xml: bytes, stats: SitemapStats, *, recover: bool) -> Iterator[SitemapEntry]:
     parser = etree.iterparse(
         io.BytesIO(xml),
         events=("end",),
-        resolve_entities=False,
+        resolve_entities=False,  # in recovery too: no entity is ever expanded
         no_network=True,
         load_dtd=False,
         huge_tree=False,
         remove_comments=True,
         remove_pis=True,
+        recover=recover,
     )
-    loc = lastmod = None
+    entry = _Entry()
     names: dict[str, str] = {}  # tag -> local name, whatever the namespace
-    try:
-        for _event, element in parser:
-            tag = element.tag
-            if tag.__class__ is not str:
-                continue
-            name = names.get(tag)
-            if name is None:
-                name = names[tag] = tag.rsplit("}", 1)[-1].lower()
-            if name == "loc":
-                if loc is None or _local(element.getparent()) in ("url", "sitemap"):
-                    loc = element.text  # an <image:loc> after the page's own is not it
-            elif name == "lastmod":
-                lastmod = element.text
-            elif name in ("url", "sitemap"):
-                if not stats.kind:
-                    stats.kind = _root_kind(element)
-                _free(element)
-                found = loc.strip() if loc else None
-                stamp = _w3c_datetime(lastmod, stats) if lastmod and found else None
-                loc = lastmod = None
-                if not found:
-                    stats.skipped["no_loc"] += 1
-                    continue
-                stats.entries += 1
-                yield SitemapEntry(found, stamp)
-    except etree.XMLSyntaxError as exc:
-        raise SitemapError(f"malformed XML: {exc}") from None
+    for _event, element in parser:
+        tag = element.tag
+        if tag.__class__ is not str:
+            continue
+        name = names.get(tag)
+        if name is None:
+            name = names[tag] = tag.rsplit("}", 1)[-1].lower()
+        if name in _ENTRIES:
+            if not stats.kind:
+                stats.kind = _root_kind(element, name)
+            _free(element)
+            yield from entry.finish(stats)
+            entry = _Entry()
+        else:
+            entry.read(name, element)
+    if recover and any(error.type_name in _TRUNCATED for error in parser.error_log):
+        stats.truncated = True
     if not stats.kind:
         root = _local(parser.root) if getattr(parser, "root", None) is not None else ""
-        if root not in ("urlset", "sitemapindex"):
-            raise SitemapError(f"root element <{root or '?'}> is not a sitemap")
-        stats.kind = root
+        if root not in _ROOTS:
+            raise SitemapError(f"root element <{root or '?'}> is not a sitemap or a feed")
+        stats.kind = _ROOTS[root]
 
 
-def _root_kind(entry: etree._Element) -> str:
+class _Entry:
+    """What one ``<url>``, ``<sitemap>``, ``<item>`` or ``<entry>`` said so far."""
+
+    __slots__ = ("alternates", "cut", "dates", "guid", "loc")
+
+    def __init__(self) -> None:
+        self.loc: str | None = None
+        self.guid: str | None = None
+        self.cut = False  # its URL's text was cut by an entity
+        self.dates: dict[str, str] = {}
+        self.alternates: list[str] = []
+
+    def read(self, name: str, element: etree._Element) -> None:
+        parent = _local(element.getparent())
+        if parent not in _ENTRIES and parent != "news":
+            return  # a channel's own link or date, an image's loc...
+        if name in _DATES:
+            self.dates.setdefault(name, element.text or "")
+        elif name == "loc" or (name == "link" and parent in ("item", "entry")):
+            href = element.get("href")
+            if href is not None:  # Atom: the entry's alternate link
+                if self.loc is None and element.get("rel", "alternate") == "alternate":
+                    self.loc = href
+                return
+            if self.loc is None:
+                self.loc = _whole_text(element)
+                self.cut = self.loc is None
+        elif name == "link" and parent == "url" and element.get("rel") == "alternate":
+            href = element.get("href")  # xhtml:link, a page's language versions
+            if href:
+                self.alternates.append(href.strip())
+        elif name == "guid" and element.get("isPermaLink", "true") != "false":
+            self.guid = _whole_text(element)
+
+    def finish(self, stats: SitemapStats) -> Iterator[SitemapEntry]:
+        found = (self.loc or self.guid or "").strip()
+        if self.cut and not self.guid:
+            stats.skipped["entity"] += 1  # never another URL (the text before the entity)
+            return
+        if not found:
+            stats.skipped["no_loc"] += 1
+            return
+        stamp = next(
+            (_date(self.dates[name], stats) for name in _DATES if self.dates.get(name)), None
+        )
+        stats.entries += 1
+        yield SitemapEntry(found, stamp)
+        for alternate in self.alternates:
+            stats.alternates += 1
+            yield SitemapEntry(alternate, None, alternate=True)
+
+
+def _whole_text(element: etree._Element) -> str | None:
+    """The element's text, or None when an unexpanded entity (or an element) cut it."""
+    if len(element):
+        return None
+    return element.text or ""
+
+
+def _iter_text(body: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
+    """The protocol's text format: one URL a line (blank lines and ``#`` comments
+    allowed, any line ending, surrounding whitespace ignored)."""
+    if b"\x00" in body[:4096]:
+        raise SitemapError("binary data: neither XML nor a text sitemap")
+    stats.kind = "urlset"
+    text = io.TextIOWrapper(io.BytesIO(body), encoding="utf-8", errors="replace", newline=None)
+    for raw in text:
+        line = raw.strip().lstrip("\ufeff")
+        if not line or line.startswith("#"):
+            continue
+        if not _URL_LINE.match(line):
+            stats.skipped["not_url"] += 1
+            continue
+        stats.entries += 1
+        yield SitemapEntry(line, None)
+    if not stats.entries:
+        raise SitemapError("neither XML nor a text sitemap (no line is a URL)")
+
+
+def _repair(xml: bytes) -> bytes:
+    """What lenient parsers do first: bare ``&`` escaped, control characters gone,
+    bytes that are not UTF-8 read as Windows-1252 (with no encoding declared)."""
+    xml = _CONTROL.sub(b"", _BARE_AMPERSAND.sub(b"&amp;", xml))
+    try:
+        xml.decode("utf-8")
+    except UnicodeDecodeError:
+        declaration = _DECLARATION.match(xml)
+        rest = xml[declaration.end() :] if declaration else xml
+        xml = rest.decode("cp1252", "replace").encode("utf-8")
+    return xml
+
+
+def _root_kind(entry: etree._Element, name: str) -> str:
     parent = entry.getparent()
-    kind = _local(parent) if parent is not None else ""
-    if kind not in ("urlset", "sitemapindex"):
-        raise SitemapError(f"<{_local(entry)}> inside <{kind or '?'}>: not a sitemap")
-    return kind
+    container = _local(parent) if parent is not None else ""
+    if _CONTAINERS.get(name) != container and not (name == "item" and container == "rdf"):
+        raise SitemapError(f"<{name}> inside <{container or '?'}>: not a sitemap or a feed")
+    return _KINDS[name]
+
+
+def _date(value: str, stats: SitemapStats) -> str | None:
+    value = value.strip()
+    if value[:1].isdigit():
+        return _w3c_datetime(value, stats)
+    try:  # RSS: RFC 822 ("Tue, 10 Jun 2025 04:00:00 GMT")
+        stamp = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        stats.skipped["bad_lastmod"] += 1
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+#: The element of one entry -> the element that holds them, and the document kind.
+_CONTAINERS = {"url": "urlset", "sitemap": "sitemapindex", "item": "channel", "entry": "feed"}
+_ENTRIES = frozenset(_CONTAINERS)
+_KINDS = {"url": "urlset", "sitemap": "sitemapindex", "item": "feed", "entry": "feed"}
+#: Root elements of documents with no entry at all.
+_ROOTS = {
+    "urlset": "urlset",
+    "sitemapindex": "sitemapindex",
+    "rss": "feed",
+    "rdf": "feed",
+    "feed": "feed",
+}
+#: An entry's dates, in the order they are trusted as its lastmod.
+_DATES = ("lastmod", "updated", "publication_date", "pubdate", "published", "date")
+_TRUNCATED = frozenset({"ERR_TAG_NOT_FINISHED", "ERR_DOCUMENT_EMPTY", "ERR_GT_REQUIRED"})
+_BARE_AMPERSAND = re.compile(rb"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_DECLARATION = re.compile(rb"\s*<\?xml[^>]*\?>")
+_URL_LINE = re.compile(r"^https?://\S+$", re.IGNORECASE)
 
 
 def robots_sitemaps(robots_txt: bytes | str) -> list[str]:
@@ -124,7 +275,9 @@ def robots_sitemaps(robots_txt: bytes | str) -> list[str]:
     return list(Protego.parse(text).sitemaps)
 
 
-def _local(element: etree._Element) -> str:
+def _local(element: etree._Element | None) -> str:
+    if element is None:
+        return ""
     tag = element.tag
     if not isinstance(tag, str):
         return ""

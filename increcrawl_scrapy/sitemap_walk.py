@@ -25,6 +25,7 @@ from increcrawl_scrapy.discovery import (
     robots_sitemaps,
 )
 from increcrawl_scrapy.scope import Scope, UrlRefused, is_ip_literal, request_target
+from increcrawl_scrapy.url_rules import UrlRules
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -47,6 +48,7 @@ class Ingested:
     children: list[str] = field(default_factory=list)
     recorded: int = 0
     invalid: int = 0
+    complete: bool = True  # False when a recovered document ended early
 
 
 class SitemapWalk:
@@ -61,6 +63,7 @@ class SitemapWalk:
         digest_salt: bytes,
         origin: str,
         crawler_stats: StatsCollector | None,
+        rules: UrlRules | None = None,
     ) -> None:
         self.run = run
         self.fetch = fetch
@@ -73,6 +76,7 @@ class SitemapWalk:
         self.origin = origin  # scheme://host[:port] of the seed
         self.stats = crawler_stats
         self.declared: set[str] | None = None  # Sitemap: lines of the seed's robots.txt
+        self.rules = rules or UrlRules()
 
     # -- robots.txt ----------------------------------------------------------------
 
@@ -134,8 +138,9 @@ class SitemapWalk:
             response = await maybe_deferred_to_future(fetching)
             pending = await next_fetch()  # downloads while this one is parsed
             ingested = await self._read(url, response)
-            if ingested is None:
+            if ingested is None or not ingested.complete:
                 complete = False
+            if ingested is None:
                 continue
             queue.extend((child, depth + 1) for child in ingested.children)
             if pending is None:  # an index's children were not known a moment ago
@@ -165,6 +170,11 @@ class SitemapWalk:
                 continue
             if depth == 0:
                 return (loc, depth), ok  # given by the user or the seed's robots.txt
+            if not self.rules.follows(loc):
+                # Left out on purpose: its rows are neither fetched nor missing.
+                stats.inc(self.stats, stats.SITEMAP_NOT_FOLLOWED)
+                self.run.sitemap_not_modified(loc)
+                continue
             url = await self._child_url(loc)
             if url is None:
                 logger.warning(
@@ -211,6 +221,16 @@ class SitemapWalk:
             stats.inc(self.stats, stats.SITEMAP_INVALID)
             return None
         stats.inc(self.stats, stats.SITEMAPS)
+        if ingested.stats.kind == "feed":
+            stats.inc(self.stats, stats.SITEMAP_FEEDS)
+        if ingested.stats.recovered:
+            stats.inc(self.stats, stats.SITEMAP_RECOVERED)
+            logger.warning(
+                "Sitemap %s is not well-formed XML: read the forgiving way, %d entries kept%s",
+                url,
+                ingested.stats.entries,
+                "; it ends early, so discovery is incomplete" if not ingested.complete else "",
+            )
         if ingested.stats.kind == "unchanged":
             stats.inc(self.stats, stats.SITEMAP_UNCHANGED)
         stats.inc(self.stats, stats.DISCOVERED, ingested.recorded)
@@ -229,26 +249,43 @@ class SitemapWalk:
             sitemap_stats.kind = "unchanged"  # read whole last time and identical
             return ingested
         batch: list[tuple[str, str | None]] = []
+        excluded: list[str] = []
         read = 0
+
+        def upsert() -> None:
+            nonlocal batch, excluded, read
+            feed = sitemap_stats.kind == "feed"
+            ingested.recorded += self.run.upsert(batch, sitemap_url=url, feed=feed)
+            self.run.seen_only(excluded)
+            read += len(batch)
+            batch, excluded = [], []
+
         try:
             for entry in iter_sitemap(xml, sitemap_stats):
                 if sitemap_stats.kind == "sitemapindex":
                     ingested.children.append(entry.loc)  # judged when taken
                     continue
+                if entry.alternate and not self.config.sitemap_alternates:
+                    continue
                 requested = self.page_scope.request_url(entry.loc, sitemap_stats.skipped)
                 if requested is None:
                     continue
+                refused = self.rules.refuses(requested)
+                if refused:
+                    sitemap_stats.skipped[refused] += 1
+                    excluded.append(requested)
+                    continue
                 batch.append((requested, entry.lastmod))
                 if len(batch) >= UPSERT_CHUNK:
-                    ingested.recorded += self.run.upsert(batch, sitemap_url=url)
-                    read += len(batch)
-                    batch = []
+                    upsert()
         finally:
             # What was read before a syntax error still counts as seen.
-            ingested.recorded += self.run.upsert(batch, sitemap_url=url)
-            read += len(batch)
-        if sitemap_stats.kind == "urlset":
-            self.run.sitemap_read(url, digest, validators, self.settings)
+            upsert()
+        ingested.complete = not sitemap_stats.truncated
+        if sitemap_stats.kind in ("urlset", "feed") and ingested.complete:
+            self.run.sitemap_read(
+                url, digest, validators, self.settings, feed=sitemap_stats.kind == "feed"
+            )
         ingested.invalid = read - ingested.recorded
         return ingested
 

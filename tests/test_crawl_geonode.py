@@ -73,6 +73,7 @@ async def test_failed_batch_items_back_off_then_are_fetched(
 @pytest_twisted.ensureDeferred
 async def test_site_url_discovery_through_map(servers, tmp_path: Path, clock: Clock) -> None:
     site, api = servers
+    site.hide_sitemaps()  # the map is the fallback for a site without any
     result = await run_crawl(
         crawl_settings(str(tmp_path / "s.sqlite"), clock, api), site_url=f"{site.url}/"
     )
@@ -210,7 +211,7 @@ async def test_a_partial_discovery_skips_missing_marking(
 def test_the_spider_needs_a_seed_argument() -> None:
     from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
-    with pytest.raises(ValueError, match="sitemap_url=URL, -a robots_url=URL or -a site_url=URL"):
+    with pytest.raises(ValueError, match="-a feed_url=URL, -a robots_url=URL or -a site_url=URL"):
         IncrementalSpider()
     with pytest.raises(ValueError, match="sitemap_url"):
         IncrementalSpider(sitemap_url="not a url")

@@ -75,7 +75,7 @@ def test_too_many_failed_fetches_exit_6(tmp_path: Path) -> None:
     [
         (("sitemap_url=not a url",), "-a sitemap_url: not a URL to crawl"),
         (("sitemap_url=ftp://example.com/s.xml",), "-a sitemap_url: not a URL to crawl"),
-        (("site_url=http://127.0.0.1:9/",), "-a site_url needs the Geonode API"),
+        (("feed_url=javascript:alert(1)",), "-a feed_url: not a URL to crawl"),
     ],
 )
 def test_bad_arguments_stop_with_one_line_and_exit_2(

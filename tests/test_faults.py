@@ -184,6 +184,7 @@ async def test_map_answers_off_the_site_are_not_followed(
             "http://127.0.0.2/elsewhere",
         ]
     )
+    site.hide_sitemaps()
     db = str(tmp_path / "s.sqlite")
     result = await run_crawl(crawl_settings(db, clock, api), site_url=f"{site.url}/")
     assert result.stats["increcrawl/map/skipped/offsite"] == 2

@@ -196,6 +196,7 @@ async def test_map_links_in_disguise_reach_no_other_host(
     with Canary() as canary:
         seed = site.url.removeprefix("http://")
         api.configure(map_extra_links=tricks(seed, canary.url.removeprefix("http://")))
+        site.hide_sitemaps()
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, api)
         result = await run_crawl(settings, site_url=f"{site.url}/")
         assert canary.hits == []

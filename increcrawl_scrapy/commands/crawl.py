@@ -22,7 +22,7 @@ class Command(ScrapyCrawl):
         try:
             config = IncrecrawlConfig.from_settings(self.settings)
             if args:
-                self._check_arguments(args[0], opts.spargs, config)
+                self._check_arguments(args[0], opts.spargs)
             # Opened (and migrated) once up front: the crawl opens it again for good.
             StateStore.from_config(config, exclusive=True).close()
         except ConfigError as exc:
@@ -38,9 +38,10 @@ class Command(ScrapyCrawl):
         if not self.exitcode:
             self.exitcode = close_reasons.exit_code(close_reasons.seen)
 
-    def _check_arguments(self, name: str, arguments: dict, config: IncrecrawlConfig) -> None:
+    def _check_arguments(self, name: str, arguments: dict) -> None:
         """The incremental spider's arguments, judged before anything starts."""
-        from increcrawl_scrapy.spiders.incremental import IncrementalSpider, parse_sources
+        from increcrawl_scrapy.spiders.discoverer import parse_sources
+        from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
         assert self.crawler_process is not None
         try:
@@ -53,9 +54,3 @@ class Command(ScrapyCrawl):
             parse_sources(**arguments)
         except ValueError as exc:
             raise UsageError(str(exc), print_help=False) from None
-        if arguments.get("site_url") and not config.uses_geonode:
-            raise UsageError(
-                "-a site_url needs the Geonode API (GEONODE_API_KEY): use "
-                "-a sitemap_url or -a robots_url in direct mode",
-                print_help=False,
-            )

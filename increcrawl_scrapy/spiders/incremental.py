@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
@@ -29,10 +29,10 @@ from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
-from increcrawl_scrapy.scope import Scope, UrlRefused, request_target
+from increcrawl_scrapy.scope import Scope
 from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.sitemap_walk import SitemapWalk
 from increcrawl_scrapy.spiders.after_discovery import after_discovery
+from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
@@ -44,8 +44,10 @@ from increcrawl_scrapy.spiders.page_items import (
     markdown_of,
     tokens_of,
 )
+from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.tokens import TokenBudget
+from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -58,24 +60,6 @@ logger = logging.getLogger(__name__)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
-ARGUMENTS = "-a sitemap_url=URL, -a robots_url=URL or -a site_url=URL"
-
-
-def parse_sources(**arguments: str | None) -> dict[str, tuple[str, str]]:
-    """The spider's source arguments (``sitemap_url``, ``robots_url``, ``site_url``) as
-    ``name -> (URL as requested, host)``; ValueError, naming the argument, if unusable."""
-    sources: dict[str, tuple[str, str]] = {}
-    for name in ("sitemap_url", "robots_url", "site_url"):
-        value = arguments.get(name)
-        if value:
-            try:
-                sources[name] = request_target(value.strip())
-                normalize_url(sources[name][0])
-            except (UrlRefused, ValueError) as exc:
-                raise ValueError(f"-a {name}: not a URL to crawl ({exc})") from None
-    if not sources:
-        raise ValueError(f"the incremental spider needs one of {ARGUMENTS}")
-    return sources
 
 
 class IncrementalSpider(scrapy.Spider):
@@ -87,6 +71,7 @@ class IncrementalSpider(scrapy.Spider):
         sitemap_url: str | None = None,
         robots_url: str | None = None,
         site_url: str | None = None,
+        feed_url: str | None = None,
         seed: str | None = None,
         discover_only: str | bool = False,
         *args: Any,
@@ -95,11 +80,11 @@ class IncrementalSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         # -a discover_only=1: fill the database from the sitemaps, fetch nothing.
         self.discover_only = str(discover_only).lower() in ("1", "true", "yes")
-        sources = parse_sources(sitemap_url=sitemap_url, robots_url=robots_url, site_url=site_url)
-        self.sitemap_url = sources.get("sitemap_url", ("", ""))[0] or None
-        self.robots_url = sources.get("robots_url", ("", ""))[0] or None
-        self.site_url = sources.get("site_url", ("", ""))[0] or None
-        first, self.seed_host = next(iter(sources.values()))
+        # All of them under one seed, named after the first.
+        self.sources = parse_sources(
+            sitemap_url=sitemap_url, robots_url=robots_url, site_url=site_url, feed_url=feed_url
+        )
+        first, self.seed_host = next(iter(self.sources.values()))[0]
         self.increcrawl_seed = seed or normalize_url(first)
         self._origin = "{0.scheme}://{0.netloc}".format(urlsplit(first))
         # Sitemaps themselves must be on the seed's host (the sitemaps protocol),
@@ -115,12 +100,15 @@ class IncrementalSpider(scrapy.Spider):
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
+        self._roots: set[str] = set()  # the sitemaps given (always followed)
+        self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
+        spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = Scope(
             spider.seed_host, include_subdomains=config.include_subdomains
@@ -133,6 +121,7 @@ class IncrementalSpider(scrapy.Spider):
                 "normalization": normalization_settings(config),
                 "rules": RULES_VERSION,
                 "parser": PARSER_VERSION,
+                "url_rules": spider._rules.digest_part().decode(),
             },
             sort_keys=True,
         ).encode()
@@ -177,7 +166,7 @@ class IncrementalSpider(scrapy.Spider):
         after_discovery(run, self.discovery_complete, self.crawler.stats)
         if self.discover_only:
             return
-        due = self._due(state.store)
+        due = without_excluded(self._due(state.store), self._rules, self._roots, self.crawler.stats)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, len(due))
         stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
@@ -185,6 +174,10 @@ class IncrementalSpider(scrapy.Spider):
             config.max_tokens if self._client is not None else 0, self.crawler.stats
         )
         singles, batched = self._split(due)
+        if batched:
+            batched = await robots_allowed(
+                batched, self._fetch, self.crawler.settings, self.crawler.stats
+            )
         for queued, page in enumerate(singles):
             if not tokens.take(1):
                 tokens.stop(len(singles) - queued + len(batched))
@@ -233,56 +226,7 @@ class IncrementalSpider(scrapy.Spider):
     # -- discovery ---------------------------------------------------------------
 
     async def _discover(self, run: Run) -> bool:
-        """Read every source given; discovery is complete only if all of them were."""
-        walk = SitemapWalk(
-            run,
-            self._fetch,
-            sitemap_scope=self._sitemap_scope,
-            page_scope=self.increcrawl_scope,
-            config=self.config,
-            digest_salt=self._digest_salt,
-            origin=self._origin,
-            crawler_stats=self.crawler.stats,
-        )
-        complete = True
-        roots: list[str] = []
-        if self.site_url:
-            complete = await self._discover_by_map(run, self.site_url) and complete
-        if self.robots_url:
-            found = await walk.robots(self.robots_url)
-            complete = complete and bool(found)
-            roots += found or []
-        if self.sitemap_url:
-            roots.append(self.sitemap_url)
-        return await walk.walk(roots) and complete
-
-    async def _discover_by_map(self, run: Run, site_url: str) -> bool:
-        if self._client is None:
-            logger.error(
-                "-a site_url needs the Geonode API (GEONODE_API_KEY): use "
-                "-a sitemap_url or -a robots_url in direct mode"
-            )
-            return False
-        try:
-            links = await self._client.map(site_url)
-        except GeonodeFatalError as exc:
-            self._close(exc.reason)
-            return False
-        except GeonodeError as exc:
-            logger.warning("Geonode map of %s failed: %s", site_url, exc)
-            stats.inc(self.crawler.stats, stats.MAP_ERRORS)
-            return False
-        skipped: Counter[str] = Counter()
-        kept: list[tuple[str, str | None]] = []
-        for link in links:
-            requested = self.increcrawl_scope.request_url(link, skipped)
-            if requested is not None:
-                kept.append((requested, None))
-        for reason, count in skipped.items():
-            stats.inc(self.crawler.stats, stats.MAP_SKIPPED, count, reason=reason)
-        stats.inc(self.crawler.stats, stats.DISCOVERED, run.upsert(kept))
-        self._sources_read += 1
-        return True
+        return await Discoverer(self, run).discover()
 
     async def _fetch(
         self, url: str, headers: dict[str, str] | None = None
@@ -352,6 +296,11 @@ class IncrementalSpider(scrapy.Spider):
     def page_failed(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self._tokens.answer()
         request = failure.request  # type: ignore[attr-defined]
+        if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
+            # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
+            # error, not gone; the row stays as it is.
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=ROBOTS)
+            return
         status, site_failure = failure_kind(failure.value)
         logger.info(
             "Fetch of %s failed (%s); %s",

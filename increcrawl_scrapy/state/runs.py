@@ -84,13 +84,18 @@ class Run:
 
     @_step
     def upsert(
-        self, entries: Iterable[tuple[str, str | None]], *, sitemap_url: str | None = None
+        self,
+        entries: Iterable[tuple[str, str | None]],
+        *,
+        sitemap_url: str | None = None,
+        feed: bool = False,
     ) -> int:
         """Record ``(url, lastmod)`` pairs seen by this run's discovery (one chunk of
         a sitemap), in one set-based transaction: new rows are inserted due now, a
         changed lastmod makes a row due now, a row seen again is no longer missing
         and belongs to this run's seed. URLs that cannot be normalized are skipped.
-        Returns how many were recorded."""
+        A *feed*'s rows never count as missing: a row it finds first is attached to
+        it, one a sitemap lists stays with the sitemap. Returns how many were recorded."""
         now = self._clock()
         latest = _iso(now)
         future: Counter[str] = Counter()
@@ -118,15 +123,29 @@ class Run:
                 # Known from now on, so its rows are checked for absence even if it is
                 # never read whole (an empty digest matches no real one).
                 db.execute(
-                    "INSERT OR IGNORE INTO sitemaps (seed, url, digest, read_at) "
-                    "VALUES (:seed, :url, '', :now)",
-                    {**params, "url": sitemap_url},
+                    "INSERT OR IGNORE INTO sitemaps (seed, url, digest, read_at, feed) "
+                    "VALUES (:seed, :url, '', :now, :feed)",
+                    {**params, "url": sitemap_url, "feed": feed},
                 )
             db.execute("DELETE FROM temp.chunk")
             db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?, ?, ?)", rows.values())
-            for statement in _APPLY_CHUNK:
+            for statement in _APPLY_FEED_CHUNK if feed else _APPLY_CHUNK:
                 db.execute(statement, params)
         return len(rows)
+
+    @_step
+    def seen_only(self, urls: Iterable[str]) -> None:
+        """URLs discovery listed but the URL rules exclude: their rows are not
+        missing (they are not fetched either: the spider skips them)."""
+        keys = []
+        for url in urls:
+            try:
+                keys.append((self._normalize(url),))
+            except ValueError:
+                continue
+        if keys:
+            with self.database.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO temp.seen VALUES (?)", keys)
 
     @_step
     def apply_lastmod(self) -> LastmodReport:
@@ -180,23 +199,27 @@ class Run:
         digest: str,
         validators: Validators = (None, None),
         settings: str | None = None,
+        feed: bool = False,
     ) -> None:
         """*sitemap_url* was read whole this run: remember its digest (and its
         validators, under which *settings*). Rows it listed before and no longer
-        lists are no longer attached to it."""
+        lists are no longer attached to it, unless it is a *feed* (its items fall
+        off it as newer ones come)."""
         with self.database.transaction() as db:
+            if not feed:
+                db.execute(
+                    "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
+                    "AND normalized_url NOT IN temp.seen",
+                    (sitemap_url,),
+                )
             db.execute(
-                "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
-                "AND normalized_url NOT IN temp.seen",
-                (sitemap_url,),
-            )
-            db.execute(
-                "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, settings) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, "
+                "settings, feed) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
                 "read_at = excluded.read_at, etag = excluded.etag, "
-                "last_modified = excluded.last_modified, settings = excluded.settings",
-                (self.seed, sitemap_url, digest, self._clock(), *validators, settings),
+                "last_modified = excluded.last_modified, settings = excluded.settings, "
+                "feed = excluded.feed",
+                (self.seed, sitemap_url, digest, self._clock(), *validators, settings, feed),
             )
 
     @_step
@@ -328,6 +351,18 @@ _APPLY_CHUNK = (
     "INSERT OR IGNORE INTO temp.seen SELECT normalized_url FROM temp.chunk",
 )
 
+#: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
+_APPLY_FEED_CHUNK = tuple(
+    statement.replace(
+        "coalesce(\n            (SELECT c.sitemap_url FROM temp.chunk AS c\n"
+        "             WHERE c.normalized_url = pages.normalized_url), sitemap_url)",
+        "coalesce(sitemap_url,\n            (SELECT c.sitemap_url FROM temp.chunk AS c\n"
+        "             WHERE c.normalized_url = pages.normalized_url))",
+    )
+    for statement in _APPLY_CHUNK
+)
+assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
+
 _COUNT_FUTURE = (
     "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
     "ON CONFLICT (host) DO UPDATE SET future_dates = future_dates + excluded.future_dates"
@@ -348,7 +383,7 @@ WHERE p.sitemap_url IS NULL AND +p.seed = :seed
 UNION ALL
 SELECT p.normalized_url FROM sitemaps AS m CROSS JOIN pages AS p INDEXED BY pages_sitemap
   ON p.sitemap_url = m.url
-WHERE m.seed = :seed AND +p.seed = :seed
+WHERE m.seed = :seed AND +p.seed = :seed AND NOT m.feed
   AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
   AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
 """

@@ -128,10 +128,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 6: for the operator: changes in a row (noisy pages), the live pages a run
     # ended with (requests saved against fetching them all), and the text of each
-    # page before and after its last change (INCRECRAWL_KEEP_CONTENT), compressed.
+    # page before and after its last change (INCRECRAWL_KEEP_CONTENT), compressed;
+    # which sources are feeds.
     (
         "ALTER TABLE pages ADD COLUMN change_streak INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE runs ADD COLUMN listed INTEGER",
+        # A feed lists only its latest items: its rows never count as missing.
+        "ALTER TABLE sitemaps ADD COLUMN feed INTEGER NOT NULL DEFAULT 0",
         """
         CREATE TABLE contents (
             normalized_url TEXT PRIMARY KEY,

@@ -249,6 +249,12 @@ class SampleSite:
             else:
                 self._failing_paths[path] = status
 
+    def hide_sitemaps(self) -> None:
+        """A site with no sitemap to find: robots.txt without ``Sitemap:`` lines, and
+        the sitemap at none of the well-known paths."""
+        self.serve("/robots.txt", b"User-agent: *\nDisallow:\n", "text/plain")
+        self.fail_path("/sitemap.xml", 404)
+
     def add_noise(self, i: int, template: str) -> None:
         """Page *i* shows *template* with ``{n}`` replaced by its request count: volatile
         text of a kind the default rules do not know (the content stays the same)."""
