@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
+from typing import NamedTuple
 
 from lxml import etree
 from protego import Protego
@@ -30,8 +31,7 @@ class SitemapError(ValueError):
     """A sitemap that cannot be read (too large, not XML, not a sitemap)."""
 
 
-@dataclass(frozen=True)
-class SitemapEntry:
+class SitemapEntry(NamedTuple):  # a tuple: built once per URL, cheaply
     loc: str
     lastmod: str | None
     alternate: bool = False  # an ``xhtml:link`` language version of the entry before
@@ -89,9 +89,19 @@ def iter_sitemap(body: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
     # Again from the start, forgiving; what was yielded already is not yielded twice.
     stats.entries, stats.kind, stats.recovered = 0, "", True
     stats.skipped.clear()
+    # One entry is held back: in a document that ends early the last one may be cut
+    # (``<loc>https://a.com/produ``), and a wrong URL is worse than a missing one.
+    held: SitemapEntry | None = None
     for number, entry in enumerate(_iter_xml(_repair(body), stats, recover=True)):
-        if number >= yielded:
-            yield entry
+        if held is not None:
+            yield held
+        held = entry if number >= yielded else None
+    if held is not None:
+        if stats.truncated:
+            stats.entries -= 1
+            stats.skipped["truncated"] += 1
+        else:
+            yield held
     if not stats.kind:
         raise SitemapError(f"malformed XML: {error}")
 
@@ -117,13 +127,24 @@ def _iter_xml(xml: bytes, stats: SitemapStats, *, recover: bool) -> Iterator[Sit
         name = names.get(tag)
         if name is None:
             name = names[tag] = tag.rsplit("}", 1)[-1].lower()
-        if name in _ENTRIES:
+        if name == "loc" and entry.loc is None and not entry.cut:
+            entry.loc = _whole_text(element)  # the common case, inline
+            entry.cut = entry.loc is None
+        elif name == "lastmod":
+            if entry.lastmod is None:
+                entry.lastmod = element.text or ""
+        elif name in _ENTRIES:
             if not stats.kind:
                 stats.kind = _root_kind(element, name)
             _free(element)
-            yield from entry.finish(stats)
+            found = entry.finish(stats)
+            if found is not None:
+                yield found
+                for alternate in entry.alternates or ():
+                    stats.alternates += 1
+                    yield SitemapEntry(alternate, None, alternate=True)
             entry = _Entry()
-        else:
+        elif name in _READ:
             entry.read(name, element)
     if recover and any(error.type_name in _TRUNCATED for error in parser.error_log):
         stats.truncated = True
@@ -137,58 +158,68 @@ def _iter_xml(xml: bytes, stats: SitemapStats, *, recover: bool) -> Iterator[Sit
 class _Entry:
     """What one ``<url>``, ``<sitemap>``, ``<item>`` or ``<entry>`` said so far."""
 
-    __slots__ = ("alternates", "cut", "dates", "guid", "loc")
+    __slots__ = ("alternates", "cut", "dates", "guid", "lastmod", "loc")
 
     def __init__(self) -> None:
         self.loc: str | None = None
         self.guid: str | None = None
         self.cut = False  # its URL's text was cut by an entity
-        self.dates: dict[str, str] = {}
-        self.alternates: list[str] = []
+        self.lastmod: str | None = None
+        self.dates: dict[str, str] | None = None  # other dates (feeds, news), if any
+        self.alternates: list[str] | None = None
 
     def read(self, name: str, element: etree._Element) -> None:
+        """An element other than the entry's first ``<loc>`` and ``<lastmod>``."""
         parent = _local(element.getparent())
+        if name == "loc":
+            if parent in ("url", "sitemap"):  # an <image:loc> came before the page's
+                self.loc = _whole_text(element)
+                self.cut = self.loc is None
+            return
         if parent not in _ENTRIES and parent != "news":
-            return  # a channel's own link or date, an image's loc...
+            return  # a channel's own link or date, an image's...
         if name in _DATES:
+            if self.dates is None:
+                self.dates = {}
             self.dates.setdefault(name, element.text or "")
-        elif name == "loc" or (name == "link" and parent in ("item", "entry")):
+        elif name == "link" and parent in ("item", "entry"):
             href = element.get("href")
             if href is not None:  # Atom: the entry's alternate link
                 if self.loc is None and element.get("rel", "alternate") == "alternate":
                     self.loc = href
-                return
-            if self.loc is None:
+            elif self.loc is None:
                 self.loc = _whole_text(element)
                 self.cut = self.loc is None
         elif name == "link" and parent == "url" and element.get("rel") == "alternate":
             href = element.get("href")  # xhtml:link, a page's language versions
             if href:
+                if self.alternates is None:
+                    self.alternates = []
                 self.alternates.append(href.strip())
         elif name == "guid" and element.get("isPermaLink", "true") != "false":
             self.guid = _whole_text(element)
 
-    def finish(self, stats: SitemapStats) -> Iterator[SitemapEntry]:
+    def finish(self, stats: SitemapStats) -> SitemapEntry | None:
         found = (self.loc or self.guid or "").strip()
         if self.cut and not self.guid:
             stats.skipped["entity"] += 1  # never another URL (the text before the entity)
-            return
+            return None
         if not found:
             stats.skipped["no_loc"] += 1
-            return
-        stamp = next(
-            (_date(self.dates[name], stats) for name in _DATES if self.dates.get(name)), None
-        )
+            return None
+        dates = self.dates
+        stamp = None
+        if self.lastmod:  # the common case: a sitemap's own date
+            stamp = _w3c_datetime(self.lastmod, stats)
+        elif dates:
+            stamp = next((_date(dates[name], stats) for name in _DATES if dates.get(name)), None)
         stats.entries += 1
-        yield SitemapEntry(found, stamp)
-        for alternate in self.alternates:
-            stats.alternates += 1
-            yield SitemapEntry(alternate, None, alternate=True)
+        return SitemapEntry(found, stamp)
 
 
 def _whole_text(element: etree._Element) -> str | None:
     """The element's text, or None when an unexpanded entity (or an element) cut it."""
-    if len(element):
+    if len(element) or _CUT in (element.text or ""):
         return None
     return element.text or ""
 
@@ -214,9 +245,15 @@ def _iter_text(body: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
 
 
 def _repair(xml: bytes) -> bytes:
-    """What lenient parsers do first: bare ``&`` escaped, control characters gone,
+    """What lenient parsers do first (and the DTD dropped): bare ``&`` escaped, control
+    characters gone,
     bytes that are not UTF-8 read as Windows-1252 (with no encoding declared)."""
+    # A sitemap has no use for a DTD: without it, its entities are merely undefined.
+    xml = _DOCTYPE.sub(b"", xml, count=1)
     xml = _CONTROL.sub(b"", _BARE_AMPERSAND.sub(b"&amp;", xml))
+    # Then every named entity but XML's own is undefined: marked, so that the entry
+    # it is in is skipped (libxml2's recovery would lose text after it).
+    xml = _NAMED_ENTITY.sub(_CUT.encode("utf-8"), xml)
     try:
         xml.decode("utf-8")
     except UnicodeDecodeError:
@@ -262,8 +299,14 @@ _ROOTS = {
 }
 #: An entry's dates, in the order they are trusted as its lastmod.
 _DATES = ("lastmod", "updated", "publication_date", "pubdate", "published", "date")
+#: Elements an entry reads besides its first loc and lastmod (their parent is checked).
+_READ = frozenset({*_DATES, "link", "guid", "loc"})
 _TRUNCATED = frozenset({"ERR_TAG_NOT_FINISHED", "ERR_DOCUMENT_EMPTY", "ERR_GT_REQUIRED"})
 _BARE_AMPERSAND = re.compile(rb"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
+_DOCTYPE = re.compile(rb"<!DOCTYPE[^\[>]*(?:\[.*?\]\s*)?>", re.DOTALL | re.IGNORECASE)
+_NAMED_ENTITY = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos);)[A-Za-z_][\w.-]*;")
+#: Stands for an entity the repair removed (a private-use character, valid in XML).
+_CUT = "\ue000"
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _DECLARATION = re.compile(rb"\s*<\?xml[^>]*\?>")
 _URL_LINE = re.compile(r"^https?://\S+$", re.IGNORECASE)

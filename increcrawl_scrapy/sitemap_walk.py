@@ -260,17 +260,19 @@ class SitemapWalk:
             read += len(batch)
             batch, excluded = [], []
 
+        rules = self.rules if self.rules.active else None
+        alternates = self.config.sitemap_alternates
         try:
             for entry in iter_sitemap(xml, sitemap_stats):
                 if sitemap_stats.kind == "sitemapindex":
                     ingested.children.append(entry.loc)  # judged when taken
                     continue
-                if entry.alternate and not self.config.sitemap_alternates:
+                if entry.alternate and not alternates:
                     continue
                 requested = self.page_scope.request_url(entry.loc, sitemap_stats.skipped)
                 if requested is None:
                     continue
-                refused = self.rules.refuses(requested)
+                refused = rules.refuses(requested) if rules is not None else None
                 if refused:
                     sitemap_stats.skipped[refused] += 1
                     excluded.append(requested)

@@ -82,6 +82,11 @@ def test_not_a_sitemap_and_broken_xml() -> None:
     seen = [entry.loc for entry in iter_sitemap(broken.encode(), stats)]
     assert seen == ["https://a.com/1"]  # what came before the cut, once
     assert stats.recovered and stats.truncated
+    # Cut inside a URL: never stored as a shorter URL.
+    cut = f"<urlset {NS}><url><loc>https://a.com/1</loc></url><url><loc>https://a.com/produ"
+    stats = SitemapStats()
+    assert [entry.loc for entry in iter_sitemap(cut.encode(), stats)] == ["https://a.com/1"]
+    assert stats.skipped["truncated"] == 1
     with pytest.raises(SitemapError, match="not a sitemap"):
         read("<html><body><p>unclosed & broken<p></body>")
 
@@ -111,3 +116,30 @@ def test_decompress_limits() -> None:
 def test_robots_sitemaps() -> None:
     text = "User-agent: *\nDisallow: /x\nSitemap: https://a.com/s1.xml\nsitemap: https://a.com/s2.xml.gz\n"
     assert robots_sitemaps(text.encode()) == ["https://a.com/s1.xml", "https://a.com/s2.xml.gz"]
+
+
+def test_recovery_expands_no_entity_either(tmp_path) -> None:
+    """The forgiving reading (here forced by a bare ``&``) keeps the guarantees."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    xxe = (
+        f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file://{secret}">]>'
+        f"<urlset {NS}><url><loc>https://a.com/&x;</loc></url>"
+        f"<url><loc>https://a.com/?a=1&b=2</loc></url></urlset>"
+    )
+    stats = SitemapStats()
+    entries = [entry.loc for entry in iter_sitemap(xxe.encode(), stats)]
+    assert stats.recovered and entries == ["https://a.com/?a=1&b=2"]
+    assert stats.skipped["entity"] == 1
+    laughs = "".join(
+        f'<!ENTITY l{i} "{("&l" + str(i - 1) + ";") * 10 if i else "lol"}">' for i in range(10)
+    )
+    bomb = (
+        f'<?xml version="1.0"?><!DOCTYPE u [{laughs}]><urlset {NS}>'
+        f"<url><loc>https://a.com/&l9;</loc></url><url><loc>https://a.com/?a&b</loc></url>"
+        "</urlset>"
+    )
+    stats = SitemapStats()
+    entries = [entry.loc for entry in iter_sitemap(bomb.encode(), stats)]
+    assert stats.recovered and entries == ["https://a.com/?a&b"]
+    assert all(len(loc) < 100 for loc in entries)
