@@ -249,3 +249,17 @@ async def test_entity_cut_locs_and_news_dates(
     assert set(rows) == {site.page_url(1)}  # never the site root
     assert result.stats["increcrawl/sitemap/skipped/entity"] == 1
     assert rows[site.page_url(1)][1] == "2025-05-01T08:00:00Z"
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_index_may_list_a_feed(site: SampleSite, tmp_path: Path, clock: Clock) -> None:
+    crawls = Crawls(site, tmp_path, clock)
+    feed = site.serve("/feed/", rss((site.page_url(6), "Mon, 05 May 2025 10:00:00 GMT")))
+    index = site.serve(
+        "/index.xml",
+        f"<sitemapindex {NS}><sitemap><loc>{site.sitemap_url}</loc></sitemap>"
+        f"<sitemap><loc>{feed}</loc></sitemap></sitemapindex>".encode(),
+    )
+    result = await crawls.run(sitemap_url=index)
+    assert result.changes("new") == set(site.page_urls())
+    assert result.stats["increcrawl/sitemap/feeds"] == 1
