@@ -12,6 +12,7 @@ from scrapy.exceptions import DropItem
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.shared_state import crawl_state
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
+#: Results written only once their item is delivered (``delivery.py``).
+DELIVERED = (Outcome.NEW, Outcome.CHANGED, Outcome.GONE)
 
 
 class IncrementalStatePipeline:
@@ -42,6 +45,7 @@ class IncrementalStatePipeline:
         self.crawler = crawler
         self.config = IncrecrawlConfig.from_settings(crawler.settings)  # patterns checked
         self.store: StateStore | None = None
+        self.delivery: Delivery | None = None
         self.seed = ""
 
     def open_spider(self, spider: Spider | None = None) -> None:
@@ -50,6 +54,7 @@ class IncrementalStatePipeline:
         except StateLockedError:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
+        self.delivery = Delivery(self.crawler, self.store)
 
     def close_spider(self, spider: Spider | None = None) -> None:
         if self.store is not None:
@@ -82,11 +87,17 @@ class IncrementalStatePipeline:
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
                 content=str(content) if self.config.keep_content and content_hash else None,
+                hold=True,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             stats.inc(self.crawler.stats, stats.INVALID_URLS)
             raise DropItem(f"cannot keep state for {url!r}: {exc}", log_level="WARNING") from None
         outcome, page = recorded.outcome, recorded.page
+        if outcome in DELIVERED:
+            assert self.delivery is not None
+            self.delivery.hold(item, page.normalized_url)  # written once delivered
+        else:
+            self.store.deliver(page.normalized_url)  # nothing to report: written now
         if outcome is Outcome.ERROR:
             stats.inc(self.crawler.stats, stats.ERRORS)
             if adapter.get("site_failure"):

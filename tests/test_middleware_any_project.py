@@ -36,6 +36,8 @@ def routed_settings(api: GeonodeStandIn, **extra: object) -> Settings:
             "DOWNLOADER_MIDDLEWARES": {"increcrawl_scrapy.geonode.GeonodeExtractMiddleware": 1000},
             "GEONODE_API_KEY": KEY,
             "GEONODE_API_URL": api.url,
+            # No telnet port: another crawl on the machine may hold the default one.
+            "TELNETCONSOLE_ENABLED": False,
             **extra,
         }
     )

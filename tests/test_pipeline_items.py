@@ -51,6 +51,15 @@ def make(kind: str, url: str, body: str):
     )
 
 
+def scraped(pipeline: IncrementalStatePipeline, item):
+    """The item went through every pipeline and out to the feeds, as Scrapy says."""
+    crawler = pipeline.crawler
+    crawler.signals.send_catch_log(
+        signals.item_scraped, item=item, response=None, spider=crawler.spider
+    )
+    return item
+
+
 def field(item, name):
     return item[name] if isinstance(item, dict | scrapy.Item) else getattr(item, name)
 
@@ -76,14 +85,14 @@ def pipeline(tmp_path: Path, clock: Clock):
 @pytest.mark.parametrize("kind", ["dict", "Item", "Bare", "dataclass", "attrs"])
 def test_every_item_type(pipeline: IncrementalStatePipeline, clock: Clock, kind: str) -> None:
     url = f"https://shop.example/{kind}"
-    first = pipeline.process_item(make(kind, url, "Red shoes"))
+    first = scraped(pipeline, pipeline.process_item(make(kind, url, "Red shoes")))
     if kind != "Bare":
         assert field(first, "change") == "new"
     clock.advance(86400)
     with pytest.raises(DropItem):  # unchanged: not exported
         pipeline.process_item(make(kind, url, "Red shoes"))
     clock.advance(86400)
-    changed = pipeline.process_item(make(kind, url, "Blue shoes"))
+    changed = scraped(pipeline, pipeline.process_item(make(kind, url, "Blue shoes")))
     if kind != "Bare":
         assert field(changed, "change") == "changed"
     if kind in ("dict", "Item"):

@@ -94,6 +94,8 @@ class Results:
         self._new_keys: set[str] = set()  # pending or held rows not in the table yet
         self._queued: dict[str, PageState] = {}  # handed out by the queue, not recorded
         self.contents = KeptContents()  # texts, written with their results
+        #: Called before results are written (the crawl flushes its feeds first).
+        self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
 
     # -- the queue ---------------------------------------------------------------
@@ -233,6 +235,8 @@ class Results:
         self._last_flush = time.monotonic()
         if not self._pending:
             return 0
+        if self.before_write is not None:
+            self.before_write()
         pending = list(self._pending.values())
         new = [p for p in pending if p.normalized_url in self._new_keys]
         with self.database.transaction() as db:
