@@ -6,7 +6,6 @@ attributes afterwards; nothing else calls ``settings.get*`` for these names.
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ DEFAULTS: dict[str, Any] = {
     "GEONODE_API_URL": "https://scraper.geonode.io",
     "GEONODE_CONCURRENCY": 2,
     "GEONODE_RENDER_JS": False,
-    "GEONODE_FORMATS": ("markdown",),
+    "GEONODE_FORMATS": None,  # by spider: markdown for `incremental`, HTML for others
     "GEONODE_TIMEOUT_MS": 60_000,
     "GEONODE_MAX_RETRIES": 5,
     "GEONODE_BATCH_MIN_URLS": 50,
@@ -72,7 +71,8 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_SITEMAP_FOLLOW": (),
     "INCRECRAWL_SITEMAP_ALTERNATES": False,
     "INCRECRAWL_URL_FIELD": "url",
-    "INCRECRAWL_CONTENT_FIELD": "markdown",
+    "INCRECRAWL_CONTENT_FIELD": None,  # the whole item (the incremental spider: markdown)
+    "INCRECRAWL_VOLATILE_FIELDS": (),
     "INCRECRAWL_CLOCK": None,
     "INCRECRAWL_POLICY": "learned",
     "INCRECRAWL_TARGET_CHANGE_PROBABILITY": 0.1,
@@ -107,7 +107,7 @@ class IncrecrawlConfig:
     concurrency: int
     concurrency_from_plan: bool  # GEONODE_CONCURRENCY unset: read from the plan
     render_js: bool
-    formats: tuple[str, ...]
+    formats: tuple[str, ...] | None  # None: by spider (payload.formats_for)
     timeout_ms: int
     max_retries: int
     batch_min_urls: int
@@ -145,7 +145,8 @@ class IncrecrawlConfig:
     sitemap_follow: tuple[str, ...]
     sitemap_alternates: bool
     url_field: str
-    content_field: str
+    content_field: str | None
+    volatile_fields: tuple[str, ...]
     clock: Callable[[], float]
     policy: str
     target_change_probability: float
@@ -183,7 +184,9 @@ class IncrecrawlConfig:
             concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
             concurrency_from_plan=settings.get("GEONODE_CONCURRENCY") is None,
             render_js=read.flag("GEONODE_RENDER_JS"),
-            formats=read.strings("GEONODE_FORMATS", check=_format),
+            formats=read.strings("GEONODE_FORMATS", check=_format)
+            if read.raw("GEONODE_FORMATS") is not None
+            else None,
             timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),
             max_retries=read.number("GEONODE_MAX_RETRIES", int, minimum=0),
             batch_min_urls=read.number("GEONODE_BATCH_MIN_URLS", int, minimum=1),
@@ -223,7 +226,10 @@ class IncrecrawlConfig:
             ),
             sitemap_alternates=read.flag("INCRECRAWL_SITEMAP_ALTERNATES"),
             url_field=read.text("INCRECRAWL_URL_FIELD"),
-            content_field=read.text("INCRECRAWL_CONTENT_FIELD"),
+            content_field=read.text("INCRECRAWL_CONTENT_FIELD")
+            if read.raw("INCRECRAWL_CONTENT_FIELD")
+            else None,
+            volatile_fields=read.strings("INCRECRAWL_VOLATILE_FIELDS"),
             clock=read.clock("INCRECRAWL_CLOCK"),
             policy=read.choice("INCRECRAWL_POLICY", POLICIES),
             target_change_probability=read.number(
@@ -406,22 +412,3 @@ def _regex(name: str, pattern: str) -> None:
         re.compile(pattern)
     except re.error as exc:
         raise ConfigError(name, pattern, f"not a valid regular expression ({exc})") from None
-
-
-#: Settings of ours that are not in DEFAULTS but are read (Scrapy's own or the API's).
-_ALSO_KNOWN = frozenset({"GEONODE_API_KEY", "GEONODE_API_URL", "INCRECRAWL_REVIVE_GONE"})
-
-
-def warn_unknown_settings(settings: BaseSettings) -> list[str]:
-    """Warn about ``INCRECRAWL_*`` / ``GEONODE_*`` settings this package does not know
-    (a typo is otherwise silently ignored), naming the closest known one."""
-    known = set(DEFAULTS) | _ALSO_KNOWN
-    warnings = []
-    for name in sorted(settings.attributes):
-        if not name.startswith(("INCRECRAWL_", "GEONODE_")) or name in known:
-            continue
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        warnings.append(f"Unknown setting {name} is ignored{hint}")
-        logger.warning(warnings[-1])
-    return warnings

@@ -14,6 +14,7 @@ from increcrawl_scrapy import stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.item_fingerprint import item_text
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
@@ -32,10 +33,11 @@ DELIVERED = (Outcome.NEW, Outcome.CHANGED, Outcome.GONE)
 
 
 class IncrementalStatePipeline:
-    """Works on any item type (itemadapter) that has a URL and a content field
-    (``INCRECRAWL_URL_FIELD``, ``INCRECRAWL_CONTENT_FIELD``). Items may carry
-    ``http_status`` (default 200), ``fetcher``, ``etag`` and ``last_modified``;
-    the ``incremental`` spider's items also carry the row's key (``normalized_url``)."""
+    """Works on any item type (itemadapter) that has a page URL
+    (``INCRECRAWL_URL_FIELD``); fingerprints ``INCRECRAWL_CONTENT_FIELD`` if set,
+    else the item itself (``item_fingerprint.py``). Items may carry ``http_status``
+    (default 200), ``fetcher``, ``etag`` and ``last_modified``; the ``incremental``
+    spider's items also carry the row's key (``normalized_url``)."""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IncrementalStatePipeline:
@@ -47,6 +49,9 @@ class IncrementalStatePipeline:
         self.store: StateStore | None = None
         self.delivery: Delivery | None = None
         self.seed = ""
+        self.without_url = 0  # items passed through without state (warned once)
+        #: The spider's own content field (the incremental spider's markdown).
+        self.content_field: str | None = None
 
     def open_spider(self, spider: Spider | None = None) -> None:
         try:
@@ -55,8 +60,10 @@ class IncrementalStatePipeline:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
         self.delivery = Delivery(self.crawler, self.store)
+        self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
     def close_spider(self, spider: Spider | None = None) -> None:
+        self.close_spider_counts()
         if self.store is not None:
             self.store.flush()
 
@@ -65,14 +72,15 @@ class IncrementalStatePipeline:
             raise DropItem("the state database is in use by another crawl")
         adapter = ItemAdapter(item)
         url = adapter.get(self.config.url_field)
-        if not url:
-            return item  # not a page: nothing to keep state for
+        if not url or not isinstance(url, str):
+            self._no_url(f"has no {self.config.url_field!r} field")
+            return item  # not a page we can keep state for: delivered as it is
         status = adapter.get("http_status")
         status = 200 if status is None else int(status)
-        content = adapter.get(self.config.content_field)
-        content_hash = None
-        if 200 <= status < 300 and content is not None:
-            content_hash = content_fingerprint(str(content), self.config.volatile_patterns)
+        content_hash = text = None
+        if 200 <= status < 300:
+            text = self._text(adapter)
+            content_hash = content_fingerprint(text, self.config.volatile_patterns)
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
             validators = (adapter.get("etag"), adapter.get("last_modified"))
@@ -86,12 +94,12 @@ class IncrementalStatePipeline:
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
-                content=str(content) if self.config.keep_content and content_hash else None,
+                content=text if self.config.keep_content else None,
                 hold=True,
             )
         except ValueError as exc:  # not an absolute http(s) URL
-            stats.inc(self.crawler.stats, stats.INVALID_URLS)
-            raise DropItem(f"cannot keep state for {url!r}: {exc}", log_level="WARNING") from None
+            self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
+            return item
         outcome, page = recorded.outcome, recorded.page
         if outcome in DELIVERED:
             assert self.delivery is not None
@@ -116,6 +124,34 @@ class IncrementalStatePipeline:
         if self.config.export == "changes" and outcome in UNCHANGED:
             raise DropItem(f"{url} unchanged", log_level="DEBUG")
         return item
+
+    def _text(self, adapter: ItemAdapter) -> str:
+        """What is fingerprinted: the content field, else the item itself."""
+        field = self.config.content_field or self.content_field
+        if field:
+            content = adapter.get(field)
+            if content is not None:
+                return str(content)
+        return item_text(adapter.item, self.config.volatile_fields)
+
+    def _no_url(self, why: str) -> None:
+        stats.inc(self.crawler.stats, stats.ITEMS_WITHOUT_URL)
+        self.without_url += 1
+        if self.without_url == 1:
+            logger.warning(
+                "An item %s: its state is not kept, it is delivered as it is (set "
+                "INCRECRAWL_URL_FIELD to the field holding the page URL; the count is "
+                "in increcrawl/items/without_url)",
+                why,
+            )
+
+    def close_spider_counts(self) -> None:
+        if self.without_url:
+            logger.warning(
+                "%d items had no usable page URL in %r: their state was not kept",
+                self.without_url,
+                self.config.url_field,
+            )
 
 
 def _label(adapter: ItemAdapter, **fields: Any) -> None:

@@ -17,9 +17,10 @@ from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig, warn_unknown_settings
+from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.run_summary import run_summary
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
+from increcrawl_scrapy.unknown_settings import warn_unknown_settings
 
 if TYPE_CHECKING:
     from scrapy import Spider

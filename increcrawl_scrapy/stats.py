@@ -55,6 +55,8 @@ GONE = "increcrawl/gone"
 ERRORS = "increcrawl/errors"
 BACKED_OFF = "increcrawl/errors/backed_off"
 REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
+#: Items delivered without state: no usable page URL in INCRECRAWL_URL_FIELD.
+ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

@@ -85,6 +85,8 @@ async def test_noisy_page_found_diffed_and_quietened(tmp_path: Path, clock: Cloc
         assert patterns and all("Readers" in pattern for pattern in patterns)
         assert increcrawl(db, "noisy", "--min-streak", "5").stdout.startswith("No page changed")
         assert increcrawl(db, "noisy", "--min-streak", "1").returncode == 2
+        unknown = increcrawl(db, "noisy", "--seed", "http://nowhere.example/sitemap.xml")
+        assert unknown.returncode == 1 and "No pages of seed" in unknown.stdout
 
         # The proposal, once set, stops the false changes from the very next run on;
         # a real edit is still seen.

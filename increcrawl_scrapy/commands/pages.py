@@ -87,6 +87,14 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
     params: tuple[Any, ...] = (opts.min_streak, opts.seed) if opts.seed else (opts.min_streak,)
     try:
         db = read_only(config)
+        if (
+            opts.seed
+            and not db.execute(
+                "SELECT 1 FROM pages WHERE seed = ? LIMIT 1", (opts.seed,)
+            ).fetchone()
+        ):
+            print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+            return 1
         rows = db.execute(query, params).fetchall()
         pages = [_page(dict(row), last_change(db, row["normalized_url"]), config) for row in rows]
     except sqlite3.Error as exc:

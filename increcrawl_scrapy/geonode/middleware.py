@@ -20,6 +20,7 @@ from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeBadAnswer, 
 from increcrawl_scrapy.geonode.payload import (
     build_response,
     extract_body,
+    formats_for,
     is_routed,
     origin_status_answer,
 )
@@ -59,7 +60,8 @@ class GeonodeExtractMiddleware:
         if not is_routed(request):
             return None
         try:
-            answer = await self.client.extract(extract_body(request, self.config))
+            formats = formats_for(self.config, self.crawler.spider)
+            answer = await self.client.extract(extract_body(request, self.config, formats))
         except GeonodeFatalError as exc:
             self._close(exc.reason, str(exc))
             raise IgnoreRequest(f"Geonode API unusable ({exc.reason})") from None

@@ -31,11 +31,21 @@ def is_routed(request: Request) -> bool:
     return request.url.startswith(("http://", "https://"))
 
 
-def extract_body(request: Request, config: IncrecrawlConfig) -> dict[str, Any]:
+def formats_for(config: IncrecrawlConfig, spider: object) -> tuple[str, ...]:
+    """``GEONODE_FORMATS`` if set; else the spider's own (``increcrawl_formats``: the
+    incremental spider fingerprints markdown), else HTML, for selectors."""
+    if config.formats is not None:
+        return config.formats
+    return tuple(getattr(spider, "increcrawl_formats", ("html",)))
+
+
+def extract_body(
+    request: Request, config: IncrecrawlConfig, formats: tuple[str, ...] = ("html",)
+) -> dict[str, Any]:
     """The ``/v1/extract`` body for *request*: settings, then per-request overrides."""
     body: dict[str, Any] = {
         "url": request.url,
-        "formats": list(config.formats),
+        "formats": list(formats),
         "render_js": config.render_js,
         "timeout": config.timeout_ms,
     }

@@ -27,7 +27,7 @@ from increcrawl_scrapy.discovery import PARSER_VERSION
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
-from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
+from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS, formats_for
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope
 from increcrawl_scrapy.shared_state import crawl_state
@@ -65,6 +65,9 @@ HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
 class IncrementalSpider(scrapy.Spider):
     name = "incremental"
     config: IncrecrawlConfig
+    #: What the pipeline fingerprints, and what Geonode returns by default.
+    increcrawl_content_field = "markdown"
+    increcrawl_formats = ("markdown",)
 
     def __init__(
         self,
@@ -324,7 +327,7 @@ class IncrementalSpider(scrapy.Spider):
         job = BatchJob(
             self._client,
             [page.url for page in pages],
-            formats=["markdown"],
+            formats=list(formats_for(self.config, self)),
             render_js=self.config.render_js,
             poll_interval=self.config.batch_poll_interval,
             timeout=self.config.batch_timeout,
