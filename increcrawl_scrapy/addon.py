@@ -24,6 +24,8 @@ class Addon:
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
         from increcrawl_scrapy.pipelines import IncrementalStatePipeline
         from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
+        from increcrawl_scrapy.skip_not_due import PRIORITY as SKIP_PRIORITY
+        from increcrawl_scrapy.skip_not_due import SkipNotDueMiddleware
 
         # Validates every setting now, so a bad value stops the crawl before it starts.
         if IncrecrawlConfig.from_settings(settings).uses_geonode:
@@ -36,4 +38,9 @@ class Addon:
         # Only acts for spiders with an increcrawl_scope (the incremental spider).
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", SiteRedirectMiddleware, PRIORITY
+        )
+        # Only acts when INCRECRAWL_SKIP_NOT_DUE (or the spider) asks, never for
+        # the incremental spider.
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", SkipNotDueMiddleware, SKIP_PRIORITY
         )

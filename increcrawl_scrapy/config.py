@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_REVIVE_GONE": False,
     "INCRECRAWL_EXPORT": "changes",
     "INCRECRAWL_KEEP_CONTENT": False,
+    "INCRECRAWL_SKIP_NOT_DUE": False,
     "INCRECRAWL_FLUSH_ITEMS": 100,
     "INCRECRAWL_FLUSH_SECONDS": 5.0,
     "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
@@ -135,6 +136,7 @@ class IncrecrawlConfig:
     revive_gone: bool
     export: str
     keep_content: bool
+    skip_not_due: bool
     flush_items: int
     flush_seconds: float
     sitemap_max_bytes: int
@@ -214,6 +216,7 @@ class IncrecrawlConfig:
             revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
             export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
             keep_content=read.flag("INCRECRAWL_KEEP_CONTENT"),
+            skip_not_due=read.flag("INCRECRAWL_SKIP_NOT_DUE"),
             flush_items=read.number("INCRECRAWL_FLUSH_ITEMS", int, minimum=1),
             flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
             sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),

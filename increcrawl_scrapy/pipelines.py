@@ -50,6 +50,7 @@ class IncrementalStatePipeline:
         self.delivery: Delivery | None = None
         self.seed = ""
         self.without_url = 0  # items passed through without state (warned once)
+        self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
         self.content_field: str | None = None
 
@@ -59,6 +60,7 @@ class IncrementalStatePipeline:
         except StateLockedError:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
+        self.validators = state.validators
         self.delivery = Delivery(self.crawler, self.store)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
@@ -84,6 +86,8 @@ class IncrementalStatePipeline:
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
             validators = (adapter.get("etag"), adapter.get("last_modified"))
+        elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
+            validators = self.validators.pop(url, None)
         try:
             recorded = self.store.record(
                 url,

@@ -70,6 +70,12 @@ class CrawlState:
         #: A close reason the crawl ends with once it has done what it can
         #: (close_reasons.py), e.g. discovery read no source.
         self.failure: str | None = None
+        #: Page URL -> (ETag, Last-Modified) of its last 200, for the pipeline
+        #: (SkipNotDueMiddleware; the incremental spider's items carry their own).
+        self.validators: dict[str, tuple[str | None, str | None]] = {}
+        if str(getattr(crawler.spider, "increcrawl_reset", "")).lower() in ("1", "true", "yes"):
+            again = self.store.make_due(seed=self.seed)
+            logger.info("increcrawl_reset: the schedule starts over (%d pages due now)", again)
         warn_unknown_settings(crawler.settings)
 
     def idle(self) -> None:

@@ -1,0 +1,133 @@
+"""examples/catalog: an ordinary CrawlSpider with ``ADDONS`` and
+``INCRECRAWL_SKIP_NOT_DUE`` only, crawled for real (``scrapy crawl`` in the project)
+over several runs with a moved clock: any item type is fingerprinted whole, pages
+not due are not fetched, due ones are asked conditionally, listings always fetched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
+from tests.servers import REPO
+
+CATALOG = REPO / "examples" / "catalog"
+KEY = "catalog-key-0123456789"
+HOUR, DAY = 3_600.0, 86_400.0
+
+
+class Project:
+    def __init__(self, tmp_path: Path, site: SampleSite, api: GeonodeStandIn | None = None):
+        self.tmp, self.site, self.api = tmp_path, site, api
+        self.now = 1_800_000_000.0
+        (tmp_path / "tclock.py").write_text(
+            f"def now():\n    return float(open({str(tmp_path / 'now')!r}).read())\n"
+        )
+        self.runs = 0
+
+    def crawl(self, *args: str, advance: float = 0) -> list[dict]:
+        self.now += advance
+        (self.tmp / "now").write_text(str(self.now))
+        self.runs += 1
+        feed = self.tmp / f"run{self.runs}.jsonl"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("GEONODE_API_KEY", "SCRAPY_SETTINGS_MODULE")
+        }
+        env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
+        command = [
+            sys.executable, "-m", "scrapy", "crawl", "pages",
+            "-a", f"start_url={self.site.url}/", *args,
+            "-o", f"{feed}:jsonlines",
+            "-s", f"INCRECRAWL_DB={self.tmp / 'state.sqlite'}",
+            "-s", "INCRECRAWL_CLOCK=tclock.now",
+            "-s", "TELNETCONSOLE_ENABLED=False",
+        ]  # fmt: skip
+        if self.api is not None:
+            env["GEONODE_API_KEY"] = KEY
+            command += ["-s", f"GEONODE_API_URL={self.api.url}"]
+        done = subprocess.run(
+            command, cwd=CATALOG, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        self.log = done.stderr
+        return [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
+
+    def stat(self, name: str) -> int:
+        for line in self.log.splitlines():
+            if f"'{name}':" in line:
+                return int(line.split(":")[-1].strip().rstrip(",}"))
+        return 0
+
+
+@pytest.mark.parametrize("kind", ["dict", "item", "dataclass", "attrs"])
+def test_any_item_type_is_fingerprinted_whole(tmp_path: Path, kind: str) -> None:
+    with SampleSite(pages=6) as site:
+        project = Project(tmp_path, site)
+        first = project.crawl("-a", f"item={kind}")
+        assert {item["url"] for item in first} == set(site.page_urls())
+        if kind == "dict":  # the item has a field for the label
+            assert {item["change"] for item in first} == {"new"}
+        site.edit(2)
+        again = project.crawl("-a", f"item={kind}", advance=2 * DAY)
+        assert [item["url"] for item in again] == [site.page_url(2)]  # only the change
+        assert project.stat("increcrawl/unchanged") == 5
+
+
+def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
+    with SampleSite(pages=12) as site:
+        project = Project(tmp_path, site)
+        assert len(project.crawl()) == 12
+        assert site.requested["/"] == 1 and site.counters["pages"] == 12
+
+        # An hour later: nothing is due. The listing is fetched (new pages would be
+        # found), no page is.
+        site.reset_counters()
+        assert project.crawl(advance=HOUR) == []
+        assert site.requested["/"] == 1 and site.counters["pages"] == 0
+        assert project.stat("increcrawl/skipped/not_due") == 12
+
+        # Two days later everything is due: pages with validators are asked
+        # conditionally (304: unchanged, the callback not called); the edit is caught.
+        site.edit(3)
+        site.reset_counters()
+        changed = project.crawl(advance=2 * DAY)
+        assert [(item["url"], item["change"]) for item in changed] == [
+            (site.page_url(3), "changed")
+        ]
+        assert sum(site.conditional.values()) > 0
+        assert project.stat("increcrawl/skipped/not_modified") == sum(site.conditional.values())
+
+        # A new page is found through the listing even while nothing else is due.
+        (new,) = site.add()
+        site.reset_counters()
+        added = project.crawl(advance=HOUR)
+        assert [(item["url"], item["change"]) for item in added] == [(site.page_url(new), "new")]
+        assert site.counters["pages"] == 1
+
+        # increcrawl_reset: the schedule starts over.
+        site.reset_counters()
+        project.crawl("-a", "increcrawl_reset=1", advance=HOUR)
+        assert project.stat("increcrawl/skipped/not_due") == 0
+        assert site.counters["pages"] == 13  # every page asked (conditionally where it can)
+        assert sum(site.conditional.values()) > 0
+
+
+def test_through_geonode_an_ordinary_spider_gets_html(tmp_path: Path) -> None:
+    with SampleSite(pages=6) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        project = Project(tmp_path, site, api)
+        first = project.crawl()
+        assert {item["url"] for item in first} == set(site.page_urls())
+        assert all(item["title"] == f"Page {item['url'].rsplit('/', 1)[1]}" for item in first)
+        bodies = [entry["body"] for entry in api.counters()["bodies"]]
+        assert bodies and all(body["formats"] == ["html"] for body in bodies)
+        before = api.counters()["requests"]["POST /v1/extract"]
+        assert project.crawl(advance=HOUR) == []
+        # Only the listing went through the API: the pages were not due.
+        assert api.counters()["requests"]["POST /v1/extract"] - before == 1
