@@ -22,6 +22,8 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from increcrawl_scrapy.config import IncrecrawlConfig
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
+        from increcrawl_scrapy.page_groups import PRIORITY as ITEMS_PRIORITY
+        from increcrawl_scrapy.page_groups import PageItemsMiddleware
         from increcrawl_scrapy.pipelines import IncrementalStatePipeline
         from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
         from increcrawl_scrapy.skip_not_due import PRIORITY as SKIP_PRIORITY
@@ -43,4 +45,9 @@ class Addon:
         # the incremental spider.
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", SkipNotDueMiddleware, SKIP_PRIORITY
+        )
+        # A page's several items: its state follows all of them (not the incremental
+        # spider, whose items are one a page).
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", PageItemsMiddleware, ITEMS_PRIORITY
         )

@@ -74,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_URL_FIELD": "url",
     "INCRECRAWL_CONTENT_FIELD": None,  # the whole item (the incremental spider: markdown)
     "INCRECRAWL_VOLATILE_FIELDS": (),
+    "INCRECRAWL_ITEM_KEY": (),
     "INCRECRAWL_CLOCK": None,
     "INCRECRAWL_POLICY": "learned",
     "INCRECRAWL_TARGET_CHANGE_PROBABILITY": 0.1,
@@ -149,6 +150,7 @@ class IncrecrawlConfig:
     url_field: str
     content_field: str | None
     volatile_fields: tuple[str, ...]
+    item_key: tuple[str, ...]
     clock: Callable[[], float]
     policy: str
     target_change_probability: float
@@ -233,6 +235,7 @@ class IncrecrawlConfig:
             if read.raw("INCRECRAWL_CONTENT_FIELD")
             else None,
             volatile_fields=read.strings("INCRECRAWL_VOLATILE_FIELDS"),
+            item_key=read.strings("INCRECRAWL_ITEM_KEY"),
             clock=read.clock("INCRECRAWL_CLOCK"),
             policy=read.choice("INCRECRAWL_POLICY", POLICIES),
             target_change_probability=read.number(

@@ -30,26 +30,38 @@ class Delivery:
     def __init__(self, crawler: Crawler, store: StateStore) -> None:
         self.crawler = crawler
         self.store = store
-        self._waiting: dict[int, str] = {}  # id(item) -> the row's key
+        self._waiting: dict[int, list[str]] = {}  # id(item) -> the rows' keys
+        self._expected: dict[str, int] = {}  # a page's row -> its items still to come
         store.results.before_write = self.flush_feeds
         crawler.signals.connect(self.scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
 
     def hold(self, item: Any, key: str) -> None:
-        self._waiting[id(item)] = key
+        self._waiting.setdefault(id(item), []).append(key)
+
+    def expect(self, key: str, items: int) -> None:
+        """*key*'s result is written once all its *items* (a page's) are delivered."""
+        self._expected[key] = items
 
     def scraped(self, item: Any, **_: Any) -> None:
-        key = self._waiting.pop(id(item), None)
-        if key is None:  # a later pipeline returned another object: our label says
+        keys = self._waiting.pop(id(item), None)
+        if keys is None:  # a later pipeline returned another object: our label says
             key = ItemAdapter(item).get("normalized_url") if ItemAdapter.is_item(item) else None
-        if key:
+            keys = [key] if key else []
+        for key in keys:
+            left = self._expected.get(key, 1) - 1
+            if left > 0:
+                self._expected[key] = left
+                continue
+            self._expected.pop(key, None)
             self.store.deliver(key)
 
     def lost(self, item: Any, **_: Any) -> None:
-        key = self._waiting.pop(id(item), None)
-        if key and self.store.discard(key):
-            logger.info("%s was not delivered: its change is reported again next run", key)
+        for key in self._waiting.pop(id(item), None) or ():
+            self._expected.pop(key, None)
+            if self.store.discard(key):
+                logger.info("%s was not delivered: its change is reported again next run", key)
 
     def flush_feeds(self) -> None:
         from scrapy.extensions.feedexport import FeedExporter

@@ -15,7 +15,8 @@ from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.rows import Outcome
+from increcrawl_scrapy.page_groups import Member, take
+from increcrawl_scrapy.rows import Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
 
@@ -77,11 +78,60 @@ class IncrementalStatePipeline:
         if not url or not isinstance(url, str):
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
+        member = take(self.crawler, item)  # one of several items of its page
         status = adapter.get("http_status")
         status = 200 if status is None else int(status)
+        recorded = member.group.recorded if member is not None else None
+        first = recorded is None  # else recorded with the page's first item
+        if recorded is None:
+            recorded = self._record(adapter, url, status, member)
+            if recorded is None:
+                return item
+            if member is not None:
+                member.group.recorded = recorded
+        outcome, page = recorded.outcome, recorded.page
+        assert self.delivery is not None
+        if first:
+            if outcome in DELIVERED and (member is None or member.item_key is None):
+                if member is not None:  # the page's items share its result
+                    self.delivery.expect(page.normalized_url, member.group.size)
+                self.delivery.hold(item, page.normalized_url)  # written once delivered
+            else:
+                self.store.deliver(page.normalized_url)  # nothing to report: written now
+            if outcome is Outcome.ERROR:
+                stats.inc(self.crawler.stats, stats.ERRORS)
+                if adapter.get("site_failure"):
+                    stats.inc(self.crawler.stats, stats.BACKED_OFF)
+                raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
+            stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
+        elif outcome in DELIVERED and member is not None and member.item_key is None:
+            self.delivery.hold(item, page.normalized_url)
+        label, content_hash = outcome, page.content_hash
+        if member is not None and member.item_key is not None:
+            own = self._record_item(item, url, page.normalized_url, member)
+            label, content_hash = own.outcome, own.page.content_hash
+        _label(
+            adapter,
+            change=label.change,
+            normalized_url=page.normalized_url,
+            content_hash=content_hash,
+            fetched_at=_iso(page.last_fetched),
+            etag=page.etag,
+            last_modified=page.last_modified,
+        )
+        if self.config.export == "changes" and label in UNCHANGED:
+            raise DropItem(f"{url} unchanged", log_level="DEBUG")
+        return item
+
+    def _record(
+        self, adapter: ItemAdapter, url: str, status: int, member: Member | None
+    ) -> Recorded | None:
+        """Record the page's result (held: written once delivered); None if *url* is
+        not a page URL."""
+        assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            text = self._text(adapter)
+            text = member.group.text if member is not None else self._text(adapter)
             content_hash = content_fingerprint(text, self.config.volatile_patterns)
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
@@ -89,7 +139,7 @@ class IncrementalStatePipeline:
         elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
             validators = self.validators.pop(url, None)
         try:
-            recorded = self.store.record(
+            return self.store.record(
                 url,
                 status,
                 seed=self.seed,
@@ -103,31 +153,27 @@ class IncrementalStatePipeline:
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
-            return item
-        outcome, page = recorded.outcome, recorded.page
-        if outcome in DELIVERED:
-            assert self.delivery is not None
-            self.delivery.hold(item, page.normalized_url)  # written once delivered
-        else:
-            self.store.deliver(page.normalized_url)  # nothing to report: written now
-        if outcome is Outcome.ERROR:
-            stats.inc(self.crawler.stats, stats.ERRORS)
-            if adapter.get("site_failure"):
-                stats.inc(self.crawler.stats, stats.BACKED_OFF)
-            raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
-        stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
-        _label(
-            adapter,
-            change=outcome.change,
-            normalized_url=page.normalized_url,
-            content_hash=page.content_hash,
-            fetched_at=_iso(page.last_fetched),
-            etag=page.etag,
-            last_modified=page.last_modified,
+            return None
+
+    def _record_item(self, item: Any, url: str, page_key: str, member: Member) -> Recorded:
+        """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
+        own label, written once the item is delivered."""
+        assert self.store is not None and self.delivery is not None
+        key = f"{page_key}#item:{member.item_key}"
+        recorded = self.store.record(
+            url,
+            200,
+            seed=self.seed,
+            key=key,
+            content_hash=content_fingerprint(member.text, self.config.volatile_patterns),
+            content=member.text if self.config.keep_content else None,
+            hold=True,
         )
-        if self.config.export == "changes" and outcome in UNCHANGED:
-            raise DropItem(f"{url} unchanged", log_level="DEBUG")
-        return item
+        if recorded.outcome in DELIVERED:
+            self.delivery.hold(item, key)
+        else:
+            self.store.deliver(key)
+        return recorded
 
     def _text(self, adapter: ItemAdapter) -> str:
         """What is fingerprinted: the content field, else the item itself."""

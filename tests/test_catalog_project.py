@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ class Project:
         )
         self.runs = 0
 
-    def crawl(self, *args: str, advance: float = 0) -> list[dict]:
+    def crawl(self, *args: str, advance: float = 0, spider: str = "pages") -> list[dict]:
         self.now += advance
         (self.tmp / "now").write_text(str(self.now))
         self.runs += 1
@@ -42,7 +43,7 @@ class Project:
         }
         env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
         command = [
-            sys.executable, "-m", "scrapy", "crawl", "pages",
+            sys.executable, "-m", "scrapy", "crawl", spider,
             "-a", f"start_url={self.site.url}/", *args,
             "-o", f"{feed}:jsonlines",
             "-s", f"INCRECRAWL_DB={self.tmp / 'state.sqlite'}",
@@ -131,3 +132,40 @@ def test_through_geonode_an_ordinary_spider_gets_html(tmp_path: Path) -> None:
         assert project.crawl(advance=HOUR) == []
         # Only the listing went through the API: the pages were not due.
         assert api.counters()["requests"]["POST /v1/extract"] - before == 1
+
+
+def intervals(db: Path) -> dict[str, float]:
+    with sqlite3.connect(db) as con:
+        return dict(con.execute("SELECT normalized_url, interval_s FROM pages"))
+
+
+def test_a_page_of_several_items_changes_once_with_them(tmp_path: Path) -> None:
+    with SampleSite(pages=4) as site:
+        project = Project(tmp_path, site)
+        first = project.crawl(spider="variants")
+        assert len(first) == 12 and {item["change"] for item in first} == {"new"}
+        assert project.stat("increcrawl/new") == 4  # pages, not items
+        before = intervals(tmp_path / "state.sqlite")
+        # Nothing edited: nothing reported, and the schedule backs off (it used to
+        # see three "changes" a page and halve the interval every run).
+        assert project.crawl(spider="variants", advance=2 * DAY) == []
+        after = intervals(tmp_path / "state.sqlite")
+        assert all(after[url] > before[url] for url in before)
+        site.edit(2)
+        changed = project.crawl(spider="variants", advance=4 * DAY)
+        assert sorted(item["sku"] for item in changed) == ["2-a", "2-b", "2-c"]
+        assert {item["change"] for item in changed} == {"changed"}
+
+
+def test_item_key_labels_each_item(tmp_path: Path) -> None:
+    with SampleSite(pages=4) as site:
+        project = Project(tmp_path, site)
+        keyed = ("-s", "INCRECRAWL_ITEM_KEY=sku")
+        assert len(project.crawl(*keyed, spider="variants")) == 12
+        site.edit(2)
+        changed = project.crawl(*keyed, spider="variants", advance=2 * DAY)
+        assert [(item["sku"], item["change"]) for item in changed] == [("2-b", "changed")]
+        assert project.stat("increcrawl/changed") == 1  # the page
+        with sqlite3.connect(tmp_path / "state.sqlite") as con:
+            rows = [r[0] for r in con.execute("SELECT normalized_url FROM pages")]
+        assert f"{site.page_url(2)}#item:sku=2-b" in rows
