@@ -70,7 +70,10 @@ class PageItemsMiddleware:
 
     def _active(self) -> bool:
         spider = self.crawler.spider
-        return spider is not None and not hasattr(spider, "increcrawl_scope")
+        if spider is None:
+            return False
+        # The incremental spider's own items are one a page; its subclasses' are yours.
+        return not hasattr(spider, "increcrawl_scope") or bool(getattr(spider, "page_rules", ()))
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None

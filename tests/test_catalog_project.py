@@ -44,7 +44,7 @@ class Project:
         env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
         command = [
             sys.executable, "-m", "scrapy", "crawl", spider,
-            "-a", f"start_url={self.site.url}/", *args,
+            *(args if spider == "due_products" else ("-a", f"start_url={self.site.url}/", *args)),
             "-o", f"{feed}:jsonlines",
             "-s", f"INCRECRAWL_DB={self.tmp / 'state.sqlite'}",
             "-s", "INCRECRAWL_CLOCK=tclock.now",
@@ -169,3 +169,18 @@ def test_item_key_labels_each_item(tmp_path: Path) -> None:
         with sqlite3.connect(tmp_path / "state.sqlite") as con:
             rows = [r[0] for r in con.execute("SELECT normalized_url FROM pages")]
         assert f"{site.page_url(2)}#item:sku=2-b" in rows
+
+
+def test_a_subclass_of_the_incremental_spider_with_its_own_callback(tmp_path: Path) -> None:
+    with SampleSite(pages=6) as site:
+        project = Project(tmp_path, site)
+        source = ("-a", f"sitemap_url={site.sitemap_url}")
+        first = project.crawl(*source, spider="due_products")
+        assert {item["url"] for item in first} == set(site.page_urls())
+        assert all("title" in item and "markdown" not in item for item in first)  # its items
+        assert project.stat("increcrawl/new") == 6
+        site.edit(4)
+        again = project.crawl(*source, spider="due_products", advance=40 * DAY)
+        assert [item["url"] for item in again] == [site.page_url(4)]
+        assert project.stat("increcrawl/changed") == 1
+        assert project.stat("increcrawl/due") == 6

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -44,6 +45,7 @@ from increcrawl_scrapy.spiders.page_items import (
     markdown_of,
     tokens_of,
 )
+from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.tokens import TokenBudget
@@ -68,6 +70,10 @@ class IncrementalSpider(scrapy.Spider):
     #: What the pipeline fingerprints, and what Geonode returns by default.
     increcrawl_content_field = "markdown"
     increcrawl_formats = ("markdown",)
+    #: ``(regex, callback)`` pairs, as ``SitemapSpider.sitemap_rules``: a due page
+    #: whose URL matches is handed to the subclass's callback (``spiders/rules.py``).
+    page_rules: Sequence[tuple[str, str | Callable[..., Any]]] = ()
+    _page_rules: list[tuple[re.Pattern[str], Callable[..., Any]]] | None = None
 
     def __init__(
         self,
@@ -286,6 +292,10 @@ class IncrementalSpider(scrapy.Spider):
                 "site_failure": True,
             }
             return
+        callback = self._rule_callback(row["url"]) if response.status == 200 else None
+        if callback is not None:
+            yield from routed(self, callback, response, row["url"])
+            return
         yield {
             **row,
             "final_url": final_url,
@@ -295,6 +305,12 @@ class IncrementalSpider(scrapy.Spider):
             "etag": header_of(response, "ETag"),
             "last_modified": header_of(response, "Last-Modified"),
         }
+
+    def _rule_callback(self, url: str) -> Callable[..., Any] | None:
+        """The subclass's callback for *url* (``page_rules``), or None: ours."""
+        if self._page_rules is None:
+            self._page_rules = compile_rules(self, self.page_rules)
+        return next((cb for regex, cb in self._page_rules if regex.search(url)), None)
 
     def page_failed(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self._tokens.answer()
