@@ -184,3 +184,21 @@ def test_a_subclass_of_the_incremental_spider_with_its_own_callback(tmp_path: Pa
         assert [item["url"] for item in again] == [site.page_url(4)]
         assert project.stat("increcrawl/changed") == 1
         assert project.stat("increcrawl/due") == 6
+
+
+def test_a_change_the_storage_did_not_take_is_reported_again(tmp_path: Path) -> None:
+    with SampleSite(pages=6) as site:
+        project = Project(tmp_path, site)
+        outage = ("-s", f"CATALOG_FAIL_URLS={site.page_url(2)}")
+        first = project.crawl(*outage)
+        assert {item["url"] for item in first} == set(site.page_urls()) - {site.page_url(2)}
+        # An hour later nothing is due, but page 2 was never recorded: it is fetched
+        # and reported again, now that the storage takes it.
+        again = project.crawl(advance=HOUR)
+        assert [(item["url"], item["change"]) for item in again] == [(site.page_url(2), "new")]
+        site.edit(4)
+        project.crawl(*("-s", f"CATALOG_FAIL_URLS={site.page_url(4)}"), advance=2 * DAY)
+        retried = project.crawl(advance=HOUR)
+        assert [(item["url"], item["change"]) for item in retried] == [
+            (site.page_url(4), "changed")
+        ]
