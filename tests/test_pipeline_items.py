@@ -103,6 +103,34 @@ def test_every_item_type(pipeline: IncrementalStatePipeline, clock: Clock, kind:
         assert page.seed == "catalog" and page.change_count == 1 and page.fetch_count == 3
 
 
-def test_items_without_a_url_pass_through(pipeline: IncrementalStatePipeline) -> None:
+def test_items_without_a_url_pass_through(pipeline: IncrementalStatePipeline, caplog) -> None:
     item = {"title": "not a page"}
     assert pipeline.process_item(item) is item
+    assert pipeline.process_item({"link": "not a url", "body": "x"})["body"] == "x"
+    assert pipeline.process_item({"link": 42, "body": "y"})["body"] == "y"
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "An item" in r.message]
+    assert len(warnings) == 1  # once a crawl, with the count in the stats
+    assert pipeline.crawler.stats.get_value("increcrawl/items/without_url") == 3
+
+
+def test_the_item_itself_is_fingerprinted_without_a_content_field(tmp_path: Path, clock) -> None:
+    crawler = get_crawler(
+        scrapy.Spider,
+        {
+            "INCRECRAWL_DB": str(tmp_path / "whole.sqlite"),
+            "INCRECRAWL_CLOCK": clock,
+            "INCRECRAWL_VOLATILE_FIELDS": ["seen_at"],
+        },
+    )
+    crawler.spider = crawler._create_spider("whole")
+    pipe = IncrementalStatePipeline.from_crawler(crawler)
+    pipe.open_spider()
+    url = "https://shop.example/p/1"
+    item = {"url": url, "price": 10, "tags": {"b", "a"}, "seen_at": "2025-01-01"}
+    assert scraped(pipe, pipe.process_item(dict(item)))["change"] == "new"
+    clock.advance(86400)
+    with pytest.raises(DropItem):  # the volatile field moved, nothing else
+        pipe.process_item({**item, "seen_at": "2025-01-02", "tags": {"a", "b"}})
+    clock.advance(86400)
+    assert scraped(pipe, pipe.process_item({**item, "price": 11}))["change"] == "changed"
+    crawler.signals.send_catch_log(signals.spider_closed, spider=crawler.spider, reason="finished")
