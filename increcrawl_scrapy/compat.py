@@ -55,3 +55,10 @@ async def close_spider(crawler: Crawler, reason: str) -> None:
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:
     """Run CPU-bound or blocking work off the reactor thread, with any reactor."""
     return await maybe_deferred_to_future(threads.deferToThread(function, *args))
+
+
+async def sleep(seconds: float) -> None:
+    """Wait without blocking the reactor, with any reactor."""
+    from twisted.internet import reactor, task
+
+    await maybe_deferred_to_future(task.deferLater(reactor, seconds))

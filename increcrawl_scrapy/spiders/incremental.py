@@ -48,6 +48,7 @@ from increcrawl_scrapy.spiders.page_items import (
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
+from increcrawl_scrapy.state.queue import CHUNK
 from increcrawl_scrapy.tokens import TokenBudget
 from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -73,6 +74,8 @@ class IncrementalSpider(scrapy.Spider):
     #: ``(regex, callback)`` pairs, as ``SitemapSpider.sitemap_rules``: a due page
     #: whose URL matches is handed to the subclass's callback (``spiders/rules.py``).
     page_rules: Sequence[tuple[str, str | Callable[..., Any]]] = ()
+    #: Due rows read at a time: Scrapy's scheduler holds one such chunk at most.
+    queue_chunk = CHUNK
     _page_rules: list[tuple[re.Pattern[str], Callable[..., Any]]] | None = None
 
     def __init__(
@@ -175,37 +178,53 @@ class IncrementalSpider(scrapy.Spider):
         after_discovery(run, self.discovery_complete, self.crawler.stats)
         if self.discover_only:
             return
-        due = without_excluded(self._due(state.store), self._rules, self._roots, self.crawler.stats)
+        expected, chunks = self._due(state.store)
         self._progress.enter(progress.FETCHING)
-        stats.inc(self.crawler.stats, stats.DUE, len(due))
-        stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
+        stats.inc(self.crawler.stats, stats.DUE, expected)
         tokens = self._tokens = TokenBudget(
             config.max_tokens if self._client is not None else 0, self.crawler.stats
         )
-        singles, batched = self._split(due)
-        if batched:
-            batched = await robots_allowed(
-                batched, self._fetch, self.crawler.settings, self.crawler.stats
-            )
-        for queued, page in enumerate(singles):
-            if not tokens.take(1):
-                tokens.stop(len(singles) - queued + len(batched))
-                return
-            yield self._page_request(page)
-        for start in range(0, len(batched), MAX_URLS):
-            batch = batched[start : start + MAX_URLS]
-            fits = tokens.take(len(batch))
-            self._progress.enter(progress.BATCH)
-            if fits:
-                async for item in self._run_batch(batch[:fits]):
-                    yield item
-            if fits < len(batch):
-                tokens.stop(len(batched) - start - fits)
-                return
+        # Chunk by chunk, each read as the crawl drains the previous one (Scrapy pulls
+        # from start() only as its scheduler has room): memory stays bounded.
+        queued = 0
+        for chunk in chunks:
+            due = without_excluded(chunk, self._rules, self._roots, self.crawler.stats)
+            stats.inc(self.crawler.stats, stats.DUE, len(due) - len(chunk))
+            expected -= len(chunk) - len(due)
+            stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
+            singles, batched = self._split(due)
+            if batched:
+                batched = await robots_allowed(
+                    batched, self._fetch, self.crawler.settings, self.crawler.stats
+                )
+            for page in singles:
+                if not tokens.take(1):
+                    tokens.stop(expected - queued)
+                    return
+                queued += 1
+                yield self._page_request(page)
+            for start in range(0, len(batched), MAX_URLS):
+                batch = batched[start : start + MAX_URLS]
+                fits = tokens.take(len(batch))
+                self._progress.enter(progress.BATCH)
+                if fits:
+                    queued += fits
+                    async for item in self._run_batch(batch[:fits]):
+                        yield item
+                if fits < len(batch):
+                    tokens.stop(expected - queued)
+                    return
+                self._progress.enter(progress.FETCHING)
+            # The next chunk is read once most of this one is answered: the scheduler
+            # and the queue's cache hold about one chunk, whatever the size of the due
+            # set (Scrapy takes start() requests as fast as they come).
+            while tokens.queued - tokens.answered > self.queue_chunk // 2:
+                await compat.sleep(0.05)
 
-    def _due(self, store: StateStore) -> list[PageState]:
-        """This run's due rows; with INCRECRAWL_MAX_FETCHES, those likeliest to
-        have changed (the rest wait, and the longest wait is reported)."""
+    def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
+        """How many rows this run fetches, and the rows in chunks (read lazily); with
+        INCRECRAWL_MAX_FETCHES, those likeliest to have changed (the rest wait, and
+        the longest wait is reported)."""
         limit = self.config.max_fetches or None
         budget = store.budget(self.increcrawl_seed, limit)
         if budget.left:
@@ -221,8 +240,8 @@ class IncrementalSpider(scrapy.Spider):
             )
             stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
             self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
-        chunks = store.due_chunks(self.increcrawl_seed, limit, budget=budget)
-        return [page for chunk in chunks for page in chunk]
+        chunks = store.due_chunks(self.increcrawl_seed, limit, self.queue_chunk, budget=budget)
+        return budget.due - budget.left, chunks
 
     def _split(self, due: list[PageState]) -> tuple[list[PageState], list[PageState]]:
         """Rows with validators go one by one (conditional headers); the others as

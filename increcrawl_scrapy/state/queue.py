@@ -59,7 +59,7 @@ _update_values = operator.itemgetter(
 )
 #: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
 _KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
-_QUEUE_CACHE = 200_000  # rows handed out by the queue kept for record(), at most
+_QUEUE_CACHE = 50_000  # rows handed out by the queue kept for record(), at most
 CHUNK = 10_000  # rows a queue chunk reads at most
 
 
@@ -102,15 +102,20 @@ class Results:
 
     @serialized
     def chunk(
-        self, seed: str, after: tuple[float, str] | None = None, size: int = CHUNK
+        self,
+        seed: str,
+        after: tuple[float, str] | None = None,
+        size: int = CHUNK,
+        until: float | None = None,
     ) -> list[PageState]:
-        """Up to *size* due rows of *seed* in the queue's order, after *after*
-        (the ``(next_check, normalized_url)`` of the last row of the previous chunk)."""
+        """Up to *size* rows of *seed* due by *until* (default now) in the queue's
+        order, after *after* (the ``(next_check, normalized_url)`` of the last row of
+        the previous chunk)."""
         self.flush()
         check, key = after if after is not None else (float("-inf"), "")
+        now = self.clock() if until is None else until
         rows = self.database.tuples(
-            _DUE_AFTER,
-            {"seed": seed, "now": self.clock(), "check": check, "key": key, "limit": size},
+            _DUE_AFTER, {"seed": seed, "now": now, "check": check, "key": key, "limit": size}
         )
         pages = [page_of(row) for row in rows]
         if len(self._queued) + len(pages) <= _QUEUE_CACHE:
@@ -122,12 +127,15 @@ class Results:
         self, seed: str, limit: int | None = None, size: int = CHUNK
     ) -> Iterator[list[PageState]]:
         """Every due row of *seed* (at most *limit*), most overdue first, in chunks of
-        at most *size*, each read as the previous one is used."""
+        at most *size*, each read as the previous one is used. "Due" is judged at the
+        first chunk's time: a row the crawl records meanwhile (its next check moves
+        on) or one that falls due later is not read again in these chunks."""
         left = limit or None
         after: tuple[float, str] | None = None
+        until = self.clock()
         while left is None or left > 0:
             wanted = size if left is None else min(size, left)
-            pages = self.chunk(seed, after, wanted)
+            pages = self.chunk(seed, after, wanted, until)
             if pages:
                 yield pages
             if len(pages) < wanted:

@@ -1,0 +1,41 @@
+"""The due queue is streamed: read a chunk at a time as the crawl answers the last
+one, never all at once, with the budget's choice kept across chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+
+from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+from increcrawl_scrapy.testing import SampleSite
+from tests.conftest import Clock
+from tests.crawling import crawl_settings, run_crawl
+
+DAY = 86_400.0
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(IncrementalSpider, "queue_chunk", 5)
+
+
+@pytest_twisted.ensureDeferred
+async def test_chunks_are_read_as_the_scheduler_drains(
+    small_chunks, tmp_path: Path, clock: Clock
+) -> None:
+    with SampleSite(pages=23) as site:
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, CONCURRENT_REQUESTS=2)
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert result.changes("new") == set(site.page_urls())
+        assert result.stats["increcrawl/due"] == 23
+        assert all(site.fetched[f"/page/{i}"] == 1 for i in range(23))
+        # A fetch budget keeps its choice across chunks.
+        site.reset_counters()
+        clock.advance(40 * DAY)
+        limited = dict(settings, INCRECRAWL_MAX_FETCHES=12)
+        result = await run_crawl(limited, sitemap_url=site.sitemap_url)
+        assert result.stats["increcrawl/due"] == 12
+        assert sum(site.fetched.values()) == 12
+        assert result.stats["increcrawl/budget/left"] == 11
