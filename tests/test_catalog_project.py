@@ -94,6 +94,11 @@ def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
         assert site.requested["/"] == 1 and site.counters["pages"] == 0
         assert project.stat("increcrawl/skipped/not_due") == 12
 
+        # A request may opt out of skipping (meta "increcrawl_always").
+        site.reset_counters()
+        assert project.crawl("-a", "always=/page/5", advance=HOUR) == []  # unchanged
+        assert site.counters["pages"] == 1 and site.requested["/page/5"] == 1
+
         # Two days later everything is due: pages with validators are asked
         # conditionally (304: unchanged, the callback not called); the edit is caught.
         site.edit(3)
