@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import signals
 
+from increcrawl_scrapy.page_groups import take
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -58,6 +60,7 @@ class Delivery:
             self.store.deliver(key)
 
     def lost(self, item: Any, **_: Any) -> None:
+        take(self.crawler, item)  # dropped before our pipeline: its page group goes too
         for key in self._waiting.pop(id(item), None) or ():
             self._expected.pop(key, None)
             if self.store.discard(key):

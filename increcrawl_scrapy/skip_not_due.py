@@ -22,8 +22,8 @@ from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.spiders.page_items import conditions
+from increcrawl_scrapy.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -59,11 +59,13 @@ class SkipNotDueMiddleware:
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if not self._active() or request.meta.get(META_ALWAYS):
             return
+        state = self._state()
+        if state is None:
+            return
         try:
-            state = crawl_state(self.crawler)
             page = state.store.get(request.url)
-        except (StateLockedError, ValueError):
-            return  # the crawl closes (database in use), or not a page URL
+        except ValueError:
+            return  # not a page URL
         if page is None or not page.fetch_count:
             return  # never produced items: a listing, or a new page
         if page.next_check > self.config.clock():
@@ -79,22 +81,28 @@ class SkipNotDueMiddleware:
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Response:
         key = request.meta.get(_META_KEY)
+        state = self._state() if key or self._active() else None
+        if state is None:
+            return response
         if key and response.status == 304:
-            state = crawl_state(self.crawler)
             state.store.record(request.url, 304, seed=state.seed, key=key)
             stats.inc(self.crawler.stats, stats.UNCHANGED)
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
             raise IgnoreRequest("not modified since the last fetch (increcrawl)")
-        if self._active() and response.status == 200:
-            etag, modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
+        if response.status == 200:
+            etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
                 # For the pipeline: the validators of the page its items come from
                 # (taken when they are recorded; a bounded number kept meanwhile).
-                seen = crawl_state(self.crawler).validators
-                if len(seen) >= VALIDATORS_KEPT:
-                    del seen[next(iter(seen))]
-                seen[response.url] = (
-                    etag.decode("latin-1") if etag else None,
-                    modified.decode("latin-1") if modified else None,
-                )
+                if len(state.validators) >= VALIDATORS_KEPT:
+                    del state.validators[next(iter(state.validators))]
+                state.validators[response.url] = (etag, modified)
         return response
+
+    def _state(self) -> CrawlState | None:
+        """The crawl's state; None while another crawl holds the database (the crawl
+        is closing: logged once by ``crawl_state``)."""
+        try:
+            return crawl_state(self.crawler)
+        except StateLockedError:
+            return None

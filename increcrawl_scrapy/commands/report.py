@@ -72,15 +72,10 @@ def render(data: dict[str, Any]) -> str:
 
 
 def gather(db: sqlite3.Connection, at: float, seed: str | None = None) -> dict[str, Any]:
-    seeds = [seed] if seed else [r[0] for r in db.execute("SELECT DISTINCT seed FROM pages")]
-    return {
-        "generated_at": at,
-        "seeds": [_seed(db, name, at) for name in sorted(seeds) if _has_pages(db, name)],
-    }
-
-
-def _has_pages(db: sqlite3.Connection, seed: str) -> bool:
-    return db.execute("SELECT 1 FROM pages WHERE seed = ? LIMIT 1", (seed,)).fetchone() is not None
+    seeds = [r[0] for r in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed")]
+    if seed:
+        seeds = [name for name in seeds if name == seed]
+    return {"generated_at": at, "seeds": [_seed(db, name, at) for name in seeds]}
 
 
 def _seed(db: sqlite3.Connection, seed: str, at: float) -> dict[str, Any]:

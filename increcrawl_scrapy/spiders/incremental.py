@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
+from protego import Protego
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
@@ -113,6 +114,7 @@ class IncrementalSpider(scrapy.Spider):
         self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
         self._roots: set[str] = set()  # the sitemaps given (always followed)
+        self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
 
@@ -184,9 +186,8 @@ class IncrementalSpider(scrapy.Spider):
         tokens = self._tokens = TokenBudget(
             config.max_tokens if self._client is not None else 0, self.crawler.stats
         )
-        # Chunk by chunk, each read as the crawl drains the previous one (Scrapy pulls
-        # from start() only as its scheduler has room): memory stays bounded.
-        queued = 0
+        # Chunk by chunk, each read as the crawl drains the previous one (below):
+        # memory stays bounded whatever the size of the due set.
         for chunk in chunks:
             due = without_excluded(chunk, self._rules, self._roots, self.crawler.stats)
             stats.inc(self.crawler.stats, stats.DUE, len(due) - len(chunk))
@@ -195,24 +196,22 @@ class IncrementalSpider(scrapy.Spider):
             singles, batched = self._split(due)
             if batched:
                 batched = await robots_allowed(
-                    batched, self._fetch, self.crawler.settings, self.crawler.stats
+                    batched, self._fetch, self.crawler.settings, self.crawler.stats, self._robots
                 )
             for page in singles:
                 if not tokens.take(1):
-                    tokens.stop(expected - queued)
+                    tokens.stop(expected - tokens.queued)
                     return
-                queued += 1
                 yield self._page_request(page)
             for start in range(0, len(batched), MAX_URLS):
                 batch = batched[start : start + MAX_URLS]
                 fits = tokens.take(len(batch))
                 self._progress.enter(progress.BATCH)
                 if fits:
-                    queued += fits
                     async for item in self._run_batch(batch[:fits]):
                         yield item
                 if fits < len(batch):
-                    tokens.stop(expected - queued)
+                    tokens.stop(expected - tokens.queued)
                     return
                 self._progress.enter(progress.FETCHING)
             # The next chunk is read once most of this one is answered: the scheduler

@@ -51,13 +51,14 @@ async def robots_allowed(
     fetch: Callable[[str], Awaitable[Response | None]],
     settings: BaseSettings,
     collector: StatsCollector | None,
+    parsers: dict[str, Protego | None],
 ) -> list[PageState]:
     """*pages* less those robots.txt disallows, as ``RobotsTxtMiddleware`` judges
-    (Protego; a robots.txt that cannot be read allows everything)."""
+    (Protego; a robots.txt that cannot be read allows everything). *parsers* keeps
+    each origin's robots.txt for the run, read once whatever the number of chunks."""
     if not pages or not settings.getbool("ROBOTSTXT_OBEY"):
         return pages
     agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
-    parsers: dict[str, Protego | None] = {}
     kept = []
     for page in pages:
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(page.url))
