@@ -11,6 +11,7 @@ import hashlib
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-UPSERT_CHUNK = 20_000  # one transaction each: large chunks, few commits
+UPSERT_CHUNK = 10_000  # one transaction each: large chunks, few commits
 
 
 @dataclass
@@ -77,6 +78,9 @@ class SitemapWalk:
         self.stats = crawler_stats
         self.declared: set[str] | None = None  # Sitemap: lines of the seed's robots.txt
         self.rules = rules or UrlRules()
+        # Chunks are written on a thread of their own, one behind the parser: SQLite
+        # works without the GIL, so the next chunk is parsed while one is written.
+        self._writer: ThreadPoolExecutor | None = None
 
     # -- robots.txt ----------------------------------------------------------------
 
@@ -119,6 +123,13 @@ class SitemapWalk:
 
     async def walk(self, roots: list[str]) -> bool:
         """Read *roots* and every child they list; whether all were read whole."""
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="increcrawl-upsert")
+        try:
+            return await self._walk(roots)
+        finally:
+            self._writer.shutdown()
+
+    async def _walk(self, roots: list[str]) -> bool:
         complete = True
         queue = deque((url, 0) for url in roots)
         visited: set[str] = set()
@@ -251,12 +262,21 @@ class SitemapWalk:
         batch: list[tuple[str, str | None]] = []
         excluded: list[str] = []
         read = 0
+        writing: Future[int] | None = None
+        writer = self._writer
+        assert writer is not None, "_ingest runs within walk()"
+
+        def written() -> None:
+            nonlocal writing
+            if writing is not None:
+                ingested.recorded += writing.result()
+                writing = None
 
         def upsert() -> None:
-            nonlocal batch, excluded, read
+            nonlocal batch, excluded, read, writing
+            written()  # at most one chunk in the writer's hands: memory stays bounded
             feed = sitemap_stats.kind == "feed"
-            ingested.recorded += self.run.upsert(batch, sitemap_url=url, feed=feed)
-            self.run.seen_only(excluded)
+            writing = writer.submit(self._write, url, batch, excluded, feed)
             read += len(batch)
             batch, excluded = [], []
 
@@ -283,6 +303,7 @@ class SitemapWalk:
         finally:
             # What was read before a syntax error still counts as seen.
             upsert()
+            written()
         ingested.complete = not sitemap_stats.truncated
         if sitemap_stats.kind in ("urlset", "feed") and ingested.complete:
             self.run.sitemap_read(
@@ -290,6 +311,13 @@ class SitemapWalk:
             )
         ingested.invalid = read - ingested.recorded
         return ingested
+
+    def _write(
+        self, url: str, batch: list[tuple[str, str | None]], excluded: list[str], feed: bool
+    ) -> int:
+        recorded = self.run.upsert(batch, sitemap_url=url, feed=feed)
+        self.run.seen_only(excluded)
+        return recorded
 
 
 def _conditional(response: Response) -> bool:

@@ -39,3 +39,32 @@ async def test_chunks_are_read_as_the_scheduler_drains(
         assert result.stats["increcrawl/due"] == 12
         assert sum(site.fetched.values()) == 12
         assert result.stats["increcrawl/budget/left"] == 11
+
+
+class RunningClock(Clock):
+    """A clock that runs fast: every reading is *step* seconds after the last."""
+
+    def __init__(self, step: float) -> None:
+        super().__init__()
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_due_again_during_the_run_is_not_fetched_twice(
+    small_chunks, tmp_path: Path
+) -> None:
+    # Two days pass at every reading of the clock: the pages of the first chunks are
+    # due again (their next check has come) well before the last chunks are read.
+    # Due is judged at the first chunk's time, so none of them is read again.
+    clock = RunningClock(2 * DAY)
+    with SampleSite(pages=23) as site:
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, CONCURRENT_REQUESTS=1)
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert result.changes("new") == set(site.page_urls())
+        assert {path: count for path, count in site.fetched.items() if count != 1} == {}
+        assert result.stats["increcrawl/due"] == 23
+        assert result.stats["downloader/request_count"] == sum(site.requested.values())

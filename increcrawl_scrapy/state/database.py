@@ -63,10 +63,13 @@ class Database:
             with self.locked_errors():
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
-                # The run's scratch tables live in memory; a bigger page cache (64 MB)
-                # keeps the working set of large seeds off the disk.
-                db.execute("PRAGMA temp_store=MEMORY")
-                db.execute("PRAGMA cache_size=-65536")
+                # Bounded memory whatever the site's size: the run's scratch tables
+                # (a deploy can move every lastmod at once) spill to a temporary
+                # file, and the page cache is 16 MB (the OS caches the file anyway:
+                # 64 MB made neither discovery nor recording faster at 1M rows).
+                db.execute("PRAGMA temp_store=FILE")
+                db.execute("PRAGMA cache_size=-16384")
+                db.execute("PRAGMA temp.cache_size=-16384")  # a chunk's worth and more
                 # Fewer, larger checkpoints (40 MB of WAL): each one syncs the disk.
                 db.execute("PRAGMA wal_autocheckpoint=10000")
                 self._migrate(db)

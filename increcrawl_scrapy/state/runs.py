@@ -5,6 +5,7 @@ discovery step is tied to a started run by construction."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -44,8 +45,9 @@ def _step(method: _F) -> _F:
 
 
 class Run:
-    """Started by :meth:`StateStore.start_run`; what the run has seen is kept in the
-    connection's temporary tables."""
+    """Started by :meth:`StateStore.start_run`. The rows its discovery saw carry its
+    id (``pages.seen_run``); the rest of what it found is in the connection's
+    temporary tables."""
 
     def __init__(
         self,
@@ -115,7 +117,12 @@ class Run:
             rows.setdefault(key, (key, url, lastmod, sitemap_url, host, ahead))
         if not rows:
             return 0
-        params = {"seed": self.seed, "now": now, "interval": self._default_interval}
+        params = {
+            "seed": self.seed,
+            "now": now,
+            "interval": self._default_interval,
+            "run": self.id,
+        }
         with self.database.transaction() as db:
             for host, count in future.items():
                 db.execute(_COUNT_FUTURE, (host, count))
@@ -128,7 +135,9 @@ class Run:
                     {**params, "url": sitemap_url, "feed": feed},
                 )
             db.execute("DELETE FROM temp.chunk")
-            db.executemany("INSERT INTO temp.chunk VALUES (?, ?, ?, ?, ?, ?)", rows.values())
+            # One statement, not a step per row: SQLite then runs the whole chunk
+            # without the GIL while discovery parses the next one.
+            db.execute(_FILL_CHUNK, (json.dumps(list(rows.values())),))
             for statement in _APPLY_FEED_CHUNK if feed else _APPLY_CHUNK:
                 db.execute(statement, params)
         return len(rows)
@@ -145,7 +154,9 @@ class Run:
                 continue
         if keys:
             with self.database.transaction() as db:
-                db.executemany("INSERT OR IGNORE INTO temp.seen VALUES (?)", keys)
+                db.executemany(
+                    f"UPDATE pages SET seen_run = {self.id:d} WHERE normalized_url = ?", keys
+                )
 
     @_step
     def apply_lastmod(self) -> LastmodReport:
@@ -209,8 +220,8 @@ class Run:
             if not feed:
                 db.execute(
                     "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
-                    "AND normalized_url NOT IN temp.seen",
-                    (sitemap_url,),
+                    "AND seen_run IS NOT ?",
+                    (sitemap_url, self.id),
                 )
             db.execute(
                 "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, "
@@ -227,7 +238,12 @@ class Run:
         """After a complete discovery: rows of the run's seed it did not see (and
         that no unchanged sitemap lists) get ``missing_runs + 1``; those reaching
         the threshold become due now. Absence never marks a row gone."""
-        params = {"seed": self.seed, "now": self._clock(), "n": self._missing_runs}
+        params = {
+            "seed": self.seed,
+            "now": self._clock(),
+            "n": self._missing_runs,
+            "run": self.id,
+        }
         with self.database.transaction() as db:
             db.execute("DELETE FROM temp.missing")
             db.execute(_FIND_MISSING, params)
@@ -284,8 +300,8 @@ class Run:
                 )
 
 
-#: Per-connection tables of the current run: the chunk being applied, every URL
-#: seen, sitemaps found unchanged, and rows found missing.
+#: Per-connection tables of the current run: the chunk being applied, lastmods that
+#: moved, sitemaps found unchanged, and rows found missing.
 _RUN_TABLES = (
     "CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT PRIMARY KEY, url TEXT, "
     "lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER) WITHOUT ROWID",
@@ -295,14 +311,16 @@ _RUN_TABLES = (
     "WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT PRIMARY KEY) WITHOUT ROWID",
     "DELETE FROM temp.moves",
-    "CREATE TEMP TABLE IF NOT EXISTS seen (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY) WITHOUT ROWID",
     "CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
     "DELETE FROM temp.chunk",
-    "DELETE FROM temp.seen",
     "DELETE FROM temp.unchanged",
     "DELETE FROM temp.missing",
 )
+
+_FILL_CHUNK = "INSERT INTO temp.chunk SELECT " + ", ".join(
+    f"json_extract(value, '$[{column}]')" for column in range(6)
+) + " FROM json_each(?)"
 
 _APPLY_CHUNK = (
     # Rows whose lastmod moved: what that means is decided once discovery is over
@@ -319,6 +337,7 @@ _APPLY_CHUNK = (
     """
     UPDATE pages SET
         last_seen = :now,
+        seen_run = :run,
         missing_runs = 0,
         sitemap_lastmod = coalesce(
             (SELECT c.lastmod FROM temp.chunk AS c
@@ -342,13 +361,12 @@ _APPLY_CHUNK = (
     # Then rows discovery has never seen: due now, default interval.
     """
     INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
-                       interval_s, sitemap_lastmod, sitemap_url, host)
+                       interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
     SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url,
-           c.host
+           c.host, :run
     FROM temp.chunk AS c
     WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
     """,
-    "INSERT OR IGNORE INTO temp.seen SELECT normalized_url FROM temp.chunk",
 )
 
 #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
@@ -379,11 +397,11 @@ _FIND_MISSING = """
 INSERT OR IGNORE INTO temp.missing
 SELECT p.normalized_url FROM pages AS p INDEXED BY pages_sitemap
 WHERE p.sitemap_url IS NULL AND +p.seed = :seed
-  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
+  AND p.seen_run IS NOT :run
 UNION ALL
 SELECT p.normalized_url FROM sitemaps AS m CROSS JOIN pages AS p INDEXED BY pages_sitemap
   ON p.sitemap_url = m.url
 WHERE m.seed = :seed AND +p.seed = :seed AND NOT m.feed
   AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
-  AND NOT EXISTS (SELECT 1 FROM temp.seen AS s WHERE s.normalized_url = p.normalized_url)
+  AND p.seen_run IS NOT :run
 """

@@ -144,5 +144,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    # 7: the run that last saw each row in its sitemaps (rows not seen by a complete
+    # discovery are missing): kept on the row, not in a per-run table in memory that
+    # grows with the site.
+    ("ALTER TABLE pages ADD COLUMN seen_run INTEGER",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
