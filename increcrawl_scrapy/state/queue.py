@@ -29,19 +29,25 @@ from increcrawl_scrapy.urls import host_of
 
 _GONE = PAGE_COLUMNS.index("gone")
 _MOVED = PAGE_COLUMNS.index("lastmod_moved")
+_NEXT_CHECK = PAGE_COLUMNS.index("next_check")
 _SELECT_PAGE = ", ".join(PAGE_COLUMNS)
 _GET_PAGE = f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url = ?"
-#: The queue's stored order is (next_check, normalized_url); chunks are read by keyset
-#: from where the last one ended. Live rows, and gone rows still listed (their slow
-#: re-check): two index range scans, never a scan of the whole seed.
+#: The queue's stored order is (next_check, id): the order of the queue index
+#: (seed, gone, next_check), whose last column is the rowid. Chunks are read by keyset
+#: from where the last one ended, each part an index range that starts where it
+#: should (rows due at the same time, as on a first run, are never skipped one by
+#: one nor sorted): live rows, and gone rows still listed (their slow re-check).
 _DUE_AFTER = (
-    f"SELECT {_SELECT_PAGE} FROM pages "
-    "WHERE seed = :seed AND gone = 0 AND next_check BETWEEN :check AND :now "
-    "AND (next_check, normalized_url) > (:check, :key) "
-    f"UNION ALL SELECT {_SELECT_PAGE} FROM pages "
-    "WHERE seed = :seed AND gone = 1 AND next_check BETWEEN :check AND :now "
-    "AND missing_runs = 0 AND (next_check, normalized_url) > (:check, :key) "
-    "ORDER BY next_check, normalized_url LIMIT :limit"
+    " UNION ALL ".join(
+        f"SELECT id, {_SELECT_PAGE} FROM pages WHERE seed = :seed AND gone = {gone} AND {after}"
+        + (" AND missing_runs = 0" if gone else "")
+        for gone in (0, 1)
+        for after in (
+            "next_check = :check AND id > :id",
+            "next_check > :check AND next_check <= :now",
+        )
+    )
+    + " ORDER BY next_check, id LIMIT :limit"
 )
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
 _INSERT_RESULT = (
@@ -101,27 +107,22 @@ class Results:
     # -- the queue ---------------------------------------------------------------
 
     @serialized
-    def chunk(
-        self,
-        seed: str,
-        after: tuple[float, str] | None = None,
-        size: int = CHUNK,
-        until: float | None = None,
-    ) -> list[PageState]:
-        """Up to *size* rows of *seed* due by *until* (default now) in the queue's
-        order, after *after* (the ``(next_check, normalized_url)`` of the last row of
-        the previous chunk)."""
+    def _chunk(
+        self, seed: str, after: tuple[float, int], size: int, until: float
+    ) -> tuple[list[PageState], tuple[float, int]]:
+        """Up to *size* rows of *seed* due by *until* in the queue's order, after
+        *after* (``(next_check, id)`` of the last row read), and where they end."""
         self.flush()
-        check, key = after if after is not None else (float("-inf"), "")
-        now = self.clock() if until is None else until
+        check, last = after
         rows = self.database.tuples(
-            _DUE_AFTER, {"seed": seed, "now": now, "check": check, "key": key, "limit": size}
-        )
-        pages = [page_of(row) for row in rows]
+            _DUE_AFTER,
+            {"seed": seed, "now": until, "check": check, "id": last, "limit": size},
+        ).fetchall()
+        pages = [page_of(row[1:]) for row in rows]
         if len(self._queued) + len(pages) <= _QUEUE_CACHE:
             # The crawl records these next: keep them, so recording needs no lookup.
             self._queued.update((page.normalized_url, page) for page in pages)
-        return pages
+        return pages, ((rows[-1][1 + _NEXT_CHECK], rows[-1][0]) if rows else after)
 
     def chunks(
         self, seed: str, limit: int | None = None, size: int = CHUNK
@@ -131,18 +132,17 @@ class Results:
         first chunk's time: a row the crawl records meanwhile (its next check moves
         on) or one that falls due later is not read again in these chunks."""
         left = limit or None
-        after: tuple[float, str] | None = None
+        after = (float("-inf"), 0)
         until = self.clock()
         while left is None or left > 0:
             wanted = size if left is None else min(size, left)
-            pages = self.chunk(seed, after, wanted, until)
+            pages, after = self._chunk(seed, after, wanted, until)
             if pages:
                 yield pages
             if len(pages) < wanted:
                 return
             if left is not None:
                 left -= len(pages)
-            after = (pages[-1].next_check, pages[-1].normalized_url)
 
     @serialized
     def rows_of(self, keys: list[str]) -> list[PageState]:

@@ -318,9 +318,11 @@ _RUN_TABLES = (
     "DELETE FROM temp.missing",
 )
 
-_FILL_CHUNK = "INSERT INTO temp.chunk SELECT " + ", ".join(
-    f"json_extract(value, '$[{column}]')" for column in range(6)
-) + " FROM json_each(?)"
+_FILL_CHUNK = (
+    "INSERT INTO temp.chunk SELECT "
+    + ", ".join(f"json_extract(value, '$[{column}]')" for column in range(6))
+    + " FROM json_each(?)"
+)
 
 _APPLY_CHUNK = (
     # Rows whose lastmod moved: what that means is decided once discovery is over
