@@ -11,7 +11,7 @@ import hashlib
 import logging
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +48,10 @@ class Ingested:
     stats: SitemapStats
     children: list[str] = field(default_factory=list)
     recorded: int = 0
-    invalid: int = 0
+    read: int = 0  # URLs handed to the store (recorded unless they cannot be keyed)
     complete: bool = True  # False when a recovered document ended early
+    #: Its last writes, still in the writer's hands when parsing ended.
+    tail: list[Future[Any]] = field(default_factory=list)
 
 
 class SitemapWalk:
@@ -81,6 +83,7 @@ class SitemapWalk:
         # Chunks are written on a thread of their own, one behind the parser: SQLite
         # works without the GIL, so the next chunk is parsed while one is written.
         self._writer: ThreadPoolExecutor | None = None
+        self._tails: deque[Ingested] = deque()  # read, not yet counted
 
     # -- robots.txt ----------------------------------------------------------------
 
@@ -125,7 +128,11 @@ class SitemapWalk:
         """Read *roots* and every child they list; whether all were read whole."""
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="increcrawl-upsert")
         try:
-            return await self._walk(roots)
+            complete = await self._walk(roots)
+            while self._tails:  # every write done before discovery is judged
+                await compat.in_thread(wait, self._tails[0].tail)
+                self._count(self._tails.popleft())
+            return complete
         finally:
             self._writer.shutdown()
 
@@ -244,11 +251,19 @@ class SitemapWalk:
             )
         if ingested.stats.kind == "unchanged":
             stats.inc(self.stats, stats.SITEMAP_UNCHANGED)
-        stats.inc(self.stats, stats.DISCOVERED, ingested.recorded)
-        stats.inc(self.stats, stats.INVALID_URLS, ingested.invalid)
         for reason, count in ingested.stats.skipped.items():
             stats.inc(self.stats, stats.SITEMAP_SKIPPED, count, reason=reason)
+        self._tails.append(ingested)
+        while self._tails and all(future.done() for future in self._tails[0].tail):
+            self._count(self._tails.popleft())
         return ingested
+
+    def _count(self, ingested: Ingested) -> None:
+        """Count a sitemap's URLs once its last writes are done (raising their error)."""
+        for future in ingested.tail:
+            ingested.recorded += future.result() or 0
+        stats.inc(self.stats, stats.DISCOVERED, ingested.recorded)
+        stats.inc(self.stats, stats.INVALID_URLS, ingested.read - ingested.recorded)
 
     def _ingest(self, url: str, body: bytes, validators: Validators) -> Ingested:
         """Parse one sitemap and upsert its URLs as they stream (in a worker thread)."""
@@ -261,7 +276,6 @@ class SitemapWalk:
             return ingested
         batch: list[tuple[str, str | None]] = []
         excluded: list[str] = []
-        read = 0
         writing: Future[int] | None = None
         writer = self._writer
         assert writer is not None, "_ingest runs within walk()"
@@ -273,11 +287,11 @@ class SitemapWalk:
                 writing = None
 
         def upsert() -> None:
-            nonlocal batch, excluded, read, writing
+            nonlocal batch, excluded, writing
             written()  # at most one chunk in the writer's hands: memory stays bounded
             feed = sitemap_stats.kind == "feed"
             writing = writer.submit(self._write, url, batch, excluded, feed)
-            read += len(batch)
+            ingested.read += len(batch)
             batch, excluded = [], []
 
         rules = self.rules if self.rules.active else None
@@ -300,17 +314,29 @@ class SitemapWalk:
                 batch.append((requested, entry.lastmod))
                 if len(batch) >= UPSERT_CHUNK:
                     upsert()
-        finally:
+        except BaseException:
             # What was read before a syntax error still counts as seen.
             upsert()
             written()
+            raise
+        upsert()
         ingested.complete = not sitemap_stats.truncated
+        # The last chunk and the sitemap's digest are written behind the parser too
+        # (the writer keeps their order): the next sitemap is parsed meanwhile.
+        last = writing
+        assert last is not None  # upsert() just handed it over
+        ingested.tail.append(last)
         if sitemap_stats.kind in ("urlset", "feed") and ingested.complete:
-            self.run.sitemap_read(
-                url, digest, validators, self.settings, feed=sitemap_stats.kind == "feed"
-            )
-        ingested.invalid = read - ingested.recorded
+            read_whole = (url, digest, validators, sitemap_stats.kind == "feed")
+            ingested.tail.append(writer.submit(self._read_whole, last, *read_whole))
         return ingested
+
+    def _read_whole(
+        self, last: Future[int], url: str, digest: str, validators: Validators, feed: bool
+    ) -> None:
+        # Only if its last chunk was written (the writer ran it just before).
+        if last.exception() is None:
+            self.run.sitemap_read(url, digest, validators, self.settings, feed=feed)
 
     def _write(
         self, url: str, batch: list[tuple[str, str | None]], excluded: list[str], feed: bool
