@@ -134,7 +134,8 @@ class SitemapWalk:
                 self._count(self._tails.popleft())
             return complete
         finally:
-            self._writer.shutdown()
+            # Waits for writes still queued after an error: off the reactor thread.
+            await compat.in_thread(self._writer.shutdown)
 
     async def _walk(self, roots: list[str]) -> bool:
         complete = True

@@ -149,14 +149,12 @@ class Run:
         keys = []
         for url in urls:
             try:
-                keys.append((self._normalize(url),))
+                keys.append((self.id, self._normalize(url)))
             except ValueError:
                 continue
         if keys:
             with self.database.transaction() as db:
-                db.executemany(
-                    f"UPDATE pages SET seen_run = {self.id:d} WHERE normalized_url = ?", keys
-                )
+                db.executemany("UPDATE pages SET seen_run = ? WHERE normalized_url = ?", keys)
 
     @_step
     def apply_lastmod(self) -> LastmodReport:
