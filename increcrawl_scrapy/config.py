@@ -289,6 +289,15 @@ class IncrecrawlConfig:
             )
         if not self.db_path.strip():
             raise ConfigError("INCRECRAWL_DB", self.db_path, "must name a file")
+        from increcrawl_scrapy.state.migrate import is_postgres, shown
+
+        if is_postgres(self.db_path):
+            raise ConfigError(
+                "INCRECRAWL_DB",
+                shown(self.db_path),
+                "crawls keep their state in a SQLite file for now (the PostgreSQL backend "
+                "is under way); `scrapy increcrawl migrate` copies a state to and from it",
+            )
 
 
 def redact(secret: str | None) -> str:

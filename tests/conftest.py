@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import time
+import uuid
 
 import pytest
 
@@ -41,3 +43,29 @@ def api():
 
     with GeonodeStandIn(api_keys=["test-key", KEY]) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL server for the session; skipped (one line) where none is
+    installed, except under CI, where the PostgreSQL tests must run."""
+    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres, binaries
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "PostgreSQL tests need psycopg (pip install -e '.[test]')"
+    else:
+        reason = "PostgreSQL tests need PostgreSQL installed (initdb)" if not binaries() else ""
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    with ThrowawayPostgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server) -> str:
+    """A new, empty database on the session's server."""
+    return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")

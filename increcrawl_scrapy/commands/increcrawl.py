@@ -1,4 +1,5 @@
-"""``scrapy increcrawl check | demo | status | due | forget | diff | noisy | report``."""
+"""``scrapy increcrawl check | demo | status | due | forget | diff | noisy | report |
+migrate``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from typing import Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from increcrawl_scrapy.commands import check, demo, pages, report, state
+from increcrawl_scrapy.commands import check, demo, migrate, pages, report, state
 
-SUBCOMMANDS = ("check", "demo", "status", "due", "forget", "diff", "noisy", "report")
+SUBCOMMANDS = (
+    "check",
+    "demo",
+    "status",
+    "due",
+    "forget",
+    "diff",
+    "noisy",
+    "report",
+    "migrate",
+)
 #: Subcommands that take one URL argument (optional for due and forget).
 _WITH_URL = ("due", "forget", "diff")
 
@@ -24,7 +35,8 @@ class Command(ScrapyCommand):
         return (
             "check | demo [--dir DIR] [--pages N] | status [--seed SEED] [--json] | "
             "due URL|--seed SEED|--all | forget URL|--seed SEED | diff URL | "
-            "noisy [--min-streak K] [--seed SEED] [--json] | report -o FILE [--seed SEED]"
+            "noisy [--min-streak K] [--seed SEED] [--json] | report -o FILE [--seed SEED] | "
+            "migrate --from SOURCE --to TARGET"
         )
 
     def short_desc(self) -> str:
@@ -40,7 +52,8 @@ class Command(ScrapyCommand):
             "page or a seed (a page still listed comes back as new). diff: what a page's "
             "last change changed (needs INCRECRAWL_KEEP_CONTENT). noisy: pages reported "
             "changed on every fetch, what differed, and a volatile pattern that would not "
-            "see it. report: one self-contained HTML file of the crawl's history."
+            "see it. report: one self-contained HTML file of the crawl's history. migrate: "
+            "copy a whole state between SQLite and PostgreSQL (postgresql://...), checked."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -57,6 +70,11 @@ class Command(ScrapyCommand):
             help="noisy: changes in a row that make a page noisy (default 3)",
         )
         parser.add_argument("-o", "--output", help="report: the HTML file to write")
+        parser.add_argument("--from", dest="source", help="migrate: the state to copy")
+        parser.add_argument("--to", dest="target", help="migrate: a new, empty state")
+        parser.add_argument(
+            "--sample", type=int, default=1000, help="migrate: rows compared per table"
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in SUBCOMMANDS or len(args) > (2 if args[0] in _WITH_URL else 1):
@@ -71,6 +89,8 @@ class Command(ScrapyCommand):
             self.exitcode = pages.noisy(self.settings, opts)
         elif name == "report":
             self.exitcode = report.write(self.settings, opts)
+        elif name == "migrate":
+            self.exitcode = migrate.run(opts)
         elif name == "status":
             self.exitcode = state.status(self.settings, opts)
         else:

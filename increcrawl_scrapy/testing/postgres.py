@@ -1,0 +1,98 @@
+"""A throwaway PostgreSQL server on 127.0.0.1, for tests and benchmarks.
+
+Debian's binaries (``/usr/lib/postgresql/N/bin``) or any on PATH: ``initdb`` into a
+temporary directory, trust authentication, a free port, a socket directory of its
+own; stopped and deleted afterwards. As root (CI), the server runs as the
+``postgres`` user, since PostgreSQL refuses to run as root.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+SUPERUSER = "increcrawl"
+
+
+def binaries() -> Path | None:
+    """The directory of ``initdb`` and ``pg_ctl``, newest version first; None if absent."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    if found:
+        return Path(found[0]).parent
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path else None
+
+
+class ThrowawayPostgres:
+    """``with ThrowawayPostgres() as server: server.dsn(...)``."""
+
+    def __init__(self) -> None:
+        bin_dir = binaries()
+        if bin_dir is None:
+            raise RuntimeError("PostgreSQL is not installed (no initdb)")
+        self.bin = bin_dir
+        self.port = _free_port()
+        self._root: str | None = None
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> ThrowawayPostgres:
+        self._root = tempfile.mkdtemp(prefix="increcrawl-pg-")
+        data, sockets = f"{self._root}/data", f"{self._root}/sockets"
+        os.mkdir(sockets)
+        if os.geteuid() == 0:
+            account = pwd.getpwnam("postgres")
+            for path in (self._root, sockets):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        self._run("initdb", "-D", data, "-U", SUPERUSER, "-A", "trust", "--no-sync", "-E", "UTF8")
+        options = f"-p {self.port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", data, "-o", options, "-l", f"{self._root}/log", "-w", "start")
+        return self
+
+    def stop(self) -> None:
+        if self._root is None:
+            return
+        try:
+            self._run("pg_ctl", "-D", f"{self._root}/data", "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    def create_database(self, name: str) -> str:
+        """A new empty database; its DSN."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        return self.dsn(name)
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [str(self.bin / tool), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(  # noqa: S603 - PostgreSQL's own tools, our argv, no shell
+            command, capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            log = Path(f"{self._root}/log")
+            detail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{tool} failed: {done.stderr[-2000:]}{detail}")
+
+    def __enter__(self) -> ThrowawayPostgres:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
