@@ -1,0 +1,134 @@
+"""Leases on a shared PostgreSQL state (state/leases.py), against a real server:
+concurrent workers never hold the same page, a dead worker's pages come back only
+when its leases expire, and a worker presumed dead cannot overwrite the result of
+the one that took its pages over."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from increcrawl_scrapy.state import pg_schema
+from increcrawl_scrapy.state.leases import claim, fenced_update, release
+
+SEED = "https://example.com/sitemap.xml"
+T = 1_700_000_000.0
+MINUTE = 60.0
+
+
+@pytest.fixture
+def shared(postgres_dsn: str):
+    """A migrated state with 100 due pages; yields a connection factory."""
+    import psycopg
+
+    opened = []
+
+    def connect():
+        connection = psycopg.connect(postgres_dsn, autocommit=True)
+        opened.append(connection)
+        return connection
+
+    setup = connect()
+    pg_schema.migrate(setup)
+    setup.execute(
+        "INSERT INTO pages (normalized_url, url, seed, first_seen, interval_s, next_check) "
+        "SELECT 'https://example.com/p' || i, 'https://example.com/p' || i, %s, %s, 86400, "
+        "%s - i FROM generate_series(1, 100) AS i",
+        (SEED, T - MINUTE, T),
+    )
+    yield connect
+    for connection in opened:
+        connection.close()
+
+
+def test_concurrent_workers_claim_disjoint_batches(shared) -> None:
+    taken: dict[str, list[str]] = {}
+
+    def worker(name: str) -> None:
+        connection = shared()
+        mine = taken.setdefault(name, [])
+        while batch := claim(connection, SEED, name, 7, now=T, seconds=MINUTE):
+            mine.extend(lease.key for lease in batch)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    everything = [key for keys in taken.values() for key in keys]
+    assert len(everything) == len(set(everything)) == 100
+    assert sum(1 for keys in taken.values() if keys) >= 2  # they did share the work
+    assert claim(shared(), SEED, "late", 10, now=T + 1, seconds=MINUTE) == []
+
+
+def test_the_queue_order_is_kept(shared) -> None:
+    first = claim(shared(), SEED, "a", 3, now=T, seconds=MINUTE)
+    # next_check = T - i: the most overdue (p100) first.
+    assert [lease.key for lease in first] == [f"https://example.com/p{i}" for i in (100, 99, 98)]
+
+
+def test_an_expired_lease_is_claimed_again_with_a_larger_token(shared) -> None:
+    a, b = shared(), shared()
+    held = claim(a, SEED, "a", 100, now=T, seconds=MINUTE)
+    assert claim(b, SEED, "b", 100, now=T + MINUTE / 2, seconds=MINUTE) == []
+    taken = claim(b, SEED, "b", 100, now=T + MINUTE + 1, seconds=MINUTE)
+    assert {lease.key for lease in taken} == {lease.key for lease in held}
+    assert min(lease.token for lease in taken) > max(lease.token for lease in held)
+
+
+def test_a_worker_presumed_dead_cannot_overwrite_its_successor(shared) -> None:
+    a, b = shared(), shared()
+    (stale,) = claim(a, SEED, "a", 1, now=T, seconds=MINUTE)
+    (current,) = claim(b, SEED, "b", 1, now=T + 2 * MINUTE, seconds=MINUTE)
+    assert current.key == stale.key
+    result = {"next_check": T + 86_400, "content_hash": "from b", "last_status": 200}
+    late = {"next_check": T + 3_600, "content_hash": "from a", "last_status": 200}
+    assert fenced_update(b, current, result)
+    assert not fenced_update(a, stale, late)  # comes back after b took over: refused
+    row = a.execute(
+        "SELECT content_hash, next_check FROM pages WHERE normalized_url = %s", (stale.key,)
+    ).fetchone()
+    assert row == ("from b", T + 86_400)
+    assert a.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # released
+    assert not fenced_update(b, current, result)  # and a lease is used once
+
+
+def test_a_recorded_page_is_not_claimed_again(shared) -> None:
+    connection = shared()
+    leases = claim(connection, SEED, "a", 100, now=T, seconds=MINUTE)
+    for lease in leases[:60]:
+        assert fenced_update(connection, lease, {"next_check": T + 86_400})
+    assert release(connection, leases[60:]) == 40  # given back unfetched
+    again = claim(connection, SEED, "b", 100, now=T + 1, seconds=MINUTE)
+    assert {lease.key for lease in again} == {lease.key for lease in leases[60:]}
+
+
+def test_a_killed_workers_pages_wait_for_their_leases_to_expire(shared, postgres_dsn) -> None:
+    worker = (
+        "import json, os, signal, sys, psycopg\n"
+        "from increcrawl_scrapy.state.leases import claim\n"
+        "connection = psycopg.connect(sys.argv[1], autocommit=True)\n"
+        f"leases = claim(connection, {SEED!r}, 'doomed', 30, now={T}, seconds={MINUTE})\n"
+        "print(json.dumps([lease.key for lease in leases]), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)  # no release, no goodbye\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", worker, postgres_dsn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    doomed = set(json.loads(done.stdout))
+    assert len(doomed) == 30
+    survivor = shared()
+    before = claim(survivor, SEED, "survivor", 100, now=T + 1, seconds=MINUTE)
+    assert len(before) == 70 and not doomed & {lease.key for lease in before}
+    # Past the dead worker's expiry, before the survivor's own (it claimed a second later).
+    after = claim(survivor, SEED, "survivor", 100, now=T + MINUTE + 0.5, seconds=MINUTE)
+    assert {lease.key for lease in after} == doomed
