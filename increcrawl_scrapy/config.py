@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_FETCHER": "auto",
     "INCRECRAWL_DB": "crawl_state.sqlite",
     "INCRECRAWL_DB_LOCK_TIMEOUT": 10.0,
+    "INCRECRAWL_LEASE_SECONDS": 600.0,  # PostgreSQL: a worker's hold on the pages it fetches
     "INCRECRAWL_MIN_INTERVAL": 3_600.0,
     "INCRECRAWL_MAX_INTERVAL": 30 * 86_400.0,
     "INCRECRAWL_DEFAULT_INTERVAL": 86_400.0,
@@ -120,6 +121,7 @@ class IncrecrawlConfig:
     fetcher: str
     db_path: str
     db_lock_timeout: float
+    lease_seconds: float
     min_interval: float
     max_interval: float
     default_interval: float
@@ -201,6 +203,7 @@ class IncrecrawlConfig:
             fetcher=read.choice("INCRECRAWL_FETCHER", FETCHERS),
             db_path=read.text("INCRECRAWL_DB"),
             db_lock_timeout=read.number("INCRECRAWL_DB_LOCK_TIMEOUT", float, minimum=0),
+            lease_seconds=read.number("INCRECRAWL_LEASE_SECONDS", float, minimum=1),
             min_interval=read.number("INCRECRAWL_MIN_INTERVAL", float, above=0),
             max_interval=read.number("INCRECRAWL_MAX_INTERVAL", float, above=0),
             default_interval=read.number("INCRECRAWL_DEFAULT_INTERVAL", float, above=0),
@@ -289,15 +292,6 @@ class IncrecrawlConfig:
             )
         if not self.db_path.strip():
             raise ConfigError("INCRECRAWL_DB", self.db_path, "must name a file")
-        from increcrawl_scrapy.state.migrate import is_postgres, shown
-
-        if is_postgres(self.db_path):
-            raise ConfigError(
-                "INCRECRAWL_DB",
-                shown(self.db_path),
-                "crawls keep their state in a SQLite file for now (the PostgreSQL backend "
-                "is under way); `scrapy increcrawl migrate` copies a state to and from it",
-            )
 
 
 def redact(secret: str | None) -> str:

@@ -20,6 +20,7 @@ from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.run_summary import run_summary
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
+from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.unknown_settings import warn_unknown_settings
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class CrawlState:
 
     def __init__(self, crawler: Crawler) -> None:
         config = IncrecrawlConfig.from_settings(crawler.settings)
-        path = os.path.abspath(config.db_path)
+        path = config.db_path if is_postgres(config.db_path) else os.path.abspath(config.db_path)
         if path != config.db_path:
             if scrapyd_job(crawler):
                 logger.warning(
@@ -121,7 +122,8 @@ class CrawlState:
                     ", ".join(examples),
                     ", ..." if noisy > len(examples) else "",
                 )
-            listed = self.store.count(self.seed, gone=False)
+            listed = self.store.count(self.seed, gone=False)  # after writing every result
+            stats.inc(collector, stats.LEASES_LOST, self.store.results.leases_lost)
             self.run.finish(
                 counts,
                 discovery_complete=self.discovery_complete,

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 DISCOVERED = "increcrawl/discovered"
 INVALID_URLS = "increcrawl/invalid_urls"
 DISCOVERY_INCOMPLETE = "increcrawl/discovery_incomplete"
+DISCOVERY_ELSEWHERE = "increcrawl/discovery_by_another_worker"
+LEASES_LOST = "increcrawl/leases_lost"
 SITEMAPS = "increcrawl/sitemaps"
 SITEMAP_UNCHANGED = "increcrawl/sitemap/unchanged"
 SITEMAP_NOT_MODIFIED = "increcrawl/sitemap/not_modified"

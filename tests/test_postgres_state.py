@@ -10,10 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
 from increcrawl_scrapy.state import SCHEMA_VERSION, StateStore, pg_schema
 from increcrawl_scrapy.state.migrate import TABLES
 from increcrawl_scrapy.testing import SampleSite
@@ -118,11 +116,57 @@ def test_migrate_names_what_is_missing(postgres_server, postgres_dsn: str, tmp_p
     assert usage.returncode == 2 and "--from SOURCE and --to TARGET" in usage.stdout
 
 
-def test_a_crawl_is_told_its_state_stays_in_sqlite_for_now() -> None:
-    from scrapy.settings import Settings
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_on_postgresql_behaves_as_on_sqlite(
+    postgres_dsn: str, tmp_path: Path, clock: Clock
+) -> None:
+    seen = {}
+    for backend, db in (("sqlite", str(tmp_path / "s.sqlite")), ("postgresql", postgres_dsn)):
+        run_clock = Clock(clock.now)
+        with SampleSite(pages=25) as site:
+            settings = crawl_settings(db, run_clock)
+            first = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            run_clock.advance(3 * DAY)
+            site.edit(4, text="An edit between the runs.")
+            site.delete(9)
+            site.reset_counters()
+            second = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            paths = lambda urls: {url.replace(site.url, "") for url in urls}  # noqa: E731
+            seen[backend] = (
+                paths(first.changes("new")),
+                paths(second.changes("changed")),
+                paths(second.changes("gone")),
+                dict(site.fetched),
+                second.stats.get("increcrawl/due"),
+            )
+            assert first.reason == second.reason == "finished"
+    assert seen["postgresql"] == seen["sqlite"]
+    assert len(seen["sqlite"][0]) == 25 and seen["sqlite"][1]
 
-    dsn = "postgresql://crawler:s3cret@127.0.0.1:5432/state"
-    with pytest.raises(ConfigError) as raised:
-        IncrecrawlConfig.from_settings(Settings({"INCRECRAWL_DB": dsn}))
-    message = str(raised.value)
-    assert "scrapy increcrawl migrate" in message and "s3cret" not in message
+
+@pytest_twisted.ensureDeferred
+async def test_two_crawls_share_a_postgresql_state_without_fetching_a_page_twice(
+    postgres_dsn: str, clock: Clock, monkeypatch
+) -> None:
+    from twisted.internet import defer
+
+    from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+
+    monkeypatch.setattr(IncrementalSpider, "queue_chunk", 4)  # many small claims
+    with SampleSite(pages=40) as site:
+        settings = crawl_settings(postgres_dsn, clock, CONCURRENT_REQUESTS=2)
+        await run_crawl(settings, sitemap_url=site.sitemap_url)
+        clock.advance(40 * DAY)  # every page due again
+        site.reset_counters()
+        both = await defer.gatherResults(
+            [
+                defer.ensureDeferred(run_crawl(settings, sitemap_url=site.sitemap_url))
+                for _ in range(2)
+            ]
+        )
+    assert {path: n for path, n in site.fetched.items() if n != 1} == {}
+    assert len(site.fetched) == 40
+    done = [result.stats.get("increcrawl/unchanged", 0) for result in both]
+    assert sum(done) == 40 and all(done), done  # both took part
+    assert sum(r.stats.get("increcrawl/discovery_by_another_worker", 0) for r in both) == 1
+    assert all(result.reason == "finished" for result in both)

@@ -169,15 +169,18 @@ class IncrementalSpider(scrapy.Spider):
             return  # logged once; the crawl ends with database_in_use
         run = self.run = state.run
         self._progress.start()
-        self.discovery_complete = state.discovery_complete = await self._discover(run)
-        if not self._sources_read and not self.crawler.stats.get_value(stats.SITEMAPS):
-            logger.error(
-                "No discovery source could be read (see the warnings above): the run "
-                "fetches what was already due and ends with %s",
-                close_reasons.DISCOVERY_FAILED,
+        if state.store.claim_discovery(self.increcrawl_seed):
+            try:
+                await self._discover_and_judge(run, state)
+            finally:
+                state.store.end_discovery(self.increcrawl_seed)
+        else:  # one reader of a seed's sources at a time on a shared state
+            logger.info(
+                "Another crawl is reading the sources of %s: this one fetches the queue "
+                "as it stands",
+                self.increcrawl_seed,
             )
-            state.failure = close_reasons.DISCOVERY_FAILED
-        after_discovery(run, self.discovery_complete, self.crawler.stats)
+            stats.inc(self.crawler.stats, stats.DISCOVERY_ELSEWHERE)
         if self.discover_only:
             return
         expected, chunks = self._due(state.store)
@@ -218,7 +221,7 @@ class IncrementalSpider(scrapy.Spider):
             # The next chunk is read once most of this one is answered: the scheduler
             # and the queue's cache hold about one chunk, whatever the size of the due
             # set (Scrapy takes start() requests as fast as they come).
-            while tokens.queued - tokens.answered > self.queue_chunk // 2:
+            while tokens.queued - tokens.answered > len(chunk) // 2:
                 await compat.sleep(0.05)
 
     def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
@@ -255,6 +258,17 @@ class IncrementalSpider(scrapy.Spider):
 
     async def _discover(self, run: Run) -> bool:
         return await Discoverer(self, run).discover()
+
+    async def _discover_and_judge(self, run: Run, state: Any) -> None:
+        self.discovery_complete = state.discovery_complete = await self._discover(run)
+        if not self._sources_read and not self.crawler.stats.get_value(stats.SITEMAPS):
+            logger.error(
+                "No discovery source could be read (see the warnings above): the run "
+                "fetches what was already due and ends with %s",
+                close_reasons.DISCOVERY_FAILED,
+            )
+            state.failure = close_reasons.DISCOVERY_FAILED
+        after_discovery(run, self.discovery_complete, self.crawler.stats)
 
     async def _fetch(
         self, url: str, headers: dict[str, str] | None = None

@@ -23,25 +23,25 @@ _DUE = (
     "UNION ALL SELECT {columns} FROM pages "
     "WHERE seed = :seed AND gone = 1 AND missing_runs = 0 AND next_check <= :now"
 )
-_COUNT = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ")"
+_COUNT = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ") AS due"
 _LIKELIEST = (
     "SELECT normalized_url FROM ("
     + _DUE.format(
         columns="normalized_url, next_check, last_fetched, lastmod_moved, change_rate, interval_s"
     )
-    + ") ORDER BY (last_fetched IS NULL OR lastmod_moved) DESC, "
+    + ") AS due ORDER BY (last_fetched IS NULL OR lastmod_moved = 1) DESC, "
     "coalesce(change_rate, :implied / interval_s) * (:now - coalesce(last_fetched, :now)) DESC, "
     "next_check, normalized_url LIMIT :limit"
 )
 _OLDEST = (
     "SELECT normalized_url FROM ("
     + _DUE.format(columns="normalized_url, next_check")
-    + ") ORDER BY next_check, normalized_url LIMIT :limit"
+    + ") AS due ORDER BY next_check, normalized_url LIMIT :limit"
 )
 _LEFT_WAITING = (
     "SELECT min(next_check) FROM ("
     + _DUE.format(columns="normalized_url, next_check")
-    + ") WHERE normalized_url NOT IN temp.budget"
+    + ") AS due WHERE normalized_url NOT IN (SELECT key FROM temp.budget)"
 )
 
 

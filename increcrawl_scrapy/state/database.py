@@ -40,6 +40,8 @@ def serialized(method: _F) -> _F:
 class Database:
     """An open, checked and migrated state database."""
 
+    dialect = "sqlite"
+
     def __init__(self, path: str, lock_timeout: float) -> None:
         self.path = path
         self.lock_timeout = lock_timeout

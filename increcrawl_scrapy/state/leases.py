@@ -17,7 +17,7 @@ PostgreSQL only; a SQLite file has one crawl at a time (its lock) and needs none
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +29,15 @@ class Lease:
     expires_at: float
 
 
-#: Due rows of the seed with no live lease, in the queue's order; their rows are
-#: locked for this transaction, rows another worker is claiming right now skipped.
+#: Due rows of the seed (live rows, and gone rows still listed) with no live lease, in
+#: the queue's order; their rows are locked for this transaction, rows another worker
+#: is claiming right now skipped.
 #: An expired lease is taken over only where it is still expired at write time.
 _CLAIM = """
 WITH due AS (
     SELECT p.normalized_url FROM pages AS p
-    WHERE p.seed = %(seed)s AND p.gone = 0 AND p.next_check <= %(now)s
+    WHERE p.seed = %(seed)s AND (p.gone = 0 OR p.missing_runs = 0)
+      AND p.next_check <= %(due_by)s
       AND NOT EXISTS (
           SELECT 1 FROM leases AS l
           WHERE l.normalized_url = p.normalized_url AND l.expires_at > %(now)s)
@@ -52,14 +54,70 @@ RETURNING normalized_url, token, expires_at
 """
 
 
+#: The same for chosen rows (a fetch budget's choice), in the order given.
+_CLAIM_KEYS = _CLAIM.replace(
+    "SELECT p.normalized_url FROM pages AS p\n    WHERE p.seed = %(seed)s",
+    "SELECT p.normalized_url FROM pages AS p\n"
+    "    WHERE p.normalized_url = ANY(%(keys)s) AND p.seed = %(seed)s",
+)
+assert _CLAIM_KEYS != _CLAIM
+
+
 def claim(
-    connection: Any, seed: str, owner: str, size: int, *, now: float, seconds: float
+    connection: Any,
+    seed: str,
+    owner: str,
+    size: int,
+    *,
+    now: float,
+    seconds: float,
+    keys: list[str] | None = None,
+    due_by: float | None = None,
 ) -> list[Lease]:
-    """Lease up to *size* due pages of *seed* to *owner* until ``now + seconds``."""
-    params = {"seed": seed, "owner": owner, "size": size, "now": now, "until": now + seconds}
+    """Lease up to *size* pages of *seed* due by *due_by* (default *now*; of *keys*
+    only, if given) to *owner* until ``now + seconds``, in the queue's order."""
+    params = {
+        "seed": seed,
+        "owner": owner,
+        "size": size,
+        "now": now,
+        "due_by": now if due_by is None else due_by,
+        "until": now + seconds,
+        "keys": keys,
+    }
     with connection.transaction():
-        rows = connection.execute(_CLAIM, params).fetchall()
+        rows = connection.execute(_CLAIM if keys is None else _CLAIM_KEYS, params).fetchall()
     return sorted((Lease(key, token, expires) for key, token, expires in rows), key=_order)
+
+
+def fence(connection: Any, leases: dict[str, int], keep: Set[str] = frozenset()) -> set[str]:
+    """Within the caller's transaction, before it writes results: the keys whose
+    lease (key -> token) is still current; a result whose lease was taken over must
+    not be written. Those leases end, except for the keys in *keep* (a failure that
+    leaves its page due: no worker retries it before the lease expires). The pages'
+    rows are locked first, as a claim locks them, so a claim skips them and never
+    waits on this."""
+    keys = sorted(leases)
+    if not keys:
+        return set()
+    connection.execute(
+        "SELECT 1 FROM pages WHERE normalized_url = ANY(%s) ORDER BY normalized_url FOR UPDATE",
+        (keys,),
+    )
+    ours: set[str] = set()
+    for statement, chosen in (
+        (_END, [key for key in keys if key not in keep]),
+        (_KEEP, [key for key in keys if key in keep]),
+    ):
+        if chosen:
+            rows = connection.execute(statement, (chosen, [leases[key] for key in chosen]))
+            ours.update(key for (key,) in rows.fetchall())
+    return ours
+
+
+_PAIRS = "(normalized_url, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
+_END = f"DELETE FROM leases WHERE {_PAIRS} RETURNING normalized_url"
+_KEEP = f"SELECT normalized_url FROM leases WHERE {_PAIRS} FOR UPDATE"
 
 
 def fenced_update(connection: Any, lease: Lease, values: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 from increcrawl_scrapy.state import pg_schema
 from increcrawl_scrapy.state.database import Database, StateError
+from increcrawl_scrapy.state.locations import is_postgres, shown
 
 #: Every table of a state, with its key (the sample is spread over its order).
 TABLES: dict[str, tuple[str, ...]] = {
@@ -37,19 +38,6 @@ def driver_errors() -> tuple[type[Exception], ...]:
     except ImportError:
         return (sqlite3.Error,)
     return (sqlite3.Error, psycopg.Error)
-
-
-def is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
-def shown(location: str) -> str:
-    """*location* fit for a message: a DSN's password is never printed."""
-    if not is_postgres(location) or "@" not in location:
-        return location
-    scheme, rest = location.split("://", 1)
-    userinfo, _, where = rest.rpartition("@")
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{where}" if ":" in userinfo else location
 
 
 @dataclass

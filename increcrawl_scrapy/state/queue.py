@@ -8,8 +8,12 @@ discovery does before it writes.
 
 from __future__ import annotations
 
+import logging
 import operator
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,7 +29,10 @@ from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, ne
 from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
+from increcrawl_scrapy.state.leases import Lease, claim, fence, release
 from increcrawl_scrapy.urls import host_of
+
+logger = logging.getLogger(__name__)
 
 _GONE = PAGE_COLUMNS.index("gone")
 _MOVED = PAGE_COLUMNS.index("lastmod_moved")
@@ -67,6 +74,9 @@ _update_values = operator.itemgetter(
 _KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
 _QUEUE_CACHE = 50_000  # rows handed out by the queue kept for record(), at most
 CHUNK = 10_000  # rows a queue chunk reads at most
+#: On a shared state, rows a worker leases at once: few, so that the work spreads
+#: over the workers and a dead one holds little.
+SHARED_CHUNK = 100
 
 
 def page_of(row: tuple[Any, ...]) -> PageState:
@@ -103,6 +113,13 @@ class Results:
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
+        # A shared state (PostgreSQL): rows are leased to this store while it fetches
+        # them (state/leases.py); key -> fencing token.
+        self.shared = database.dialect != "sqlite"
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_seconds = 600.0
+        self._leases: dict[str, int] = {}
+        self.leases_lost = 0  # results not written: their lease was taken over
 
     # -- the queue ---------------------------------------------------------------
 
@@ -113,6 +130,9 @@ class Results:
         """Up to *size* rows of *seed* due by *until* in the queue's order, after
         *after* (``(next_check, id)`` of the last row read), and where they end."""
         self.flush()
+        if self.shared:
+            pages = self._claim(seed, size, until)
+            return pages, after
         check, last = after
         rows = self.database.tuples(
             _DUE_AFTER,
@@ -134,6 +154,8 @@ class Results:
         left = limit or None
         after = (float("-inf"), 0)
         until = self.clock()
+        if self.shared:
+            size = min(size, SHARED_CHUNK)
         while left is None or left > 0:
             wanted = size if left is None else min(size, left)
             pages, after = self._chunk(seed, after, wanted, until)
@@ -146,8 +168,14 @@ class Results:
 
     @serialized
     def rows_of(self, keys: list[str]) -> list[PageState]:
-        """The stored rows of *keys*, in that order (a budget's choice)."""
+        """The stored rows of *keys*, in that order (a budget's choice); on a shared
+        state, those this store could lease."""
         self.flush()
+        if self.shared:
+            claimed = {
+                page.normalized_url: page for page in self._claim(None, len(keys), None, keys)
+            }
+            return [claimed[key] for key in keys if key in claimed]
         marks = ", ".join("?" for _ in keys)
         rows = self.database.tuples(
             f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
@@ -157,6 +185,49 @@ class Results:
         if len(self._queued) + len(pages) <= _QUEUE_CACHE:
             self._queued.update((page.normalized_url, page) for page in pages)
         return pages
+
+    def _claim(
+        self, seed: str | None, size: int, until: float | None, keys: list[str] | None = None
+    ) -> list[PageState]:
+        """Lease due rows to this store (any worker's live lease excludes a row)."""
+        if seed is None:  # a budget's keys: their seed is the rows' own
+            found = None
+            if keys:
+                query = "SELECT seed FROM pages WHERE normalized_url = ?"
+                found = self.database.tuples(query, keys[:1]).fetchone()
+            if found is None:
+                return []
+            seed = found[0]
+        now = self.clock()
+        leases = claim(
+            self.database.raw,  # type: ignore[attr-defined]
+            seed,
+            self.owner,
+            size,
+            now=now,
+            seconds=self.lease_seconds,
+            keys=keys,
+            due_by=until if until is not None else now,
+        )
+        self._leases.update((lease.key, lease.token) for lease in leases)
+        wanted = [lease.key for lease in leases]
+        rows = self.database.tuples(
+            f"SELECT {_SELECT_PAGE} FROM pages WHERE normalized_url = ANY(?)", (wanted,)
+        )
+        found = {page.normalized_url: page for page in map(page_of, rows)}
+        pages = [found[key] for key in wanted if key in found]
+        if len(self._queued) + len(pages) <= _QUEUE_CACHE:
+            self._queued.update((page.normalized_url, page) for page in pages)
+        return pages
+
+    @serialized
+    def release(self) -> int:
+        """Give back the rows leased and never recorded (the crawl stops early)."""
+        if not self.shared or not self._leases:
+            return 0
+        mine = [Lease(key, token, 0.0) for key, token in self._leases.items()]
+        self._leases.clear()
+        return release(self.database.raw, mine)  # type: ignore[attr-defined]
 
     # -- one row -----------------------------------------------------------------
 
@@ -246,8 +317,10 @@ class Results:
         if self.before_write is not None:
             self.before_write()
         pending = list(self._pending.values())
-        new = [p for p in pending if p.normalized_url in self._new_keys]
         with self.database.transaction() as db:
+            if self._leases:
+                pending = self._fenced(pending)
+            new = [p for p in pending if p.normalized_url in self._new_keys]
             self.hosts.write()
             if new:
                 db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
@@ -259,6 +332,29 @@ class Results:
         self._new_keys.difference_update(p.normalized_url for p in pending)
         self._pending.clear()
         return len(pending)
+
+    def _fenced(self, pending: list[PageState]) -> list[PageState]:
+        """The results this store may still write: those whose lease is current (a
+        result that leaves its row due keeps the lease, so it is not retried at once)."""
+        leased = {
+            p.normalized_url: self._leases.pop(p.normalized_url)
+            for p in pending
+            if p.normalized_url in self._leases
+        }
+        now = self.clock()
+        keep = {
+            p.normalized_url for p in pending if p.normalized_url in leased and p.next_check <= now
+        }
+        ours = fence(self.database.raw, leased, keep)  # type: ignore[attr-defined]
+        lost = set(leased) - ours
+        if lost:
+            self.leases_lost += len(lost)
+            logger.warning(
+                "%d results not written: another worker took their pages over (their "
+                "leases expired; INCRECRAWL_LEASE_SECONDS may be too short)",
+                len(lost),
+            )
+        return [p for p in pending if p.normalized_url not in lost]
 
     @serialized
     def settle(self) -> None:

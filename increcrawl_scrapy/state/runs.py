@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
+from increcrawl_scrapy.state import dialect
 from increcrawl_scrapy.state.database import Database
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
@@ -75,12 +76,14 @@ class Run:
     @classmethod
     def start(cls, database: Database, seed: str, **parts: Any) -> Run:
         with database.transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO runs (seed, started_at) VALUES (?, ?)", (seed, parts["clock"]())
-            )
+            insert = "INSERT INTO runs (seed, started_at) VALUES (?, ?)"
+            if database.dialect != "sqlite":  # no lastrowid there (SQLite 3.35 for this)
+                insert += " RETURNING id"
+            cursor = db.execute(insert, (seed, parts["clock"]()))
+            run_id = cursor.lastrowid if database.dialect == "sqlite" else cursor.fetchone()[0]
             for statement in _RUN_TABLES:
                 db.execute(statement)
-        run = cls(database, int(cursor.lastrowid or 0), seed, **parts)
+        run = cls(database, int(run_id or 0), seed, **parts)
         database.current_run = run
         return run
 
@@ -246,7 +249,8 @@ class Run:
             db.execute("DELETE FROM temp.missing")
             db.execute(_FIND_MISSING, params)
             due = db.execute(
-                "SELECT count(*) FROM pages WHERE normalized_url IN temp.missing "
+                "SELECT count(*) FROM pages "
+                "WHERE normalized_url IN (SELECT normalized_url FROM temp.missing) "
                 "AND missing_runs + 1 = :n AND gone = 0",
                 params,
             ).fetchone()[0]
@@ -255,7 +259,7 @@ class Run:
                 "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
                 "WHEN missing_runs + 1 = :n AND gone = 0 THEN min(next_check, :now) "
                 "ELSE next_check END "
-                "WHERE normalized_url IN temp.missing",
+                "WHERE normalized_url IN (SELECT normalized_url FROM temp.missing)",
                 params,
             ).rowcount
         return MissingResult(marked=marked, due=due)
@@ -320,6 +324,11 @@ _FILL_CHUNK = (
     "INSERT INTO temp.chunk SELECT "
     + ", ".join(f"json_extract(value, '$[{column}]')" for column in range(6))
     + " FROM json_each(?)"
+)
+
+dialect.OVERRIDES[_FILL_CHUNK] = (
+    "INSERT INTO pg_temp.chunk SELECT e->>0, e->>1, e->>2, e->>3, e->>4, "
+    "(e->>5)::boolean::int FROM jsonb_array_elements(%s::jsonb) AS e"
 )
 
 _APPLY_CHUNK = (

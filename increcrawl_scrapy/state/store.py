@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from increcrawl_scrapy.config import BUDGET_ORDERS
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
@@ -25,7 +25,9 @@ from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
+from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
+from increcrawl_scrapy.state.pg_database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, Results
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization
@@ -49,6 +51,7 @@ class StateStore:
         flush_items: int = 100,
         flush_seconds: float = 5.0,
         lock_timeout: float = 10.0,
+        lease_seconds: float = 600.0,
         exclusive: bool = False,
         normalize: Callable[[str], str] = normalize_url,
         normalization: Mapping[str, Any] | None = None,
@@ -65,9 +68,16 @@ class StateStore:
         if budget_order not in BUDGET_ORDERS:
             raise ValueError(f"budget_order must be one of {BUDGET_ORDERS}, not {budget_order!r}")
         self.budget_order = budget_order
-        self._lock = CrawlLock(self.path).acquire() if exclusive else None
+        shared = is_postgres(self.path)  # a server's state has no file to lock
+        self._lock = CrawlLock(self.path).acquire() if exclusive and not shared else None
         try:
-            self.database = Database(self.path, lock_timeout)
+            # The same interface: every part runs on either (PostgreSQL through
+            # dialect.py's rewrites).
+            self.database = (
+                cast("Database", PostgresDatabase(self.path, lock_timeout))
+                if shared
+                else Database(self.path, lock_timeout)
+            )
         except BaseException:
             self._release()
             raise
@@ -82,6 +92,7 @@ class StateStore:
             flush_items=flush_items,
             flush_seconds=flush_seconds,
         )
+        self.results.lease_seconds = lease_seconds
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
         try:
@@ -113,6 +124,7 @@ class StateStore:
             flush_items=config.flush_items,
             flush_seconds=config.flush_seconds,
             lock_timeout=config.db_lock_timeout,
+            lease_seconds=config.lease_seconds,
             exclusive=exclusive,
             normalize=partial(normalize_url, **normalization_settings(config)),
             normalization={**normalization_settings(config), "rules": RULES_VERSION},
@@ -326,12 +338,30 @@ class StateStore:
         return self.results.flush()
 
     @serialized
+    @serialized
+    def claim_discovery(self, seed: str) -> bool:
+        """Whether this store may read *seed*'s sources now: always with SQLite (one
+        crawl a file); on PostgreSQL, one crawl a seed at a time (a session advisory
+        lock, gone with a dead worker's connection)."""
+        if self.database.dialect == "sqlite":
+            return True
+        row = self.database.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (seed,)
+        ).fetchone()
+        return bool(row[0])
+
+    @serialized
+    def end_discovery(self, seed: str) -> None:
+        if self.database.dialect != "sqlite":
+            self.database.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (seed,))
+
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
         if self.database.closed:
             return
         try:
             self.results.flush()
+            self.results.release()  # rows leased and never answered: back to the others
         finally:
             self.database.close()
             self._release()

@@ -1,0 +1,119 @@
+"""A state on PostgreSQL (``postgresql://...``): the same interface as
+``database.Database``, so every part of the store runs unchanged on it; their SQL is
+rewritten by ``dialect.py``. One connection, used by one thread at a time (the
+store's mutex), in autocommit mode outside ``transaction()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from increcrawl_scrapy.state import pg_schema
+from increcrawl_scrapy.state.database import StateError
+from increcrawl_scrapy.state.dialect import postgres
+from increcrawl_scrapy.state.locations import shown
+
+
+class Row(tuple):
+    """A row read by position or by column name, as sqlite3.Row."""
+
+    names: dict[str, int]
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return super().__getitem__(self.names[key])
+        return super().__getitem__(key)
+
+    def keys(self) -> list[str]:  # dict(row), as with sqlite3.Row
+        return list(self.names)
+
+
+def _rows(cursor: Any) -> Any:
+    names = {column.name: at for at, column in enumerate(cursor.description or ())}
+    kind = type("Row", (Row,), {"names": names})
+    return lambda values: kind(values)
+
+
+def _plain(params: Any) -> Any:
+    """Parameters as the schema stores them: flags are 0/1 integers."""
+    if isinstance(params, dict):
+        return {
+            name: int(value) if isinstance(value, bool) else value for name, value in params.items()
+        }
+    return [_plain_value(value) for value in params]
+
+
+def _plain_value(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value
+
+
+class Connection:
+    """What the parts call on ``database.connection``, in PostgreSQL's dialect."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        cursor = self.raw.cursor(row_factory=_rows)
+        return cursor.execute(postgres(sql), _plain(params) if params else None)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        cursor = self.raw.cursor()
+        cursor.executemany(postgres(sql), [_plain(row) for row in rows])
+        return cursor
+
+    def tuples(self, sql: str, params: Any = ()) -> Any:
+        return self.raw.cursor().execute(postgres(sql), _plain(params) if params else None)
+
+
+class PostgresDatabase:
+    """An open, migrated state on a PostgreSQL server."""
+
+    dialect = "postgresql"
+
+    def __init__(self, dsn: str, lock_timeout: float) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise StateError(
+                "INCRECRAWL_DB is a PostgreSQL DSN: pip install 'increcrawl-scrapy[postgres]'"
+            ) from None
+        self.path = dsn
+        self.lock_timeout = lock_timeout
+        self.mutex = threading.RLock()
+        try:
+            raw = psycopg.connect(dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
+        pg_schema.migrate(raw)
+        raw.execute(
+            "SELECT set_config('lock_timeout', %s, false)", (f"{int(lock_timeout * 1000)}ms",)
+        )
+        self.raw = raw
+        self.connection = Connection(raw)
+        self.current_run: Any = None
+        self.closed = False
+
+    @contextlib.contextmanager
+    def locked_errors(self) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.raw.transaction():
+            yield self.connection
+
+    def tuples(self, sql: str, params: Any = ()) -> Any:
+        return self.connection.tuples(sql, params)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        return self.connection.execute(sql, params)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.current_run = None
+            self.raw.close()
