@@ -170,3 +170,58 @@ async def test_two_crawls_share_a_postgresql_state_without_fetching_a_page_twice
     assert sum(done) == 40 and all(done), done  # both took part
     assert sum(r.stats.get("increcrawl/discovery_by_another_worker", 0) for r in both) == 1
     assert all(result.reason == "finished" for result in both)
+
+
+def test_a_killed_workers_pages_are_fetched_by_another_once_its_leases_expire(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import time
+
+    import psycopg
+
+    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+
+    lease = 4.0
+    slow = (
+        "INCRECRAWL_FETCHER=direct",
+        "TELNETCONSOLE_ENABLED=False",
+        f"INCRECRAWL_LEASE_SECONDS={lease}",
+    )
+    with SampleSite(pages=60) as site:
+        first = run_process(crawl_command(site.sitemap_url, postgres_dsn, *slow), tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            connection.execute("UPDATE pages SET next_check = 0")
+        site.reset_counters()
+        doomed = subprocess.Popen(
+            crawl_command(site.sitemap_url, postgres_dsn, *slow, "DOWNLOAD_DELAY=0.2"),
+            cwd=tmp_path,
+            env=crawl_env(None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while sum(site.fetched.values()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(doomed.pid, signal.SIGKILL)  # mid-run, holding leases, results unwritten
+        doomed.wait(timeout=30)
+        killed_at = time.monotonic()
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            held = {key for (key,) in connection.execute("SELECT normalized_url FROM leases")}
+        assert held  # the dead worker's leases outlive its connection
+        survivor = run_process(crawl_command(site.sitemap_url, postgres_dsn, *slow), tmp_path)
+        took = time.monotonic() - killed_at
+        assert survivor.returncode == 0, survivor.stderr[-2000:]
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            unrecorded = connection.execute(
+                "SELECT count(*) FROM pages WHERE next_check = 0"
+            ).fetchone()[0]
+            left = connection.execute("SELECT count(*) FROM leases").fetchone()[0]
+        base = site.url
+    assert unrecorded == 0 and left == 0  # every page recorded once the survivor ends
+    assert len(site.fetched) == 60
+    twice = {path for path, n in site.fetched.items() if n > 1}
+    assert {f"{base}{path}" for path in twice} <= held  # only the dead worker's pages
+    assert took >= lease  # the survivor waited for those leases to expire

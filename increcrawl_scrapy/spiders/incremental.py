@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
+#: Seconds between claims while other workers of a shared state hold the rest.
+SHARED_WAIT = 1.0
 
 
 class IncrementalSpider(scrapy.Spider):
@@ -193,6 +195,9 @@ class IncrementalSpider(scrapy.Spider):
         # memory stays bounded whatever the size of the due set. Read off the
         # reactor thread (10,000 rows take about 150 ms).
         while (chunk := await compat.in_thread(next, chunks, None)) is not None:
+            if not chunk:  # a shared state: other workers hold what is left, for now
+                await compat.sleep(SHARED_WAIT)
+                continue
             due = without_excluded(chunk, self._rules, self._roots, self.crawler.stats)
             stats.inc(self.crawler.stats, stats.DUE, len(due) - len(chunk))
             expected -= len(chunk) - len(due)
@@ -243,7 +248,9 @@ class IncrementalSpider(scrapy.Spider):
             )
             stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
             self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
-        chunks = store.due_chunks(self.increcrawl_seed, limit, self.queue_chunk, budget=budget)
+        chunks = store.due_chunks(
+            self.increcrawl_seed, limit, self.queue_chunk, budget=budget, wait=True
+        )
         return budget.due - budget.left, chunks
 
     def _split(self, due: list[PageState]) -> tuple[list[PageState], list[PageState]]:

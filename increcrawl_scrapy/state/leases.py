@@ -117,7 +117,19 @@ def fence(connection: Any, leases: dict[str, int], keep: Set[str] = frozenset())
 
 _PAIRS = "(normalized_url, token) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))"
 _END = f"DELETE FROM leases WHERE {_PAIRS} RETURNING normalized_url"
-_KEEP = f"SELECT normalized_url FROM leases WHERE {_PAIRS} FOR UPDATE"
+_KEEP = f"UPDATE leases SET kept = 1 WHERE {_PAIRS} RETURNING normalized_url"
+
+
+def held_by_others(connection: Any, seed: str, owner: str, *, now: float) -> bool:
+    """Whether other workers hold live leases on *seed*'s pages that they are still
+    fetching (not those kept after a failure): they may come back to the queue (a
+    dead worker's, when they expire), so a worker with nothing to claim waits."""
+    row = connection.execute(
+        "SELECT 1 FROM leases AS l JOIN pages AS p ON p.normalized_url = l.normalized_url "
+        "WHERE p.seed = %s AND l.owner <> %s AND l.kept = 0 AND l.expires_at > %s LIMIT 1",
+        (seed, owner, now),
+    ).fetchone()
+    return row is not None
 
 
 def fenced_update(connection: Any, lease: Lease, values: dict[str, Any]) -> bool:

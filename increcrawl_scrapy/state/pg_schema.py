@@ -123,7 +123,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                 REFERENCES pages (normalized_url) ON DELETE CASCADE,
             owner          TEXT NOT NULL,
             token          BIGINT NOT NULL,
-            expires_at     DOUBLE PRECISION NOT NULL
+            expires_at     DOUBLE PRECISION NOT NULL,
+            kept           INTEGER NOT NULL DEFAULT 0  -- held on after a failed fetch
         )
         """,
         "CREATE SEQUENCE lease_tokens",

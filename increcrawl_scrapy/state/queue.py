@@ -29,7 +29,7 @@ from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, ne
 from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
-from increcrawl_scrapy.state.leases import Lease, claim, fence, release
+from increcrawl_scrapy.state.leases import Lease, claim, fence, held_by_others, release
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
@@ -145,12 +145,14 @@ class Results:
         return pages, ((rows[-1][1 + _NEXT_CHECK], rows[-1][0]) if rows else after)
 
     def chunks(
-        self, seed: str, limit: int | None = None, size: int = CHUNK
+        self, seed: str, limit: int | None = None, size: int = CHUNK, *, wait: bool = False
     ) -> Iterator[list[PageState]]:
         """Every due row of *seed* (at most *limit*), most overdue first, in chunks of
         at most *size*, each read as the previous one is used. "Due" is judged at the
         first chunk's time: a row the crawl records meanwhile (its next check moves
-        on) or one that falls due later is not read again in these chunks."""
+        on) or one that falls due later is not read again in these chunks. On a shared
+        state with *wait*, an empty chunk means "other workers hold the rest (they may
+        give it back, or die): ask again later"."""
         left = limit or None
         after = (float("-inf"), 0)
         until = self.clock()
@@ -162,6 +164,9 @@ class Results:
             if pages:
                 yield pages
             if len(pages) < wanted:
+                if wait and self.shared and self._others_hold(seed):
+                    yield []  # none to claim now: the caller waits, then asks again
+                    continue
                 return
             if left is not None:
                 left -= len(pages)
@@ -219,6 +224,11 @@ class Results:
         if len(self._queued) + len(pages) <= _QUEUE_CACHE:
             self._queued.update((page.normalized_url, page) for page in pages)
         return pages
+
+    @serialized
+    def _others_hold(self, seed: str) -> bool:
+        raw = self.database.raw  # type: ignore[attr-defined]
+        return held_by_others(raw, seed, self.owner, now=self.clock())
 
     @serialized
     def release(self) -> int:

@@ -247,14 +247,17 @@ class StateStore:
         size: int = CHUNK,
         *,
         budget: Budget | None = None,
+        wait: bool = False,
     ) -> Iterator[list[PageState]]:
         """The same rows in chunks of at most *size*, each read as the previous one
         is used (keyset pagination on the queue's stored order). When *limit* is
-        smaller than the due set, the *budget*'s choice (``budget()``) instead."""
+        smaller than the due set, the *budget*'s choice (``budget()``) instead. On a
+        shared state the rows are leased to this store; with *wait*, an empty chunk
+        says other workers hold the rest for now (a crawl waits and asks again)."""
         if limit and budget is None:
             budget = self.budget(seed, limit)
         if budget is None or budget.chosen is None:
-            return self.results.chunks(seed, limit, size)
+            return self.results.chunks(seed, limit, size, wait=wait)
         chosen = budget.chosen
         return (self.results.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
 
