@@ -132,3 +132,16 @@ def test_a_killed_workers_pages_wait_for_their_leases_to_expire(shared, postgres
     # Past the dead worker's expiry, before the survivor's own (it claimed a second later).
     after = claim(survivor, SEED, "survivor", 100, now=T + MINUTE + 0.5, seconds=MINUTE)
     assert {lease.key for lease in after} == doomed
+
+
+def test_workers_are_counted_by_heartbeat(shared) -> None:
+    from increcrawl_scrapy.state.workers import beat, leave
+
+    connection = shared()
+    assert beat(connection, "a", SEED, now=T, ttl=6) == (1, 1)
+    assert beat(connection, "b", SEED, now=T + 1, ttl=6) == (2, 2)
+    assert beat(connection, "c", "https://other.example/sitemap.xml", now=T + 2, ttl=6) == (1, 3)
+    # a stops beating (it died): gone from the count once its ttl has passed
+    assert beat(connection, "b", SEED, now=T + 7, ttl=6) == (1, 2)
+    leave(connection, "b")
+    assert beat(connection, "c", "https://other.example/sitemap.xml", now=T + 8, ttl=6) == (1, 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest_twisted
 
+from increcrawl_scrapy.config import DEFAULT_TRACKING_PARAMS
 from increcrawl_scrapy.state import SCHEMA_VERSION, StateStore, pg_schema
 from increcrawl_scrapy.state.migrate import TABLES
 from increcrawl_scrapy.testing import SampleSite
@@ -225,3 +226,68 @@ def test_a_killed_workers_pages_are_fetched_by_another_once_its_leases_expire(
     twice = {path for path, n in site.fetched.items() if n > 1}
     assert {f"{base}{path}" for path in twice} <= held  # only the dead worker's pages
     assert took >= lease  # the survivor waited for those leases to expire
+
+
+@pytest_twisted.ensureDeferred
+async def test_changed_settings_rekey_and_refingerprint_a_postgresql_state(
+    postgres_dsn: str, clock: Clock
+) -> None:
+    with SampleSite(pages=12) as site:
+        settings = crawl_settings(postgres_dsn, clock, INCRECRAWL_KEEP_CONTENT=True)
+        await run_crawl(settings, sitemap_url=site.sitemap_url)
+        clock.advance(3 * DAY)
+        # Other normalization settings re-key every row; other volatile rules take
+        # fingerprints again from the kept texts: nothing is new, nothing changed.
+        changed = dict(
+            settings,
+            INCRECRAWL_TRACKING_PARAMS=[*DEFAULT_TRACKING_PARAMS, "session"],
+            INCRECRAWL_VOLATILE_PATTERNS=[r"Readers online: \d+"],
+        )
+        result = await run_crawl(changed, sitemap_url=site.sitemap_url)
+    assert result.reason == "finished"
+    assert not result.changes("new") and not result.changes("changed")
+    assert result.stats.get("increcrawl/unchanged", 0) == 12
+    assert result.stats.get("increcrawl/rekeyed", 0) == 0  # checked, nothing to move
+
+
+def test_operator_commands_point_a_postgresql_state_to_migrate(tmp_path: Path) -> None:
+    dsn = "postgresql://crawler:s3cret@127.0.0.1:5432/state"
+    command = [sys.executable, "-m", "scrapy", "increcrawl", "status", "-s", f"INCRECRAWL_DB={dsn}"]
+    done = run_process(command, tmp_path)
+    assert done.returncode != 0
+    assert "scrapy increcrawl migrate" in done.stdout and "s3cret" not in done.stdout
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawls_on_one_state_share_the_plans_concurrency(
+    postgres_dsn: str, clock: Clock, monkeypatch
+) -> None:
+    from twisted.internet import defer
+
+    from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+    from increcrawl_scrapy.testing import GeonodeStandIn
+    from tests.crawling import KEY
+
+    monkeypatch.setattr(IncrementalSpider, "queue_chunk", 6)
+    with (
+        SampleSite(pages=60) as site,
+        GeonodeStandIn(api_keys=[KEY], concurrency_limit=2, latency=0.05) as api,
+    ):
+        # Each crawl may make 2 calls at once; the plan allows 2 in all.
+        settings = crawl_settings(
+            postgres_dsn, clock, api, GEONODE_CONCURRENCY=2, GEONODE_BATCH_MIN_URLS=10**9
+        )
+        await run_crawl(settings, sitemap_url=site.sitemap_url)
+        clock.advance(40 * DAY)
+        api.reset_counters()
+        both = await defer.gatherResults(
+            [
+                defer.ensureDeferred(run_crawl(settings, sitemap_url=site.sitemap_url))
+                for _ in range(2)
+            ]
+        )
+        counters = api.counters()
+    assert all(result.stats.get("increcrawl/unchanged", 0) for result in both)
+    assert sum(result.stats.get("increcrawl/unchanged", 0) for result in both) == 60
+    assert counters["peak_concurrency"] <= 2, counters["peak_concurrency"]
+    assert counters["statuses"].get("429", 0) == 0

@@ -12,6 +12,7 @@ import time
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.state.locations import is_postgres, shown
 
 
 def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
@@ -23,6 +24,13 @@ def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
 
 
 def exists(config: IncrecrawlConfig) -> bool:
+    if is_postgres(config.db_path):
+        print(
+            f"INCRECRAWL_DB is a PostgreSQL state ({shown(config.db_path)}): this command "
+            "reads SQLite files; copy it first with `scrapy increcrawl migrate --from "
+            "postgresql://... --to copy.sqlite` and point INCRECRAWL_DB at the copy"
+        )
+        return False
     if os.path.exists(config.db_path):
         return True
     print(f"No state database at {config.db_path} (INCRECRAWL_DB)")

@@ -110,22 +110,42 @@ class GeonodeClient:
         assert self._slots is not None
         if not self.config.concurrency_from_plan:
             return self._slots.limit
-        try:
-            usage = await self.call("GET", "/v1/usage/concurrency")
-            limit = usage.get("work_concurrency_limit")
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise GeonodeBadAnswer("no work_concurrency_limit")
-        except (GeonodeBadAnswer, GeonodeRetriesExhausted, GeonodeApiError) as exc:
+        limit = await self.plan_limit()
+        if limit is None:
             logger.warning(
-                "Could not read the plan's concurrency (%s): %d calls at once "
-                "(set GEONODE_CONCURRENCY)",
-                exc,
+                "Could not read the plan's concurrency: %d calls at once (set GEONODE_CONCURRENCY)",
                 self._slots.limit,
             )
             return self._slots.limit
         await self._slots.resize(limit)
         logger.info("GEONODE_CONCURRENCY from the plan: %d calls at once", limit)
         return limit
+
+    async def plan_limit(self) -> int | None:
+        """The plan's work-concurrency limit (``GET /v1/usage/concurrency``), or None."""
+        try:
+            usage = await self.call("GET", "/v1/usage/concurrency")
+        except (GeonodeBadAnswer, GeonodeRetriesExhausted, GeonodeApiError) as exc:
+            logger.debug("No plan concurrency: %s", exc)
+            return None
+        limit = usage.get("work_concurrency_limit")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return None
+        return limit
+
+    @property
+    def limit(self) -> int:
+        """The calls this crawl makes at once."""
+        self._ensure_session()
+        assert self._slots is not None
+        return self._slots.limit
+
+    async def share(self, limit: int) -> None:
+        """Make at most *limit* calls at once from now on (this crawl's share of the
+        plan when several crawls use it: cluster_share.py)."""
+        self._ensure_session()
+        assert self._slots is not None
+        await self._slots.resize(limit)
 
     async def map(self, url: str) -> list[str]:
         answer = await self.call("POST", "/v1/map", {"url": url})

@@ -24,6 +24,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, progress, stats
+from increcrawl_scrapy.cluster_share import SHARED_WAIT, share_if_shared
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
 from increcrawl_scrapy.discovery import PARSER_VERSION
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
@@ -64,8 +65,6 @@ logger = logging.getLogger(__name__)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
-#: Seconds between claims while other workers of a shared state hold the rest.
-SHARED_WAIT = 1.0
 
 
 class IncrementalSpider(scrapy.Spider):
@@ -185,6 +184,7 @@ class IncrementalSpider(scrapy.Spider):
             stats.inc(self.crawler.stats, stats.DISCOVERY_ELSEWHERE)
         if self.discover_only:
             return
+        await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
         expected, chunks = self._due(state.store)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)

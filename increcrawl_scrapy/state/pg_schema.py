@@ -129,6 +129,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE SEQUENCE lease_tokens",
     ),
+    # 3: the crawls working on the state (state/workers.py): politeness and the
+    # plan's concurrency are shared out among the live ones.
+    (
+        """
+        CREATE TABLE workers (
+            owner     TEXT PRIMARY KEY,
+            seed      TEXT NOT NULL,
+            heartbeat DOUBLE PRECISION NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.

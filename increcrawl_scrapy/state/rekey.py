@@ -26,7 +26,7 @@ DELETE FROM pages WHERE id IN (
         FROM pages AS p LEFT JOIN temp.rekey AS r ON r.id = p.id
         WHERE p.id IN (SELECT id FROM temp.rekey)
            OR p.normalized_url IN (SELECT new_key FROM temp.rekey)
-    ) WHERE rank > 1
+    ) AS ranked WHERE rank > 1
 )
 """
 

@@ -32,6 +32,7 @@ from increcrawl_scrapy.state.queue import CHUNK, Results
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization
 from increcrawl_scrapy.state.runs import Run
+from increcrawl_scrapy.state.workers import beat, leave
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -358,6 +359,20 @@ class StateStore:
         if self.database.dialect != "sqlite":
             self.database.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (seed,))
 
+    @property
+    def shared(self) -> bool:
+        """Whether several crawls may work on this state at once (PostgreSQL)."""
+        return self.results.shared
+
+    @serialized
+    def heartbeat(self, seed: str, ttl: float) -> tuple[int, int]:
+        """Live crawls on *seed* and on the whole state, this one included (one and
+        one with SQLite: a file has one crawl)."""
+        if not self.shared:
+            return 1, 1
+        raw = self.database.raw  # type: ignore[attr-defined]
+        return beat(raw, self.results.owner, seed, now=self.clock(), ttl=ttl)
+
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
         if self.database.closed:
@@ -365,6 +380,8 @@ class StateStore:
         try:
             self.results.flush()
             self.results.release()  # rows leased and never answered: back to the others
+            if self.shared:
+                leave(self.database.raw, self.results.owner)  # type: ignore[attr-defined]
         finally:
             self.database.close()
             self._release()
