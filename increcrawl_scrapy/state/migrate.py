@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from increcrawl_scrapy.state import pg_schema
 from increcrawl_scrapy.state.database import Database, StateError
 from increcrawl_scrapy.state.locations import is_postgres, shown
+from increcrawl_scrapy.state.pg_database import connect
 
 #: Every table of a state, with its key (the sample is spread over its order).
 TABLES: dict[str, tuple[str, ...]] = {
@@ -180,22 +180,8 @@ class _Postgres(_Side):
     mark = "%s"
 
     def __init__(self, dsn: str, create: bool) -> None:
-        try:
-            import psycopg
-        except ImportError:
-            raise StateError(
-                "PostgreSQL needs psycopg: pip install 'increcrawl-scrapy[postgres]'"
-            ) from None
-        try:
-            connection = psycopg.connect(dsn)
-        except psycopg.Error as exc:
-            raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
-        connection.autocommit = True
-        if not create and pg_schema.version(connection) == 0:
-            connection.close()
-            raise StateError(f"no increcrawl state in {shown(dsn)}")
-        pg_schema.migrate(connection)
-        connection.autocommit = False
+        connection = connect(dsn, create=create)
+        connection.autocommit = False  # the copy and the snapshot are transactions
         super().__init__(connection)
 
     def columns(self, table: str) -> list[str]:

@@ -69,26 +69,37 @@ class Connection:
         return self.raw.cursor().execute(postgres(sql), _plain(params) if params else None)
 
 
+def connect(dsn: str, *, create: bool = True) -> Any:
+    """An autocommit connection to a migrated state at *dsn* (StateError, with what
+    to do, when psycopg is missing, the server cannot be reached, or there is no state
+    and *create* is false)."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StateError(
+            "a PostgreSQL state needs psycopg: pip install 'increcrawl-scrapy[postgres]'"
+        ) from None
+    try:
+        raw = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
+    if not create and pg_schema.version(raw) == 0:
+        raw.close()
+        raise StateError(f"no increcrawl state in {shown(dsn)}")
+    pg_schema.migrate(raw)
+    return raw
+
+
 class PostgresDatabase:
     """An open, migrated state on a PostgreSQL server."""
 
     dialect = "postgresql"
 
     def __init__(self, dsn: str, lock_timeout: float) -> None:
-        try:
-            import psycopg
-        except ImportError:
-            raise StateError(
-                "INCRECRAWL_DB is a PostgreSQL DSN: pip install 'increcrawl-scrapy[postgres]'"
-            ) from None
         self.path = dsn
         self.lock_timeout = lock_timeout
         self.mutex = threading.RLock()
-        try:
-            raw = psycopg.connect(dsn, autocommit=True)
-        except psycopg.Error as exc:
-            raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
-        pg_schema.migrate(raw)
+        raw = connect(dsn)
         raw.execute(
             "SELECT set_config('lock_timeout', %s, false)", (f"{int(lock_timeout * 1000)}ms",)
         )
