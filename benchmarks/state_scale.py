@@ -65,8 +65,19 @@ def make_queue(path: str, due_every: int) -> None:
     db.close()
 
 
-def ours(n: int, workdir: str) -> dict:
-    path = f"{workdir}/ours.sqlite"
+def make_queue_postgres(dsn: str, due_every: int) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute(
+            "UPDATE pages SET next_check = %s WHERE CAST(substring(normalized_url FROM "
+            "strpos(normalized_url, 'item-') + 5) AS INTEGER) %% %s != 0",
+            (NOW + 86400, due_every),
+        )
+
+
+def ours(n: int, workdir: str, dsn: str | None = None) -> dict:
+    path = dsn or f"{workdir}/ours.sqlite"
     clock = [NOW]
     store = StateStore(path, clock=lambda: clock[0], flush_items=1000, flush_seconds=1e9)
     result: dict = {"urls": n}
@@ -76,7 +87,10 @@ def ours(n: int, workdir: str) -> dict:
         run.upsert(chunk, sitemap_url="https://shop.example.com/s.xml")
     result["upsert_s"] = time.perf_counter() - started
     store.close()
-    make_queue(path, n // DUE)
+    if dsn:
+        make_queue_postgres(dsn, n // DUE)
+    else:
+        make_queue(path, n // DUE)
     store = StateStore(path, clock=lambda: clock[0], flush_items=1000, flush_seconds=1e9)
     started = time.perf_counter()
     queue = store.due(SEED)
@@ -108,12 +122,24 @@ def ours(n: int, workdir: str) -> dict:
     result["missing"] = run.mark_missing().marked
     result["missing_s"] = time.perf_counter() - started
     store.close()
+    result["bytes_per_url"] = (_postgres_size(dsn) if dsn else _sqlite_size(path)) / n
+    result["peak_mb"] = peak_rss_mb()
+    return result
+
+
+def _sqlite_size(path: str) -> int:
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
-    result["bytes_per_url"] = Path(path).stat().st_size / n
-    result["peak_mb"] = peak_rss_mb()
-    return result
+    return Path(path).stat().st_size
+
+
+def _postgres_size(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("VACUUM")
+        return int(db.execute("SELECT pg_database_size(current_database())").fetchone()[0])
 
 
 def baseline(n: int, workdir: str) -> dict:
@@ -274,16 +300,81 @@ def report(mine: dict, base: dict) -> str:
     )
 
 
+def side_by_side(lite: dict, pg: dict) -> str:
+    rows = []
+    for label, key, count in [
+        ("upsert (discovery)", "upsert_s", lite["urls"]),
+        ("re-discovery, 1% gone", "rediscover_s", lite["urls"]),
+        ("record results", "record_s", min(RECORDS, lite["urls"])),
+        ("record results of queued rows", "record_queued_s", lite["queue_rows"]),
+    ]:
+        rows.append(
+            [
+                label,
+                f"{count / lite[key]:,.0f}/s ({lite[key]:.2f} s)",
+                f"{count / pg[key]:,.0f}/s ({pg[key]:.2f} s)",
+                f"{lite[key] / pg[key]:.2f}x",
+            ]
+        )
+    rows.append(
+        [
+            "queue query (10,000 due; PostgreSQL: leased)",
+            f"{lite['queue_s'] * 1000:.0f} ms",
+            f"{pg['queue_s'] * 1000:.0f} ms",
+            f"{lite['queue_s'] / pg['queue_s']:.2f}x",
+        ]
+    )
+    rows.append(
+        [
+            "mark missing",
+            f"{lite['missing_s']:.2f} s",
+            f"{pg['missing_s']:.2f} s",
+            f"{lite['missing_s'] / pg['missing_s']:.2f}x",
+        ]
+    )
+    rows.append(["client peak memory", f"{lite['peak_mb']:.0f} MB", f"{pg['peak_mb']:.0f} MB", ""])
+    rows.append(
+        [
+            "database size",
+            f"{lite['bytes_per_url']:.0f} B/URL",
+            f"{pg['bytes_per_url']:.0f} B/URL",
+            "",
+        ]
+    )
+    return (
+        f"{lite['urls']:,} URLs, the same operations through the same StateStore; "
+        "PostgreSQL 15 on the same machine (a throwaway server, fsync off).\n\n"
+        + table(["operation", "SQLite", "PostgreSQL", "PostgreSQL speed"], rows)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--baseline-urls", type=int, default=1_000_000)
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the same operations on PostgreSQL beside SQLite (a throwaway server)",
+    )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         kind, count = args.worker[0], int(args.worker[1])
         with tempfile.TemporaryDirectory() as workdir:
-            emit((ours if kind == "ours" else baseline)(count, workdir))
+            if kind == "ours":
+                emit(ours(count, workdir, *args.worker[2:]))
+            else:
+                emit(baseline(count, workdir))
+        return
+    if args.postgres:
+        from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+
+        lite = run_worker(__file__, "ours", str(args.urls))
+        with ThrowawayPostgres() as server:
+            dsn = server.create_database("scale")
+            pg = run_worker(__file__, "ours", str(args.urls), dsn)
+        write_section("State store on PostgreSQL", side_by_side(lite, pg))
         return
     mine = run_worker(__file__, "ours", str(args.urls))
     base = run_worker(__file__, "baseline", str(args.baseline_urls))

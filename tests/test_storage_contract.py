@@ -184,3 +184,14 @@ def test_date_moves_are_judged_even_when_the_caller_forgets(
     run.upsert([(url, "2020-02-01T00:00:00Z")])  # moved; apply_lastmod() never called
     run.finish({}, discovery_complete=True)
     assert [p.normalized_url for p in store.due(SEED)] == [url]
+
+
+def test_dates_in_the_future_are_counted_per_host(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    ahead = "2999-01-01T00:00:00Z"
+    run.upsert([(u, ahead) for u in urls(3)])
+    run.upsert([("https://example.com/later", ahead)])  # the host's count goes up
+    rows = store.database.execute("SELECT future_dates FROM hosts WHERE host = ?", ("example.com",))
+    assert rows.fetchone()[0] == 4
+    assert all(page.sitemap_lastmod != ahead for page in store.due(SEED))  # clamped

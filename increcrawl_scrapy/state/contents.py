@@ -19,7 +19,7 @@ from dataclasses import dataclass
 _KEEP = (
     "INSERT INTO contents (normalized_url, text, previous, changed_at) VALUES (?, ?, NULL, ?) "
     "ON CONFLICT (normalized_url) DO UPDATE SET previous = contents.text, "
-    "text = excluded.text, changed_at = excluded.changed_at WHERE ?"
+    "text = excluded.text, changed_at = excluded.changed_at WHERE ? = 1"
 )
 
 

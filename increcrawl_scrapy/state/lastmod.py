@@ -139,7 +139,7 @@ def _sample(db: Any, seed: str, host: str, now: float, share: float) -> int:
 
 _COUNT_WAVE = (
     "INSERT INTO hosts (host, waves) VALUES (?, 1) "
-    "ON CONFLICT (host) DO UPDATE SET waves = waves + 1"
+    "ON CONFLICT (host) DO UPDATE SET waves = hosts.waves + 1"
 )
 #: Moves outside waves, on hosts whose dates are heard: due now.
 _MOVES_DUE = """

@@ -392,7 +392,7 @@ assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
 
 _COUNT_FUTURE = (
     "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
-    "ON CONFLICT (host) DO UPDATE SET future_dates = future_dates + excluded.future_dates"
+    "ON CONFLICT (host) DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"
 )
 
 
