@@ -36,7 +36,7 @@ class Lease:
 _CLAIM = """
 WITH due AS (
     SELECT p.normalized_url FROM pages AS p
-    WHERE p.seed = %(seed)s AND (p.gone = 0 OR p.missing_runs = 0)
+    WHERE p.seed = %(seed)s AND GONE
       AND p.next_check <= %(due_by)s
       AND NOT EXISTS (
           SELECT 1 FROM leases AS l
@@ -85,9 +85,19 @@ def claim(
         "until": now + seconds,
         "keys": keys,
     }
+    statement = _CLAIM if keys is None else _CLAIM_KEYS
     with connection.transaction():
-        rows = connection.execute(_CLAIM if keys is None else _CLAIM_KEYS, params).fetchall()
+        # Live rows, then gone rows still listed: each an index range in the queue's
+        # order (one query with OR could use neither: it sorted every due row).
+        rows = connection.execute(statement.replace("GONE", _LIVE), params).fetchall()
+        if len(rows) < size:
+            params["size"] = size - len(rows)
+            rows += connection.execute(statement.replace("GONE", _LISTED), params).fetchall()
     return sorted((Lease(key, token, expires) for key, token, expires in rows), key=_order)
+
+
+_LIVE = "p.gone = 0"
+_LISTED = "p.gone = 1 AND p.missing_runs = 0"
 
 
 def fence(connection: Any, leases: dict[str, int], keep: Set[str] = frozenset()) -> set[str]:
