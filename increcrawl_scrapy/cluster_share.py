@@ -65,6 +65,9 @@ class ClusterShare:
             self._loop.stop()
 
     async def beat(self) -> None:
+        if self.store.database.closed:  # the crawl closed its state before this loop
+            self.stop()
+            return
         crawls = await compat.in_thread(self.store.heartbeat, self.seed, 3 * BEAT)
         if crawls != self.crawls:
             logger.info("%d crawls on this seed, %d on the state: limits shared", *crawls)
