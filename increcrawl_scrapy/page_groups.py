@@ -58,6 +58,12 @@ def take(crawler: Crawler, item: Any) -> Member | None:
     return members.pop(id(item), None) if members else None
 
 
+def peek(crawler: Crawler, item: Any) -> Member | None:
+    """The same, left in place for ``take``."""
+    members = _MEMBERS.get(crawler)
+    return members.get(id(item)) if members else None
+
+
 class PageItemsMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageItemsMiddleware:

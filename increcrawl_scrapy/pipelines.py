@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.page_groups import Member, take
+from increcrawl_scrapy.page_groups import Member, peek, take
 from increcrawl_scrapy.rows import Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
@@ -67,10 +67,39 @@ class IncrementalStatePipeline:
 
     def close_spider(self, spider: Spider | None = None) -> None:
         self.close_spider_counts()
-        if self.store is not None:
-            self.store.flush()
+        if self.store is not None:  # written now, or on a shared state's writer thread
+            self.store.results.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        if self.store is not None and self.store.shared:
+            keys = self._unread(item)
+            if keys:  # rows to read first: on a worker thread, not the reactor's
+                return self._after_loading(item, keys)
+        return self._process(item)
+
+    async def _after_loading(self, item: Any, keys: list[str]) -> Any:
+        assert self.store is not None
+        await compat.in_thread(self.store.load, keys)
+        return self._process(item)
+
+    def _unread(self, item: Any) -> list[str]:
+        """The rows recording *item* would read from a shared state's table."""
+        assert self.store is not None
+        adapter = ItemAdapter(item)
+        url = adapter.get(self.config.url_field)
+        if not url or not isinstance(url, str):
+            return []
+        try:
+            page = adapter.get("normalized_url") or self.store.normalize(url)
+        except ValueError:
+            return []  # not a page URL: nothing is recorded
+        keys = [page]
+        member = peek(self.crawler, item)
+        if member is not None and member.item_key is not None:
+            keys.append(f"{page}#item:{member.item_key}")
+        return [key for key in keys if not self.store.known(key)]
+
+    def _process(self, item: Any) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         adapter = ItemAdapter(item)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
@@ -24,6 +24,8 @@ from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.unknown_settings import warn_unknown_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
@@ -165,11 +167,18 @@ def crawl_state(crawler: Crawler) -> CrawlState:
         crawler.signals.connect(_close_when_open, signal=signals.spider_opened, weak=False)
         raise
 
-    def closed(reason: str, crawler: Crawler = crawler) -> None:
+    def closed(reason: str, crawler: Crawler = crawler) -> Coroutine[Any, Any, None] | None:
         _CLOSED.add(crawler)
         closing = _STATES.pop(crawler, None)
-        if closing is not None:
-            closing.close(reason)
+        if closing is None:
+            return None
+        if not closing.store.shared:
+            closing.close(reason)  # a local file
+            return None
+        # A shared state: the last results are taken here (the feeds are flushed on
+        # this thread); counting, finishing the run and closing off it.
+        closing.store.results.hand_off()
+        return compat.in_thread(closing.close, reason)
 
     crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(state.idle, signal=signals.spider_idle, weak=False)

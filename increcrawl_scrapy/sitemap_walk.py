@@ -148,7 +148,11 @@ class SitemapWalk:
             complete &= ok
             if taken is None:
                 return None
-            conditions = self.run.sitemap_conditions(taken[0], self.settings)
+            # Each step of the run's state off the reactor's thread (a database may
+            # be a round trip away).
+            conditions = await compat.in_thread(
+                self.run.sitemap_conditions, taken[0], self.settings
+            )
             return taken, deferred_from_coro(self.fetch(taken[0], conditions))
 
         pending = await next_fetch()
@@ -192,7 +196,7 @@ class SitemapWalk:
             if not self.rules.follows(loc):
                 # Left out on purpose: its rows are neither fetched nor missing.
                 stats.inc(self.stats, stats.SITEMAP_NOT_FOLLOWED)
-                self.run.sitemap_not_modified(loc)
+                await compat.in_thread(self.run.sitemap_not_modified, loc)
                 continue
             url = await self._child_url(loc)
             if url is None:
@@ -221,7 +225,7 @@ class SitemapWalk:
         """Apply one downloaded sitemap; None (with a warning) if it is unusable."""
         if response is not None and response.status == 304 and _conditional(response):
             # Not modified since the last whole read under these settings.
-            self.run.sitemap_not_modified(url)
+            await compat.in_thread(self.run.sitemap_not_modified, url)
             stats.inc(self.stats, stats.SITEMAPS)
             stats.inc(self.stats, stats.SITEMAP_UNCHANGED)
             stats.inc(self.stats, stats.SITEMAP_NOT_MODIFIED)

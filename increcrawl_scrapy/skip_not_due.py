@@ -16,11 +16,11 @@ alone.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
@@ -56,12 +56,26 @@ class SkipNotDueMiddleware:
             return False  # the incremental spider has its own queue
         return bool(getattr(spider, "increcrawl_skip_not_due", self.config.skip_not_due))
 
-    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> Any:
         if not self._active() or request.meta.get(META_ALWAYS):
-            return
+            return None
         state = self._state()
         if state is None:
-            return
+            return None
+        if state.store.shared:
+            try:
+                key = state.store.normalize(request.url)
+            except ValueError:
+                return None  # not a page URL
+            if not state.store.known(key):  # read off the reactor's thread first
+                return self._after_loading(request, state, key)
+        return self._decide(request, state)
+
+    async def _after_loading(self, request: Request, state: CrawlState, key: str) -> None:
+        await compat.in_thread(state.store.load, [key])
+        self._decide(request, state)
+
+    def _decide(self, request: Request, state: CrawlState) -> None:
         try:
             page = state.store.get(request.url)
         except ValueError:

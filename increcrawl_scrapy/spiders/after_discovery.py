@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -16,7 +16,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def after_discovery(run: Run, complete: bool, collector: StatsCollector | None) -> None:
+async def after_discovery(run: Run, complete: bool, collector: StatsCollector | None) -> None:
+    # Updates over a seed's rows (seconds at 10M): off the reactor's thread.
+    await compat.in_thread(_judge, run, complete, collector)
+
+
+def _judge(run: Run, complete: bool, collector: StatsCollector | None) -> None:
     dates = run.apply_lastmod()
     stats.inc(collector, stats.LASTMOD_MOVED, dates.moved)
     stats.inc(collector, stats.LASTMOD_DUE, dates.due)

@@ -165,7 +165,7 @@ class Discoverer:
                 kept.append((requested, None))
         for reason, count in skipped.items():
             stats.inc(self.stats, stats.MAP_SKIPPED, count, reason=reason)
-        stats.inc(self.stats, stats.DISCOVERED, self.run.upsert(kept))
+        stats.inc(self.stats, stats.DISCOVERED, await compat.in_thread(self.run.upsert, kept))
         self.spider._sources_read += 1
         return True
 

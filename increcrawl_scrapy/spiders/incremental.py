@@ -170,11 +170,11 @@ class IncrementalSpider(scrapy.Spider):
             return  # logged once; the crawl ends with database_in_use
         run = self.run = state.run
         self._progress.start()
-        if state.store.claim_discovery(self.increcrawl_seed):
+        if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
                 await self._discover_and_judge(run, state)
             finally:
-                state.store.end_discovery(self.increcrawl_seed)
+                await compat.in_thread(state.store.end_discovery, self.increcrawl_seed)
         else:  # one reader of a seed's sources at a time on a shared state
             logger.info(
                 "Another crawl is reading the sources of %s: this one fetches the queue "
@@ -185,7 +185,7 @@ class IncrementalSpider(scrapy.Spider):
         if self.discover_only:
             return
         await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
-        expected, chunks = self._due(state.store)
+        expected, chunks = await self._due(state.store)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
         tokens = self._tokens = TokenBudget(
@@ -229,14 +229,13 @@ class IncrementalSpider(scrapy.Spider):
             while tokens.queued - tokens.answered > len(chunk) // 2:
                 await compat.sleep(0.05)
 
-    def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
+    async def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
         """How many rows this run fetches, and the rows in chunks (read lazily); with
         INCRECRAWL_MAX_FETCHES, those likeliest to have changed (the rest wait, and
         the longest wait is reported)."""
         limit = self.config.max_fetches or None
-        budget = store.budget(self.increcrawl_seed, limit)
+        budget = await compat.in_thread(store.budget, self.increcrawl_seed, limit)
         if budget.left:
-            hours = budget.longest_wait / 3600
             logger.warning(
                 "INCRECRAWL_MAX_FETCHES=%d: %d of %d due pages fetched, %d wait for a later "
                 "run (the longest has been due %.1f h)",
@@ -244,7 +243,7 @@ class IncrementalSpider(scrapy.Spider):
                 budget.due - budget.left,
                 budget.due,
                 budget.left,
-                hours,
+                budget.longest_wait / 3600,
             )
             stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
             self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
@@ -275,7 +274,7 @@ class IncrementalSpider(scrapy.Spider):
                 close_reasons.DISCOVERY_FAILED,
             )
             state.failure = close_reasons.DISCOVERY_FAILED
-        after_discovery(run, self.discovery_complete, self.crawler.stats)
+        await after_discovery(run, self.discovery_complete, self.crawler.stats)
 
     async def _fetch(
         self, url: str, headers: dict[str, str] | None = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 # A first text is inserted; a change moves the stored text to ``previous``;
 # an unchanged fetch writes only where nothing was kept yet (kept content turned on
 # for a page already known).
-_KEEP = (
+KEEP = (
     "INSERT INTO contents (normalized_url, text, previous, changed_at) VALUES (?, ?, NULL, ?) "
     "ON CONFLICT (normalized_url) DO UPDATE SET previous = contents.text, "
     "text = excluded.text, changed_at = excluded.changed_at WHERE ? = 1"
@@ -54,16 +54,20 @@ class KeptContents:
     def discard(self, key: str) -> None:
         self._pending.pop(key, None)
 
-    def write(self, db: sqlite3.Connection, keys: list[str]) -> None:
-        """Write the texts of *keys* (the results being written) in *db*'s transaction."""
+    def take(self, keys: list[str]) -> list[tuple[str, bytes, float, bool]]:
+        """The rows of *keys*' texts (the results being written), out of the buffer."""
         rows = []
         for key in keys:
             kept = self._pending.pop(key, None)
             if kept is not None:
                 blob, changed, now = kept
                 rows.append((key, blob, now, changed))
-        if rows:
-            db.executemany(_KEEP, rows)
+        return rows
+
+    def restore(self, rows: list[tuple[str, bytes, float, bool]]) -> None:
+        """Texts whose write failed: back in the buffer, unless a later one came."""
+        for key, blob, now, changed in rows:
+            self._pending.setdefault(key, (blob, changed, now))
 
 
 def last_change(db: sqlite3.Connection, key: str) -> KeptVersions | None:

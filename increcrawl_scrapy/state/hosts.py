@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
+from typing import Any
 
 from increcrawl_scrapy.rows import TRUSTED, UNKNOWN, PageState
 from increcrawl_scrapy.schedule import lastmod_verdict
@@ -38,6 +39,10 @@ class Hosts:
             counts = self._counts[host] = [float(v) for v in row] if row else [0.0] * 4
         return counts
 
+    def known(self, host: str | None) -> bool:
+        """Whether *host*'s counts are at hand (judging it reads nothing)."""
+        return not host or host in self._counts
+
     def verdict(self, host: str | None) -> str:
         if not host:
             return UNKNOWN
@@ -69,34 +74,60 @@ class Hosts:
             counts[:] = [value / 2 for value in counts]
         self._dirty.add(host)
 
-    def write(self) -> None:
-        """Write changed counts and verdicts (inside the results' transaction)."""
-        for host in self._dirty:
-            counts = self._counts[host]
-            verdict = self.verdict(host)
-            before = self.database.execute(
-                "SELECT verdict FROM hosts WHERE host = ?", (host,)
-            ).fetchone()
-            if before is not None and before[0] == TRUSTED and verdict != TRUSTED:
-                logger.warning(
-                    "Sitemap dates of %s are no longer trusted (%s): its pages are "
-                    "checked within %.0f days of their last fetch",
-                    host,
-                    verdict,
-                    self.demoted_wait / 86_400,
-                )
-                self.database.execute(
-                    "UPDATE pages SET next_check = min(next_check, "
-                    "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0",
-                    (self.demoted_wait, host),
-                )
-            self.database.execute(
-                f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
-                + ", ".join(f"{c} = excluded.{c}" for c in (*_COUNTS, "verdict")),
-                (host, *counts, verdict),
-            )
+    def take(self) -> list[tuple[object, ...]]:
+        """The rows of hosts whose counts moved, ``(host, *counts, verdict)``, for
+        ``write_hosts`` with the results they came from."""
+        rows = [(host, *self._counts[host], self.verdict(host)) for host in self._dirty]
         self._dirty.clear()
+        return rows
+
+    def restore(self, rows: list[tuple[object, ...]]) -> None:
+        """Rows whose write failed: written again next time (the counts stand)."""
+        self._dirty.update(str(row[0]) for row in rows)
+
+    def read(self, database: Database, hosts: set[str]) -> dict[str, list[float]]:
+        """The stored counts of *hosts* not known yet (on the caller's thread and
+        connection: a shared state reads them with the rows it claims)."""
+        wanted = sorted(host for host in hosts if host and host not in self._counts)
+        found = {host: [0.0] * 4 for host in wanted}
+        if wanted:
+            marks = ", ".join("?" for _ in wanted)
+            rows = database.execute(
+                f"SELECT host, {', '.join(_COUNTS)} FROM hosts WHERE host IN ({marks})", wanted
+            )
+            found.update((row[0], [float(v) for v in row[1:]]) for row in rows)
+        return found
+
+    def learn(self, counts: dict[str, list[float]]) -> None:
+        """Counts read by ``read``, where none are known yet."""
+        for host, values in counts.items():
+            self._counts.setdefault(host, values)
+
+
+def write_hosts(db: Any, rows: list[tuple[Any, ...]], demoted_wait: float) -> None:
+    """Write hosts' counts and verdicts (inside the results' transaction); a host
+    whose dates lose their trust has its pages checked within *demoted_wait*."""
+    for host, *counts, verdict in rows:
+        before = db.execute("SELECT verdict FROM hosts WHERE host = ?", (host,)).fetchone()
+        if before is not None and before[0] == TRUSTED and verdict != TRUSTED:
+            logger.warning(
+                "Sitemap dates of %s are no longer trusted (%s): its pages are "
+                "checked within %.0f days of their last fetch",
+                host,
+                verdict,
+                demoted_wait / 86_400,
+            )
+            db.execute(
+                "UPDATE pages SET next_check = min(next_check, "
+                "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0",
+                (demoted_wait, host),
+            )
+        db.execute(
+            f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in (*_COUNTS, "verdict")),
+            (host, *counts, verdict),
+        )
 
 
 def _same_day(lastmod: str, fetched: float) -> bool:

@@ -12,6 +12,7 @@ store's mutex, so discovery can run in a worker thread while the reactor records
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
@@ -22,17 +23,18 @@ from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.state.budget import Budget, choose
+from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, Results
+from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization
+from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
-from increcrawl_scrapy.state.workers import beat, leave
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -85,6 +87,17 @@ class StateStore:
         self.hosts = Hosts(
             self.database, self.lastmod.min_evidence, self.policy.demoted_max_interval
         )
+        #: What the last re-keying did (normalization settings changed).
+        self.rekeyed = RekeyResult(0, 0)
+        claims = None
+        if shared:  # claims and writes with a connection of their own (results.py)
+            try:
+                io = PostgresDatabase(self.path, lock_timeout)
+            except BaseException:
+                self.database.close()
+                raise
+            claims = Claims(io, threading.Lock(), clock, self.hosts)
+            claims.seconds = lease_seconds
         self.results = Results(
             self.database,
             hosts=self.hosts,
@@ -92,10 +105,9 @@ class StateStore:
             clock=clock,
             flush_items=flush_items,
             flush_seconds=flush_seconds,
+            claims=claims,
         )
-        self.results.lease_seconds = lease_seconds
-        #: What the last re-keying did (normalization settings changed).
-        self.rekeyed = RekeyResult(0, 0)
+        self.queue = ChangeQueue(self.results)
         try:
             if normalization is not None:
                 self.rekeyed = check_normalization(self.database, normalization, normalize)
@@ -258,9 +270,9 @@ class StateStore:
         if limit and budget is None:
             budget = self.budget(seed, limit)
         if budget is None or budget.chosen is None:
-            return self.results.chunks(seed, limit, size, wait=wait)
+            return self.queue.chunks(seed, limit, size, wait=wait)
         chosen = budget.chosen
-        return (self.results.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
+        return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
 
     @serialized
     def budget(self, seed: str, limit: int | None) -> Budget:
@@ -341,7 +353,13 @@ class StateStore:
         """Write buffered results in one transaction. Returns how many rows."""
         return self.results.flush()
 
-    @serialized
+    def load(self, keys: list[str]) -> None:
+        """Read rows before recording them (``Results.load``): off the reactor's thread."""
+        self.results.load(keys)
+
+    def known(self, key: str) -> bool:
+        return self.results.known(key)
+
     @serialized
     def claim_discovery(self, seed: str) -> bool:
         """Whether this store may read *seed*'s sources now: always with SQLite (one
@@ -364,26 +382,26 @@ class StateStore:
         """Whether several crawls may work on this state at once (PostgreSQL)."""
         return self.results.shared
 
-    @serialized
     def heartbeat(self, seed: str, ttl: float) -> tuple[int, int]:
         """Live crawls on *seed* and on the whole state, this one included (one and
         one with SQLite: a file has one crawl)."""
-        if not self.shared:
+        claims = self.results.claims
+        if claims is None or self.database.closed:
             return 1, 1
-        raw = self.database.raw  # type: ignore[attr-defined]
-        return beat(raw, self.results.owner, seed, now=self.clock(), ttl=ttl)
+        return claims.beat(seed, ttl)
 
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
         if self.database.closed:
             return
         try:
-            self.results.flush()
-            self.results.release()  # rows leased and never answered: back to the others
-            if self.shared:
-                leave(self.database.raw, self.results.owner)  # type: ignore[attr-defined]
+            self.results.close()  # rows leased and never answered go back to the others
+            if self.results.claims is not None:
+                self.results.claims.leave()
         finally:
             self.database.close()
+            if self.results.claims is not None:
+                self.results.claims.io.close()
             self._release()
 
     def _release(self) -> None:

@@ -1,0 +1,87 @@
+"""A shared state's side of the change queue: the rows leased to this store while it
+fetches them (``leases.py``), claimed, checked and given back, and the heartbeat, all
+on a connection of their own (*io*, with its own lock) so that the crawl's thread
+never waits on them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.state.hosts import Hosts
+from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release
+from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.workers import beat, leave
+
+
+class Claims:
+    def __init__(self, io: Any, lock: Any, clock: Callable[[], float], hosts: Hosts) -> None:
+        self.io = io
+        self.lock = lock
+        self.clock = clock
+        self.hosts = hosts
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.seconds = 600.0  # INCRECRAWL_LEASE_SECONDS
+        #: Key -> fencing token of the rows leased and not yet written (guarded by
+        #: the store's mutex: results take their tokens when they are written).
+        self.tokens: dict[str, int] = {}
+        self.lost = 0  # results not written: their lease was taken over
+
+    def claim(
+        self, seed: str | None, size: int, until: float | None, keys: list[str] | None = None
+    ) -> tuple[list[PageState], list[Lease], dict[str, list[float]]]:
+        """Lease due rows of *seed* (any worker's live lease excludes a row), or those
+        of *keys* that are (a budget's choice): the rows, their leases and their
+        hosts' counts, for the caller to keep."""
+        with self.lock:
+            if seed is None:  # a budget's keys: their seed is the rows' own
+                found = None
+                if keys:
+                    query = "SELECT seed FROM pages WHERE normalized_url = ?"
+                    found = self.io.tuples(query, keys[:1]).fetchone()
+                if found is None:
+                    return [], [], {}
+                seed = found[0]
+            now = self.clock()
+            leases = claim(
+                self.io.raw,
+                seed,
+                self.owner,
+                size,
+                now=now,
+                seconds=self.seconds,
+                keys=keys,
+                due_by=until if until is not None else now,
+            )
+            wanted = [lease.key for lease in leases]
+            rows = self.io.tuples(
+                f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ANY(?)", (wanted,)
+            )
+            found_pages = {page.normalized_url: page for page in map(page_of, rows)}
+            pages = [found_pages[key] for key in wanted if key in found_pages]
+            counts = self.hosts.read(self.io, {page.host or "" for page in pages})
+        return pages, leases, counts
+
+    def others_hold(self, seed: str) -> bool:
+        with self.lock:
+            return held_by_others(self.io.raw, seed, self.owner, now=self.clock())
+
+    def release(self, leases: list[Lease]) -> int:
+        """Give back rows leased and never answered (the crawl stops early)."""
+        if not leases:
+            return 0
+        with self.lock:
+            return release(self.io.raw, leases)
+
+    def beat(self, seed: str, ttl: float) -> tuple[int, int]:
+        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all."""
+        with self.lock:
+            return beat(self.io.raw, self.owner, seed, now=self.clock(), ttl=ttl)
+
+    def leave(self) -> None:
+        with self.lock:
+            leave(self.io.raw, self.owner)

@@ -1,0 +1,392 @@
+"""The results of fetching what the queue handed out, buffered and written in batches.
+
+A page's current state is, in this order: its result not yet written (pending or
+held, then the batch being written), else the row the queue handed out or
+``load`` read, else the stored row. That rule lives in :meth:`Results.lookup` and
+nowhere else; :meth:`Results.settle` is the one thing discovery does before it
+writes.
+
+On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
+the database: a flush that recording triggers is written by a writer thread
+(``writes.Writer``) with a connection of its own, while recording goes on into fresh
+buffers; rows a recording would read are loaded first by ``load`` on a worker
+thread. The store's mutex then guards memory, never a round trip. With SQLite (a
+local file, one connection) a flush writes in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import wait
+from typing import Any
+
+from increcrawl_scrapy.rows import FetchResult, Outcome, PageState, Recorded
+from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.state.claims import Claims
+from increcrawl_scrapy.state.contents import KeptContents
+from increcrawl_scrapy.state.database import Database, serialized
+from increcrawl_scrapy.state.hosts import Hosts
+from increcrawl_scrapy.state.leases import Lease
+from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.writes import Batch, Writer
+from increcrawl_scrapy.urls import host_of
+
+logger = logging.getLogger(__name__)
+
+_GET_PAGE = f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ?"
+#: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
+_KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
+_CACHE = 50_000  # rows handed out or loaded, kept for record(), at most
+
+
+class Results:
+    """The result buffer of one store."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        hosts: Hosts,
+        policy: RevisitPolicy,
+        clock: Callable[[], float],
+        flush_items: int,
+        flush_seconds: float,
+        claims: Claims | None = None,
+    ) -> None:
+        self.database = database
+        self.hosts = hosts
+        self.policy = policy
+        self.clock = clock
+        self.flush_items = flush_items
+        self.flush_seconds = flush_seconds
+        self._pending: dict[str, PageState] = {}  # written on the next flush
+        self._held: dict[str, PageState] = {}  # written once delivered (deliver())
+        self._new_keys: set[str] = set()  # unwritten results of rows not in the table
+        self._queued: dict[str, PageState] = {}  # handed out or loaded, not recorded
+        self._absent: dict[str, None] = {}  # read by load(): not in the table
+        self.contents = KeptContents()  # texts, written with their results
+        #: Called before results are written (the crawl flushes its feeds first).
+        self.before_write: Callable[[], None] | None = None
+        self._last_flush = time.monotonic()
+        #: A shared state (PostgreSQL): rows are leased to this store while it
+        #: fetches them, and results are written by the claims' connection, on a
+        #: thread of their own.
+        self.claims = claims
+        self.shared = claims is not None
+        self.io = claims.io if claims is not None else database
+        io_lock = claims.lock if claims is not None else database.mutex
+        self.writer = Writer(self.io, io_lock, hosts.demoted_wait)
+        self._loading = 0  # load() calls under way, and what was written meanwhile
+        self._written_in_load: set[str] = set()
+        self._epoch = 0  # moves when discovery may change rows (settle())
+
+    @property
+    def leases_lost(self) -> int:
+        return self.claims.lost if self.claims is not None else 0
+
+    # -- rows handed out ---------------------------------------------------------
+
+    def keep_queued(self, pages: list[PageState]) -> None:
+        """Rows the queue hands out: the crawl records these next, so recording
+        needs no lookup (under the store's mutex)."""
+        if len(self._queued) + len(pages) <= _CACHE:
+            self._queued.update((page.normalized_url, page) for page in pages)
+
+    def keep_claimed(
+        self, pages: list[PageState], leases: list[Lease], counts: dict[str, list[float]]
+    ) -> None:
+        with self.database.mutex:
+            assert self.claims is not None
+            self.claims.tokens.update((lease.key, lease.token) for lease in leases)
+            self.keep_queued(pages)
+            self.hosts.learn(counts)
+
+    def release(self) -> int:
+        """Give back the rows leased and never recorded (the crawl stops early)."""
+        if self.claims is None:
+            return 0
+        with self.database.mutex:
+            mine = [Lease(key, token, 0.0) for key, token in self.claims.tokens.items()]
+            self.claims.tokens.clear()
+        return self.claims.release(mine)
+
+    # -- one row -----------------------------------------------------------------
+
+    def lookup(self, key: str) -> PageState | None:
+        """A row as it stands: unwritten result (the latest first), else queued or
+        loaded row, else stored row."""
+        page = (
+            self._pending.get(key)
+            or self._held.get(key)
+            or self.writer.in_flight.get(key)
+            or self._queued.get(key)
+        )
+        if page is not None or key in self._absent:
+            return page
+        row = self.database.tuples(_GET_PAGE, (key,)).fetchone()
+        return page_of(row) if row else None
+
+    def _in_memory(self, key: str) -> bool:
+        return (
+            key in self._pending
+            or key in self._held
+            or key in self.writer.in_flight
+            or key in self._queued
+            or key in self._absent
+        )
+
+    def known(self, key: str) -> bool:
+        """Whether recording *key* reads nothing from the table (its row and its
+        host's counts are at hand)."""
+        return self._in_memory(key) and self.hosts.known(host_of(key))
+
+    def load(self, keys: list[str]) -> None:
+        """Read the rows of *keys* and their hosts' counts on the io connection, so
+        that recording them reads nothing (a shared state: off the reactor's thread)."""
+        with self.database.mutex:
+            keys = [key for key in keys if not self.known(key)]
+            if not keys:
+                return
+            epoch = self._epoch
+            self._loading += 1
+        found: dict[str, PageState] | None = None
+        try:
+            with self.writer.lock:
+                marks = ", ".join("?" for _ in keys)
+                rows = self.io.tuples(
+                    f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
+                )
+                found = {page.normalized_url: page for page in map(page_of, rows)}
+                hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
+                counts = self.hosts.read(self.io, hosts)
+        finally:
+            with self.database.mutex:
+                self._loading -= 1
+                written = self._written_in_load
+                if not self._loading:
+                    self._written_in_load = set()
+                if found is not None and epoch == self._epoch:  # else discovery wrote
+                    self.hosts.learn(counts)
+                    for key in keys:
+                        # A result recorded meanwhile is newer than what was read.
+                        if key not in written and not self._in_memory(key):
+                            self._remember(key, found.get(key))
+
+    def _remember(self, key: str, page: PageState | None) -> None:
+        """A loaded row, or its absence; the oldest forgotten past the cache's size
+        (loaded rows a crawl never records: pages skipped, listings)."""
+        kept: dict[str, Any] = self._queued if page is not None else self._absent
+        if len(kept) >= _CACHE:
+            del kept[next(iter(kept))]
+        kept[key] = page
+
+    # -- results -----------------------------------------------------------------
+
+    @serialized
+    def record(
+        self,
+        key: str,
+        url: str,
+        seed: str,
+        status: int | None,
+        *,
+        content_hash: str | None = None,
+        validators: tuple[str | None, str | None] | None = None,
+        site_failure: bool = False,
+        final_url: str | None = None,
+        hold: bool = False,
+        content: str | None = None,
+    ) -> Recorded:
+        now = self.clock()
+        self._collect()
+        previous = self.lookup(key)
+        self._queued.pop(key, None)  # from now on the result is the row
+        self._absent.pop(key, None)
+        outcome = classify(
+            status if status is not None else 0,
+            previous_hash=previous.content_hash if previous else None,
+            new_hash=content_hash,
+            fetched_before=bool(previous and previous.last_fetched is not None),
+            was_gone=bool(previous and previous.gone),
+        )
+        if previous is None:
+            self._new_keys.add(key)  # a URL discovery never saw: inserted when written
+            previous = new_page(key, url, seed, now, self.policy.default_interval)
+            previous = previous._replace(host=host_of(key))
+        verdict = self.hosts.verdict(previous.host)
+        result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
+        page = apply_result(previous, result, now, self.policy, verdict)
+        if outcome in (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
+            self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
+        self._pending.pop(key, None)
+        self._held.pop(key, None)
+        (self._held if hold else self._pending)[key] = page
+        if content is not None and outcome in _KEPT:
+            self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
+        if (
+            len(self._pending) >= self.flush_items
+            or time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            if self.shared:
+                self._flush_soon()
+            else:
+                self.flush()
+        return Recorded(outcome=outcome, page=page)
+
+    @serialized
+    def deliver(self, key: str) -> None:
+        """A held result's item was delivered: write it with the next flush."""
+        page = self._held.pop(key, None)
+        if page is not None:
+            self._pending[key] = page
+
+    @serialized
+    def discard(self, key: str) -> bool:
+        """Forget a held result (its item was not delivered): the row stays as it
+        was, so the next run fetches and reports it again."""
+        page = self._held.pop(key, None)
+        if page is not None:
+            if key not in self.writer.in_flight:  # else an earlier result inserts it
+                self._new_keys.discard(key)
+            self.contents.discard(key)
+        return page is not None
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    @serialized
+    def flush(self) -> int:
+        """Write pending results in one transaction, after those being written in
+        the background. Returns how many rows."""
+        self._collect(block=True)
+        batch = self._take()
+        if batch is None:
+            return 0
+        try:
+            self.writer.write(batch)
+        except BaseException:
+            self._restore(batch)
+            raise
+        self._done(batch)
+        return len(batch.pages) - len(batch.lost)
+
+    @serialized
+    def hand_off(self) -> None:
+        """The crawl is over (nothing more is delivered): flush its feeds one last
+        time on the caller's thread, then start writing what is pending (on a shared
+        state on the writer thread, awaited by the next ``flush``, which may then run
+        on any thread)."""
+        if self.before_write is not None:
+            self.before_write()
+            self.before_write = None
+        if self.shared:
+            self._flush_soon()
+        else:
+            self.flush()
+
+    def written(self) -> None:
+        """Wait until the results recorded so far are written (the queue is read
+        after them), holding the mutex only to hand them to the writer thread: on a
+        worker thread, while the reactor goes on recording."""
+        if not self.shared:
+            self.flush()
+            return
+        for _ in range(2):  # the batch being written, then the rest
+            with self.database.mutex:
+                self._collect()
+                if not self.writer.busy:
+                    self._flush_soon()
+                future = self.writer.future
+            if future is None:
+                return
+            wait([future])
+
+    def _flush_soon(self) -> None:
+        """Hand pending results to the writer thread, unless it is writing: then
+        they wait for the next flush (one batch at a time keeps their order)."""
+        self._collect()
+        if not self.writer.busy:
+            batch = self._take()
+            if batch is not None:
+                self.writer.start(batch)
+
+    def _collect(self, *, block: bool = False) -> None:
+        """The outcome of the batch the writer thread took, once it is written (with
+        *block*, waiting for it): done, or back in the buffers if it failed."""
+        finished = self.writer.finished(block=block)
+        if finished is None:
+            return
+        batch, error = finished
+        if error is None:
+            self._done(batch)
+            return
+        self._restore(batch)
+        logger.error(
+            "Could not write %d results (%s): they are kept and written with the next flush",
+            len(batch.pages),
+            error,
+        )
+
+    def _take(self) -> Batch | None:
+        """The pending results and what is written beside them, out of the buffers."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return None
+        if self.before_write is not None:
+            self.before_write()
+        pages, self._pending = self._pending, {}
+        tokens = self.claims.tokens if self.claims is not None else {}
+        leased = {key: tokens.pop(key) for key in pages if key in tokens}
+        now = self.clock()
+        return Batch(
+            pages=pages,
+            new={key for key in pages if key in self._new_keys},
+            hosts=self.hosts.take(),
+            contents=self.contents.take(list(pages)),
+            leased=leased,
+            # A result that leaves its row due keeps its lease (not retried at once).
+            keep={key for key in leased if pages[key].next_check <= now},
+        )
+
+    def _done(self, batch: Batch) -> None:
+        self._new_keys.difference_update(batch.pages)
+        if self._loading:
+            self._written_in_load.update(batch.pages)
+        if batch.lost and self.claims is not None:
+            self.claims.lost += len(batch.lost)
+            logger.warning(
+                "%d results not written: another worker took their pages over (their "
+                "leases expired; INCRECRAWL_LEASE_SECONDS may be too short)",
+                len(batch.lost),
+            )
+
+    def _restore(self, batch: Batch) -> None:
+        """A batch that could not be written goes back, under later results."""
+        for key, page in batch.pages.items():
+            if key not in self._pending and key not in self._held:
+                self._pending[key] = page
+        self.contents.restore(batch.contents)
+        self.hosts.restore(batch.hosts)
+        if self.claims is not None:
+            for key, token in batch.leased.items():
+                self.claims.tokens.setdefault(key, token)
+
+    @serialized
+    def settle(self) -> None:
+        """Before discovery writes: pending results go to the table first (discovery
+        decides over them), and rows handed out or loaded may change under it."""
+        self.flush()
+        self._queued.clear()
+        self._absent.clear()
+        self._epoch += 1
+
+    def close(self) -> None:
+        """Write what is pending, give back unanswered leases, stop the writer."""
+        try:
+            self.flush()
+            self.release()
+        finally:
+            self.writer.shutdown()

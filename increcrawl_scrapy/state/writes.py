@@ -1,0 +1,123 @@
+"""Writing buffered results: a flush *takes* a batch from the buffers (in memory,
+under the store's mutex) and *writes* it in one transaction. The two are apart so
+that, on a shared state, the write runs on a thread of its own with a connection
+of its own, while the crawl goes on recording into fresh buffers (``queue.py``).
+"""
+
+from __future__ import annotations
+
+import operator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
+from increcrawl_scrapy.state.contents import KEEP
+from increcrawl_scrapy.state.hosts import write_hosts
+from increcrawl_scrapy.state.leases import fence
+
+_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
+_INSERT_RESULT = (
+    f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
+)
+_UPDATE_RESULT = (
+    "UPDATE pages SET "
+    + ", ".join(f"{c} = ?" for c in RESULT_COLUMNS)
+    + " WHERE normalized_url = ?"
+)
+_insert_values = operator.itemgetter(*(PAGE_COLUMNS.index(c) for c in _RESULT_INSERT))
+_update_values = operator.itemgetter(
+    *(PAGE_COLUMNS.index(c) for c in (*RESULT_COLUMNS, "normalized_url"))
+)
+
+
+@dataclass
+class Batch:
+    """Results taken from the buffers, with everything written beside them."""
+
+    pages: dict[str, PageState]  # key -> result
+    new: set[str]  # keys not in the table yet: inserted
+    hosts: list[tuple[Any, ...]]  # (host, *counts, verdict) of hosts whose counts moved
+    contents: list[tuple[Any, ...]]  # kept texts (contents.py)
+    #: On a shared state: key -> fencing token of the leases under which the results
+    #: were fetched, and the keys whose lease is kept (the row stays due).
+    leased: dict[str, int] = field(default_factory=dict)
+    keep: set[str] = field(default_factory=set)
+    #: After writing: results not written, their lease taken over by another worker.
+    lost: set[str] = field(default_factory=set)
+
+
+def write_batch(database: Any, batch: Batch, *, demoted_wait: float) -> None:
+    """Write *batch* in one transaction of *database* (a ``Database`` or a
+    ``PostgresDatabase``); on a shared state, only results whose lease is current."""
+    with database.transaction() as db:
+        pages = list(batch.pages.values())
+        if batch.leased:
+            ours = fence(database.raw, batch.leased, batch.keep)
+            batch.lost = set(batch.leased) - ours
+            pages = [p for p in pages if p.normalized_url not in batch.lost]
+        write_hosts(db, batch.hosts, demoted_wait)
+        new = [p for p in pages if p.normalized_url in batch.new]
+        if new:
+            db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
+        db.executemany(
+            _UPDATE_RESULT,
+            [_update_values(p) for p in pages if p.normalized_url not in batch.new],
+        )
+        written = {p.normalized_url for p in pages}
+        rows = [row for row in batch.contents if row[0] in written]
+        if rows:
+            db.executemany(KEEP, rows)
+
+
+class Writer:
+    """Writes batches with a connection (*io*) under its lock: in place (``write``),
+    or on a thread of its own, one batch at a time (``start``, then ``finished``)."""
+
+    def __init__(self, io: Any, lock: Any, demoted_wait: float) -> None:
+        self.io = io
+        self.lock = lock
+        self.demoted_wait = demoted_wait
+        self._executor: ThreadPoolExecutor | None = None
+        self._writing: tuple[Batch, Future[None]] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._writing is not None
+
+    @property
+    def in_flight(self) -> dict[str, PageState]:
+        """The results of the batch being written (still unwritten, for lookups)."""
+        return self._writing[0].pages if self._writing is not None else {}
+
+    def write(self, batch: Batch) -> None:
+        with self.lock:
+            write_batch(self.io, batch, demoted_wait=self.demoted_wait)
+
+    def start(self, batch: Batch) -> None:
+        assert self._writing is None, "one batch at a time"
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="increcrawl-writer")
+        self._writing = (batch, self._executor.submit(self.write, batch))
+
+    @property
+    def future(self) -> Future[None] | None:
+        """The write in progress (to wait for, off the store's mutex)."""
+        return self._writing[1] if self._writing is not None else None
+
+    def finished(self, *, block: bool = False) -> tuple[Batch, BaseException | None] | None:
+        """The batch written since ``start`` and its error, once (with *block*, waits
+        for it); None while it is being written, or when there is none."""
+        if self._writing is None:
+            return None
+        batch, future = self._writing
+        if not block and not future.done():
+            return None
+        self._writing = None
+        return batch, future.exception()
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
