@@ -90,7 +90,6 @@ def crawl(tree: str, mode: str, dsn: str, urls: dict[str, str], pages: int) -> d
     sys.path.insert(0, tree)
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
-    from twisted.internet import reactor, task
 
     import increcrawl_scrapy.settings as project
 
@@ -147,8 +146,13 @@ def crawl(tree: str, mode: str, dsn: str, urls: dict[str, str], pages: int) -> d
         signal=signals.spider_closed,
         weak=False,
     )
-    timer = task.LoopingCall(tick)
-    reactor.callWhenRunning(timer.start, TICK)
+
+    def opened(**_: Any) -> None:
+        from twisted.internet import task  # the crawl's reactor is installed by now
+
+        task.LoopingCall(tick).start(TICK)
+
+    crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
     process.crawl(crawler, **arguments)
     process.start()
     stats = crawler.stats.get_stats()

@@ -19,6 +19,7 @@ from scrapy.settings import Settings
 
 from increcrawl_scrapy.shared_state import CrawlState
 from increcrawl_scrapy.state import StateStore, writes
+from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
@@ -207,3 +208,56 @@ def test_a_write_that_fails_keeps_its_results_for_the_next(
         assert store.count(seed) == 5
         assert store.get("https://site.test/page/0").content_hash == "b"
     assert failures and "kept and written with the next flush" in caplog.text
+
+
+# -- reading rows before they are recorded -----------------------------------------
+
+
+def test_callers_loading_at_once_share_one_read(
+    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[int] = []
+    real = Results._read
+
+    def slow(results: Results, keys: list[str]) -> None:
+        reads.append(len(keys))
+        time.sleep(0.3)  # a database far away: the others arrive meanwhile
+        real(results, keys)
+
+    monkeypatch.setattr(Results, "_read", slow)
+    urls = [f"https://site.test/page/{i}" for i in range(40)]
+    with StateStore(postgres_dsn, clock=clock) as store:
+        loads = [threading.Thread(target=store.load, args=([url],)) for url in urls]
+        for load in loads:
+            load.start()
+        for load in loads:
+            load.join(30)
+        assert all(store.known(url) for url in urls)
+        assert sum(reads) == 40 and len(reads) <= 3, reads
+
+
+def test_a_row_written_while_it_was_read_is_not_kept_stale(
+    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed, url = "https://site.test/sitemap.xml", "https://site.test/page/1"
+    with StateStore(postgres_dsn, clock=clock) as store:
+        store.record(url, 200, seed=seed, content_hash="old")
+        store.flush()
+        io = store.results.io
+        real = io.tuples
+
+        def slow(sql: str, params: Any = ()) -> list:
+            rows = list(real(sql, params))  # the row as it was
+            time.sleep(0.4)  # meanwhile the crawl records the page and writes it
+            return rows
+
+        monkeypatch.setattr(io, "tuples", slow)
+        loading = threading.Thread(target=store.load, args=([url],))
+        loading.start()
+        time.sleep(0.1)
+        store.record(url, 200, seed=seed, content_hash="new")
+        store.flush()  # waits for the read's lock, then writes before it keeps the row
+        loading.join(30)
+        monkeypatch.undo()
+        assert store.get(url).content_hash == "new"
+        assert store.get(url).fetch_count == 2

@@ -32,11 +32,17 @@ class Claims:
         self.lost = 0  # results not written: their lease was taken over
 
     def claim(
-        self, seed: str | None, size: int, until: float | None, keys: list[str] | None = None
+        self,
+        seed: str | None,
+        size: int,
+        until: float | None,
+        keys: list[str] | None = None,
+        *,
+        skip: list[str] | None = None,
     ) -> tuple[list[PageState], list[Lease], dict[str, list[float]]]:
         """Lease due rows of *seed* (any worker's live lease excludes a row), or those
-        of *keys* that are (a budget's choice): the rows, their leases and their
-        hosts' counts, for the caller to keep."""
+        of *keys* that are (a budget's choice), none of *skip*: the rows, their leases
+        and their hosts' counts, for the caller to keep."""
         with self.lock:
             if seed is None:  # a budget's keys: their seed is the rows' own
                 found = None
@@ -56,6 +62,7 @@ class Claims:
                 seconds=self.seconds,
                 keys=keys,
                 due_by=until if until is not None else now,
+                skip=skip,
             )
             wanted = [lease.key for lease in leases]
             rows = self.io.tuples(

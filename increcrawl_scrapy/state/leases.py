@@ -38,6 +38,7 @@ WITH due AS (
     SELECT p.normalized_url FROM pages AS p
     WHERE p.seed = %(seed)s AND GONE
       AND p.next_check <= %(due_by)s
+      AND NOT p.normalized_url = ANY(%(skip)s::text[])
       AND NOT EXISTS (
           SELECT 1 FROM leases AS l
           WHERE l.normalized_url = p.normalized_url AND l.expires_at > %(now)s)
@@ -73,9 +74,11 @@ def claim(
     seconds: float,
     keys: list[str] | None = None,
     due_by: float | None = None,
+    skip: list[str] | None = None,
 ) -> list[Lease]:
     """Lease up to *size* pages of *seed* due by *due_by* (default *now*; of *keys*
-    only, if given) to *owner* until ``now + seconds``, in the queue's order."""
+    only, if given; none of *skip*) to *owner* until ``now + seconds``, in the
+    queue's order."""
     params = {
         "seed": seed,
         "owner": owner,
@@ -84,6 +87,7 @@ def claim(
         "due_by": now if due_by is None else due_by,
         "until": now + seconds,
         "keys": keys,
+        "skip": skip or [],
     }
     statement = _CLAIM if keys is None else _CLAIM_KEYS
     with connection.transaction():

@@ -48,9 +48,9 @@ class ChangeQueue:
     ) -> tuple[list[PageState], tuple[float, int]]:
         """Up to *size* rows of *seed* due by *until* in the queue's order, after
         *after* (``(next_check, id)`` of the last row read), and where they end."""
-        if self.claims is not None:  # read after the results recorded so far
-            self.results.written()
-            pages, leases, counts = self.claims.claim(seed, size, until)
+        if self.claims is not None:
+            skip = self.results.before_claim(until)
+            pages, leases, counts = self.claims.claim(seed, size, until, skip=skip)
             self.results.keep_claimed(pages, leases, counts)
             return pages, after
         with self.database.mutex:
@@ -95,8 +95,8 @@ class ChangeQueue:
         """The stored rows of *keys*, in that order (a budget's choice); on a shared
         state, those this store could lease."""
         if self.claims is not None:
-            self.results.written()
-            pages, leases, counts = self.claims.claim(None, len(keys), None, keys)
+            skip = self.results.before_claim(self.results.clock())
+            pages, leases, counts = self.claims.claim(None, len(keys), None, keys, skip=skip)
             self.results.keep_claimed(pages, leases, counts)
             claimed = {page.normalized_url: page for page in pages}
             return [claimed[key] for key in keys if key in claimed]

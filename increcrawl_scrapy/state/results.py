@@ -17,7 +17,9 @@ local file, one connection) a flush writes in place.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
@@ -70,6 +72,7 @@ class Results:
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
+        self._retry_at = 0.0  # after a failed write, the next waits this long
         #: A shared state (PostgreSQL): rows are leased to this store while it
         #: fetches them, and results are written by the claims' connection, on a
         #: thread of their own.
@@ -78,8 +81,11 @@ class Results:
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
         self.writer = Writer(self.io, io_lock, hosts.demoted_wait)
-        self._loading = 0  # load() calls under way, and what was written meanwhile
-        self._written_in_load: set[str] = set()
+        self._wanted: dict[str, None] = {}  # keys load() callers wait for
+        self._loads = threading.Condition()  # taken with no other lock awaited
+        self._reading = False  # a load() caller reads for all
+        self._writes_done = 0  # batches written, the keys of the last ones
+        self._done_log: deque[tuple[int, frozenset[str]]] = deque(maxlen=16)
         self._epoch = 0  # moves when discovery may change rows (settle())
 
     @property
@@ -144,35 +150,52 @@ class Results:
 
     def load(self, keys: list[str]) -> None:
         """Read the rows of *keys* and their hosts' counts on the io connection, so
-        that recording them reads nothing (a shared state: off the reactor's thread)."""
+        that recording them reads nothing (a shared state: off the reactor's thread).
+        Callers at once share one read: each round trip reads what all of them want.
+        The store's mutex is never awaited while the io lock is held (a flush holds
+        them the other way round)."""
         with self.database.mutex:
-            keys = [key for key in keys if not self.known(key)]
-            if not keys:
+            wanted = [key for key in keys if not self.known(key)]
+        with self._loads:
+            self._wanted.update((key, None) for key in wanted)
+            while not all(self.known(key) for key in wanted):
+                if not self._reading:  # read what every caller waits for
+                    self._reading = True
+                    self._wanted.update((key, None) for key in wanted)  # if not read
+                    keys = [key for key in self._wanted if not self.known(key)]
+                    self._wanted = {}
+                    break
+                self._loads.wait()  # another caller is reading, perhaps these
+            else:
                 return
-            epoch = self._epoch
-            self._loading += 1
-        found: dict[str, PageState] | None = None
         try:
-            with self.writer.lock:
-                marks = ", ".join("?" for _ in keys)
-                rows = self.io.tuples(
-                    f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
-                )
-                found = {page.normalized_url: page for page in map(page_of, rows)}
-                hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
-                counts = self.hosts.read(self.io, hosts)
+            if keys:
+                self._read(keys)
         finally:
-            with self.database.mutex:
-                self._loading -= 1
-                written = self._written_in_load
-                if not self._loading:
-                    self._written_in_load = set()
-                if found is not None and epoch == self._epoch:  # else discovery wrote
-                    self.hosts.learn(counts)
-                    for key in keys:
-                        # A result recorded meanwhile is newer than what was read.
-                        if key not in written and not self._in_memory(key):
-                            self._remember(key, found.get(key))
+            with self._loads:
+                self._reading = False
+                self._loads.notify_all()
+
+    def _read(self, keys: list[str]) -> None:
+        with self.writer.lock:
+            # Batches written after this point are told apart below: a row of one of
+            # them read here may be older than its result.
+            start, epoch = self._writes_done, self._epoch
+            marks = ", ".join("?" for _ in keys)
+            rows = self.io.tuples(
+                f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
+            )
+            found = {page.normalized_url: page for page in map(page_of, rows)}
+            hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
+            counts = self.hosts.read(self.io, hosts)
+        with self.database.mutex:
+            if epoch != self._epoch or (self._done_log and self._done_log[0][0] > start + 1):
+                return  # discovery wrote, or too many batches to tell: read again later
+            written = set().union(*(keys for at, keys in self._done_log if at > start))
+            self.hosts.learn(counts)
+            for key in keys:
+                if key not in written and not self._in_memory(key):
+                    self._remember(key, found.get(key))
 
     def _remember(self, key: str, page: PageState | None) -> None:
         """A loaded row, or its absence; the oldest forgotten past the cache's size
@@ -287,13 +310,18 @@ class Results:
         else:
             self.flush()
 
-    def written(self) -> None:
-        """Wait until the results recorded so far are written (the queue is read
-        after them), holding the mutex only to hand them to the writer thread: on a
-        worker thread, while the reactor goes on recording."""
-        if not self.shared:
-            self.flush()
-            return
+    def before_claim(self, until: float) -> list[str]:
+        """Before a claim (on a worker thread): the results recorded so far start
+        being written, and the claim skips their rows (still leased to this store:
+        the skip matters only once a lease has run out). If one of them is due
+        again by *until* (its write would put it back in the queue, as a failure
+        that leaves its row due does), the claim waits for the writes and reads the
+        written rows instead."""
+        with self.database.mutex:
+            self._flush_soon()
+            unwritten = self._unwritten()
+            if all(page.next_check > until for page in unwritten.values()):
+                return list(unwritten)
         for _ in range(2):  # the batch being written, then the rest
             with self.database.mutex:
                 self._collect()
@@ -301,14 +329,19 @@ class Results:
                     self._flush_soon()
                 future = self.writer.future
             if future is None:
-                return
+                break
             wait([future])
+        with self.database.mutex:
+            return [key for key, page in self._unwritten().items() if page.next_check > until]
+
+    def _unwritten(self) -> dict[str, PageState]:
+        return {**self.writer.in_flight, **self._pending, **self._held}
 
     def _flush_soon(self) -> None:
         """Hand pending results to the writer thread, unless it is writing: then
         they wait for the next flush (one batch at a time keeps their order)."""
         self._collect()
-        if not self.writer.busy:
+        if not self.writer.busy and time.monotonic() >= self._retry_at:
             batch = self._take()
             if batch is not None:
                 self.writer.start(batch)
@@ -324,6 +357,7 @@ class Results:
             self._done(batch)
             return
         self._restore(batch)
+        self._retry_at = time.monotonic() + self.flush_seconds  # not at every record
         logger.error(
             "Could not write %d results (%s): they are kept and written with the next flush",
             len(batch.pages),
@@ -353,8 +387,8 @@ class Results:
 
     def _done(self, batch: Batch) -> None:
         self._new_keys.difference_update(batch.pages)
-        if self._loading:
-            self._written_in_load.update(batch.pages)
+        self._writes_done += 1
+        self._done_log.append((self._writes_done, frozenset(batch.pages)))
         if batch.lost and self.claims is not None:
             self.claims.lost += len(batch.lost)
             logger.warning(
