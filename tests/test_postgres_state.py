@@ -259,14 +259,6 @@ async def test_changed_settings_rekey_and_refingerprint_a_postgresql_state(
     assert result.stats.get("increcrawl/rekeyed", 0) == 0  # checked, nothing to move
 
 
-def test_operator_commands_point_a_postgresql_state_to_migrate(tmp_path: Path) -> None:
-    dsn = "postgresql://crawler:s3cret@127.0.0.1:5432/state"
-    command = [sys.executable, "-m", "scrapy", "increcrawl", "status", "-s", f"INCRECRAWL_DB={dsn}"]
-    done = run_process(command, tmp_path)
-    assert done.returncode != 0
-    assert "scrapy increcrawl migrate" in done.stdout and "s3cret" not in done.stdout
-
-
 @pytest_twisted.ensureDeferred
 async def test_crawls_on_one_state_share_the_plans_concurrency(
     postgres_dsn: str, clock: Clock, monkeypatch

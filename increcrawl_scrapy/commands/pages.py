@@ -8,7 +8,6 @@ import argparse
 import difflib
 import json
 import shlex
-import sqlite3
 import sys
 import time
 from typing import Any
@@ -16,9 +15,10 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import config_of, exists, read_only
+from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_only
 from increcrawl_scrapy.noise import differing_lines, propose
 from increcrawl_scrapy.state.contents import KeptVersions, last_change
+from increcrawl_scrapy.state.locations import shown
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
 NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"
@@ -43,11 +43,11 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         db = read_only(config)
         known = db.execute("SELECT 1 FROM pages WHERE normalized_url = ?", (key,)).fetchone()
         kept = last_change(db, key) if known else None
-    except sqlite3.Error as exc:
-        print(f"Cannot read {config.db_path}: {exc}")
+    except ERRORS as exc:
+        print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if not known:
-        print(f"No page {url} in {config.db_path}")
+        print(f"No page {url} in {shown(config.db_path)}")
         return 1
     if kept is None:
         print(f"No kept content for {url}: {NO_CONTENT}")
@@ -93,12 +93,12 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
                 "SELECT 1 FROM pages WHERE seed = ? LIMIT 1", (opts.seed,)
             ).fetchone()
         ):
-            print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+            print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
             return 1
         rows = db.execute(query, params).fetchall()
         pages = [_page(dict(row), last_change(db, row["normalized_url"]), config) for row in rows]
-    except sqlite3.Error as exc:
-        print(f"Cannot read {config.db_path}: {exc}")
+    except ERRORS as exc:
+        print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     pairs = [page.pop("_pair") for page in pages]
     known = [pair for pair in pairs if pair is not None]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 from importlib import resources
 from typing import Any
 
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
+from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.state.locations import is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -46,13 +46,15 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
         return 1
     try:
         data = gather(read_only(config), now(config), seed=opts.seed)
-    except sqlite3.Error as exc:
-        print(f"Cannot read {config.db_path}: {exc}")
+    except ERRORS as exc:
+        print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if opts.seed and not data["seeds"]:
-        print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+        print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
         return 1
-    data["database"] = os.path.abspath(config.db_path)
+    data["database"] = (
+        shown(config.db_path) if is_postgres(config.db_path) else os.path.abspath(config.db_path)
+    )
     try:
         with open(opts.output, "w", encoding="utf-8") as out:
             out.write(render(data))
@@ -71,18 +73,20 @@ def render(data: dict[str, Any]) -> str:
     return template.read_text(encoding="utf-8").replace(_PLACEHOLDER, island)
 
 
-def gather(db: sqlite3.Connection, at: float, seed: str | None = None) -> dict[str, Any]:
+def gather(db: Any, at: float, seed: str | None = None) -> dict[str, Any]:
     seeds = [r[0] for r in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed")]
     if seed:
         seeds = [name for name in seeds if name == seed]
     return {"generated_at": at, "seeds": [_seed(db, name, at) for name in seeds]}
 
 
-def _seed(db: sqlite3.Connection, seed: str, at: float) -> dict[str, Any]:
+def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
     counts = db.execute(
-        "SELECT count(*) AS pages, coalesce(sum(gone = 0), 0) AS live, "
-        "coalesce(sum(gone), 0) AS gone, "
-        "coalesce(sum(next_check <= ? AND gone = 0), 0) AS due_now FROM pages WHERE seed = ?",
+        "SELECT count(*) AS pages, "
+        "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "
+        "coalesce(sum(CASE WHEN gone <> 0 THEN 1 ELSE 0 END), 0) AS gone, "
+        "coalesce(sum(CASE WHEN next_check <= ? AND gone = 0 THEN 1 ELSE 0 END), 0) AS due_now "
+        "FROM pages WHERE seed = ?",
         (at, seed),
     ).fetchone()
     runs = [
@@ -124,7 +128,7 @@ def _seed(db: sqlite3.Connection, seed: str, at: float) -> dict[str, Any]:
     }
 
 
-def _intervals(db: sqlite3.Connection, seed: str) -> list[dict[str, Any]]:
+def _intervals(db: Any, seed: str) -> list[dict[str, Any]]:
     tally = [0] * len(INTERVAL_BUCKETS)
     rows = db.execute(
         "SELECT interval_s FROM pages WHERE seed = ? AND gone = 0 AND last_fetched IS NOT NULL",

@@ -1,14 +1,15 @@
 """``scrapy increcrawl status | due | forget``: the state database without SQL.
 
 ``status`` opens the database read-only; ``due`` and ``forget`` take the crawl lock,
-so they never change a database under a running crawl (exit code 75: try later).
+so they never change a database under a running crawl (exit code 75: try later). A
+PostgreSQL state has no such lock (several crawls share it): there they apply at
+once, under running crawls, which see them at their next claim.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import time
 from typing import Any
@@ -16,11 +17,24 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
+from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.run_summary import saved
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
+from increcrawl_scrapy.state.locations import shown
 
 DAY = 86_400.0
+#: Counts of a seed's rows, in SQL both SQLite and PostgreSQL read (no sums of
+#: comparisons: PostgreSQL's are booleans).
+_COUNTED = ", ".join(
+    f"sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS {name}"
+    for name, condition in (
+        ("live", "gone = 0"),
+        ("gone", "gone <> 0"),
+        ("missing", "missing_runs > 0 AND gone = 0"),
+        ("due_now", "next_check <= :now AND gone = 0"),
+        ("due_24h", "next_check <= :day AND gone = 0"),
+    )
+)
 
 
 def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
@@ -38,7 +52,7 @@ def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str
     try:
         with StateStore.from_config(config, exclusive=True) as store:
             if opts.seed and not store.count(opts.seed):
-                print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+                print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
                 return 1
             if action == "due":
                 changed = store.make_due(url=url, seed=opts.seed)
@@ -51,7 +65,7 @@ def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str
         print(str(exc))
         return 1
     if url and not changed:
-        print(f"No page {url} in {config.db_path}")
+        print(f"No page {url} in {shown(config.db_path)}")
         return 1
     done = "made due now" if action == "due" else "forgotten"
     print(f"{changed} page{'s' if changed != 1 else ''} {done}")
@@ -68,13 +82,13 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
         return 1
     try:
         report = _status(read_only(config), now(config))
-    except sqlite3.Error as exc:
-        print(f"Cannot read {config.db_path}: {exc}")
+    except ERRORS as exc:
+        print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if opts.seed:
         report["seeds"] = [s for s in report["seeds"] if s["seed"] == opts.seed]
         if not report["seeds"]:
-            print(f"No pages of seed {opts.seed!r} in {config.db_path}")
+            print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
             return 1
     if opts.json:
         print(json.dumps(report, indent=2))
@@ -83,14 +97,11 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
     return 0
 
 
-def _status(db: sqlite3.Connection, now: float) -> dict[str, Any]:
+def _status(db: Any, now: float) -> dict[str, Any]:
     seeds = []
     for (seed,) in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed"):
         rows = db.execute(
-            "SELECT count(*) AS pages, sum(gone = 0) AS live, sum(gone) AS gone, "
-            "sum(missing_runs > 0 AND gone = 0) AS missing, "
-            "sum(next_check <= :now AND gone = 0) AS due_now, "
-            "sum(next_check <= :day AND gone = 0) AS due_24h FROM pages WHERE seed = :seed",
+            "SELECT count(*) AS pages, " + _COUNTED + " FROM pages WHERE seed = :seed",
             {"seed": seed, "now": now, "day": now + DAY},
         ).fetchone()
         intervals = [

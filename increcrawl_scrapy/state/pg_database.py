@@ -90,6 +90,33 @@ def connect(dsn: str, *, create: bool = True) -> Any:
     return raw
 
 
+def read_only(dsn: str) -> Connection:
+    """A connection to the state at *dsn* whose transactions cannot write (the
+    operator's read-only commands), in SQLite's SQL; StateError when there is none,
+    or it is of another schema version than this package's (never migrated here)."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StateError(
+            "a PostgreSQL state needs psycopg: pip install 'increcrawl-scrapy[postgres]'"
+        ) from None
+    try:
+        raw = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
+    found = pg_schema.version(raw)
+    if found != pg_schema.SCHEMA_VERSION:
+        raw.close()
+        raise StateError(
+            f"no increcrawl state in {shown(dsn)}"
+            if not found
+            else f"{shown(dsn)} has schema version {found}, this package reads "
+            f"{pg_schema.SCHEMA_VERSION}: a crawl with this package brings it up to date"
+        )
+    raw.execute("SET default_transaction_read_only = on")
+    return Connection(raw)
+
+
 class PostgresDatabase:
     """An open, migrated state on a PostgreSQL server."""
 
