@@ -195,3 +195,23 @@ def test_dates_in_the_future_are_counted_per_host(open_store: Factory, clock: Cl
     rows = store.database.execute("SELECT future_dates FROM hosts WHERE host = ?", ("example.com",))
     assert rows.fetchone()[0] == 4
     assert all(page.sitemap_lastmod != ahead for page in store.due(SEED))  # clamped
+
+
+def test_rows_seen_again_take_their_date_and_sitemap(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    a, b, feed = (f"https://example.com/{name}" for name in ("a.xml", "b.xml", "feed"))
+    one, two = urls(2)
+    run = store.start_run(SEED)
+    run.upsert([(one, "2020-01-01T00:00:00Z")], sitemap_url=a)
+    run.upsert([(two, None)], sitemap_url=feed, feed=True)
+    run.finish({}, discovery_complete=True)
+    clock.advance(DAY)
+    run = store.start_run(SEED)
+    run.upsert([(one, "2999-01-01T00:00:00Z")], sitemap_url=b)  # a date in the future
+    run.upsert([(one, None), (two, "2021-01-01T00:00:00Z")], sitemap_url=feed, feed=True)
+    run.finish({}, discovery_complete=True)
+    first, second = store.get(one), store.get(two)
+    assert first is not None and second is not None
+    assert (first.sitemap_url, first.sitemap_lastmod) == (b, "2020-01-01T00:00:00Z")
+    assert (first.last_seen, first.missing_runs) == (clock.now, 0)
+    assert (second.sitemap_url, second.sitemap_lastmod) == (feed, "2021-01-01T00:00:00Z")

@@ -11,7 +11,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from increcrawl_scrapy.state import pg_schema
+from increcrawl_scrapy.state import (
+    pg_overrides,  # noqa: F401  (registers PostgreSQL's own statements)
+    pg_schema,
+)
 from increcrawl_scrapy.state.database import StateError
 from increcrawl_scrapy.state.dialect import postgres
 from increcrawl_scrapy.state.locations import shown

@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
-from increcrawl_scrapy.state import dialect
 from increcrawl_scrapy.state.database import Database
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
@@ -324,11 +323,6 @@ _FILL_CHUNK = (
     "INSERT INTO temp.chunk SELECT "
     + ", ".join(f"json_extract(value, '$[{column}]')" for column in range(6))
     + " FROM json_each(?)"
-)
-
-dialect.OVERRIDES[_FILL_CHUNK] = (
-    "INSERT INTO pg_temp.chunk SELECT e->>0, e->>1, e->>2, e->>3, e->>4, "
-    "(e->>5)::boolean::int FROM jsonb_array_elements(%s::jsonb) AS e"
 )
 
 _APPLY_CHUNK = (
