@@ -72,10 +72,9 @@ class Connection:
         return self.raw.cursor().execute(postgres(sql), _plain(params) if params else None)
 
 
-def connect(dsn: str, *, create: bool = True) -> Any:
-    """An autocommit connection to a migrated state at *dsn* (StateError, with what
-    to do, when psycopg is missing, the server cannot be reached, or there is no state
-    and *create* is false)."""
+def _connect(dsn: str) -> Any:
+    """An autocommit connection to *dsn* (StateError, with what to do, when psycopg
+    is missing or the server cannot be reached)."""
     try:
         import psycopg
     except ImportError:
@@ -83,9 +82,15 @@ def connect(dsn: str, *, create: bool = True) -> Any:
             "a PostgreSQL state needs psycopg: pip install 'increcrawl-scrapy[postgres]'"
         ) from None
     try:
-        raw = psycopg.connect(dsn, autocommit=True)
+        return psycopg.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
         raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
+
+
+def connect(dsn: str, *, create: bool = True) -> Any:
+    """An autocommit connection to a migrated state at *dsn* (StateError also when
+    there is no state and *create* is false)."""
+    raw = _connect(dsn)
     if not create and pg_schema.version(raw) == 0:
         raw.close()
         raise StateError(f"no increcrawl state in {shown(dsn)}")
@@ -97,16 +102,7 @@ def read_only(dsn: str) -> Connection:
     """A connection to the state at *dsn* whose transactions cannot write (the
     operator's read-only commands), in SQLite's SQL; StateError when there is none,
     or it is of another schema version than this package's (never migrated here)."""
-    try:
-        import psycopg
-    except ImportError:
-        raise StateError(
-            "a PostgreSQL state needs psycopg: pip install 'increcrawl-scrapy[postgres]'"
-        ) from None
-    try:
-        raw = psycopg.connect(dsn, autocommit=True)
-    except psycopg.Error as exc:
-        raise StateError(f"cannot connect to {shown(dsn)}: {exc}") from None
+    raw = _connect(dsn)
     found = pg_schema.version(raw)
     if found != pg_schema.SCHEMA_VERSION:
         raw.close()
