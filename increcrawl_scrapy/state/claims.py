@@ -14,7 +14,7 @@ from typing import Any
 from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.workers import beat, leave
 
 
@@ -65,11 +65,8 @@ class Claims:
                 skip=skip,
             )
             wanted = [lease.key for lease in leases]
-            rows = self.io.tuples(
-                f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ANY(?)", (wanted,)
-            )
-            found_pages = {page.normalized_url: page for page in map(page_of, rows)}
-            pages = [found_pages[key] for key in wanted if key in found_pages]
+            found = rows_by_key(self.io, wanted) if wanted else {}
+            pages = [found[key] for key in wanted if key in found]
             counts = self.hosts.read(self.io, {page.host or "" for page in pages})
         return pages, leases, counts
 

@@ -31,13 +31,9 @@ class Hosts:
         self._dirty: set[str] = set()
 
     def _load(self, host: str) -> list[float]:
-        counts = self._counts.get(host)
-        if counts is None:
-            row = self.database.execute(
-                f"SELECT {', '.join(_COUNTS)} FROM hosts WHERE host = ?", (host,)
-            ).fetchone()
-            counts = self._counts[host] = [float(v) for v in row] if row else [0.0] * 4
-        return counts
+        if host not in self._counts:
+            self.learn(self.read(self.database, {host}))
+        return self._counts[host]
 
     def known(self, host: str | None) -> bool:
         """Whether *host*'s counts are at hand (judging it reads nothing)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
 from increcrawl_scrapy.state.results import Results
 
 _NEXT_CHECK = PAGE_COLUMNS.index("next_check")
@@ -102,11 +102,7 @@ class ChangeQueue:
             return [claimed[key] for key in keys if key in claimed]
         with self.database.mutex:
             self.results.flush()
-            marks = ", ".join("?" for _ in keys)
-            rows = self.database.tuples(
-                f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
-            )
-            found = {page.normalized_url: page for page in map(page_of, rows)}
+            found = rows_by_key(self.database, keys)
             pages = [found[key] for key in keys if key in found]
             self.results.keep_queued(pages)
         return pages

@@ -31,7 +31,7 @@ from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
 
@@ -181,11 +181,7 @@ class Results:
             # Batches written after this point are told apart below: a row of one of
             # them read here may be older than its result.
             start, epoch = self._writes_done, self._epoch
-            marks = ", ".join("?" for _ in keys)
-            rows = self.io.tuples(
-                f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
-            )
-            found = {page.normalized_url: page for page in map(page_of, rows)}
+            found = rows_by_key(self.io, keys)
             hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
             counts = self.hosts.read(self.io, hosts)
         with self.database.mutex:
