@@ -57,6 +57,43 @@ async def in_thread(function: Callable[..., _T], *args: Any) -> _T:
     return await maybe_deferred_to_future(threads.deferToThread(function, *args))
 
 
+_content_pool: Any = None
+_content_waiting = 0
+
+
+def content_backlog() -> int:
+    """Content jobs given to the content thread and not done yet."""
+    return _content_waiting
+
+
+async def in_content_thread(function: Callable[..., _T], *args: Any) -> _T:
+    """Run a page's content work (parsing, extraction, conversion) on the one thread
+    kept for it: lxml and trafilatura keep per-thread state (10 threads took 3x the
+    memory of one), and the GIL makes more threads no faster."""
+    global _content_pool, _content_waiting
+    from twisted.internet import reactor
+    from twisted.python.threadpool import ThreadPool
+
+    if _content_pool is None:
+        _content_pool = ThreadPool(minthreads=0, maxthreads=1, name="increcrawl-content")
+        _content_pool.start()
+        reactor.addSystemEventTrigger("during", "shutdown", _stop_content_pool)  # type: ignore[arg-type]
+    _content_waiting += 1
+    try:
+        return await maybe_deferred_to_future(
+            threads.deferToThreadPool(reactor, _content_pool, function, *args)
+        )
+    finally:
+        _content_waiting -= 1
+
+
+def _stop_content_pool() -> None:
+    global _content_pool
+    pool, _content_pool = _content_pool, None
+    if pool is not None:
+        pool.stop()
+
+
 async def sleep(seconds: float) -> None:
     """Wait without blocking the reactor, with any reactor."""
     from twisted.internet import reactor, task

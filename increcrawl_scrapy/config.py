@@ -1,4 +1,5 @@
-"""Every increcrawl setting: its name, default and validation, in one place.
+"""Every increcrawl setting: its name, default and validation, in one place (typed
+reads and ConfigError in ``setting_reads.py``).
 
 Components call :meth:`IncrecrawlConfig.from_settings` once and read typed
 attributes afterwards; nothing else calls ``settings.get*`` for these names.
@@ -6,17 +7,14 @@ attributes afterwards; nothing else calls ``settings.get*`` for these names.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, cast
+from typing import Any
 
 from scrapy.settings import BaseSettings
-from scrapy.utils.misc import load_object
+
+from increcrawl_scrapy.setting_reads import ConfigError, Reader, check_format, check_regex
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -62,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_REVIVE_GONE": False,
     "INCRECRAWL_EXPORT": "changes",
     "INCRECRAWL_KEEP_CONTENT": False,
+    "INCRECRAWL_MAIN_CONTENT": True,  # the page's own content, not the site's template
+    "INCRECRAWL_CONTENT_SELECTOR": None,  # CSS or XPath of the site's main element
+    "INCRECRAWL_MAX_PAGE_BYTES": 10 * 1024 * 1024,  # decompressed
     "INCRECRAWL_SKIP_NOT_DUE": False,
     "INCRECRAWL_FLUSH_ITEMS": 100,
     "INCRECRAWL_FLUSH_SECONDS": 5.0,
@@ -92,15 +93,6 @@ FETCHERS = ("auto", "geonode", "direct")
 POLICIES = ("learned", "adaptive")
 BUDGET_ORDERS = ("change", "oldest")
 EXPORTS = ("changes", "all")
-
-
-class ConfigError(ValueError):
-    """A setting has a value the crawl cannot run with. The message names it."""
-
-    def __init__(self, name: str, value: Any, why: str) -> None:
-        super().__init__(f"{name}={value!r}: {why}")
-        self.setting = name
-        self.value = value
 
 
 @dataclass(frozen=True)
@@ -139,6 +131,9 @@ class IncrecrawlConfig:
     revive_gone: bool
     export: str
     keep_content: bool
+    main_content: bool
+    content_selector: str | None
+    max_page_bytes: int
     skip_not_due: bool
     flush_items: int
     flush_seconds: float
@@ -180,7 +175,7 @@ class IncrecrawlConfig:
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> IncrecrawlConfig:
         if not isinstance(settings, BaseSettings):
             settings = BaseSettings(dict(settings))
-        read = _Reader(settings)
+        read = Reader(settings, DEFAULTS)
         # The key and the API URL are read the same way: the setting, else the
         # environment, so an exported GEONODE_API_URL is never silently ignored.
         api_url = read.text_or_env("GEONODE_API_URL") or DEFAULTS["GEONODE_API_URL"]
@@ -190,7 +185,7 @@ class IncrecrawlConfig:
             concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
             concurrency_from_plan=settings.get("GEONODE_CONCURRENCY") is None,
             render_js=read.flag("GEONODE_RENDER_JS"),
-            formats=read.strings("GEONODE_FORMATS", check=_format)
+            formats=read.strings("GEONODE_FORMATS", check=check_format)
             if read.raw("GEONODE_FORMATS") is not None
             else None,
             timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),
@@ -221,16 +216,19 @@ class IncrecrawlConfig:
             revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
             export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
             keep_content=read.flag("INCRECRAWL_KEEP_CONTENT"),
+            main_content=read.flag("INCRECRAWL_MAIN_CONTENT"),
+            content_selector=(read.raw("INCRECRAWL_CONTENT_SELECTOR") or "").strip() or None,
+            max_page_bytes=read.number("INCRECRAWL_MAX_PAGE_BYTES", int, minimum=1024),
             skip_not_due=read.flag("INCRECRAWL_SKIP_NOT_DUE"),
             flush_items=read.number("INCRECRAWL_FLUSH_ITEMS", int, minimum=1),
             flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
             sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),
             sitemap_max_depth=read.number("INCRECRAWL_SITEMAP_MAX_DEPTH", int, minimum=0),
             include_subdomains=read.flag("INCRECRAWL_INCLUDE_SUBDOMAINS"),
-            allow=read.strings("INCRECRAWL_ALLOW", check=_regex, comma_separated=False),
-            deny=read.strings("INCRECRAWL_DENY", check=_regex, comma_separated=False),
+            allow=read.strings("INCRECRAWL_ALLOW", check=check_regex, comma_separated=False),
+            deny=read.strings("INCRECRAWL_DENY", check=check_regex, comma_separated=False),
             sitemap_follow=read.strings(
-                "INCRECRAWL_SITEMAP_FOLLOW", check=_regex, comma_separated=False
+                "INCRECRAWL_SITEMAP_FOLLOW", check=check_regex, comma_separated=False
             ),
             sitemap_alternates=read.flag("INCRECRAWL_SITEMAP_ALTERNATES"),
             url_field=read.text("INCRECRAWL_URL_FIELD"),
@@ -299,125 +297,3 @@ def redact(secret: str | None) -> str:
     if not secret:
         return "<unset>"
     return f"{secret[:4]}***" if len(secret) > 8 else "***"
-
-
-def _format(name: str, value: str) -> None:
-    if value not in ("markdown", "html"):
-        raise ConfigError(name, value, "formats are 'markdown' and 'html'")
-
-
-class _Reader:
-    """Typed reads with errors that name the setting and the value."""
-
-    def __init__(self, settings: BaseSettings) -> None:
-        self.settings = settings
-
-    def raw(self, name: str) -> Any:
-        return self.settings.get(name, DEFAULTS[name])
-
-    def text_or_env(self, name: str) -> str:
-        """The setting, else the environment variable of the same name."""
-        value = self.settings.get(name)
-        if value is None or value == "":
-            value = os.environ.get(name, "")
-        if not isinstance(value, str):
-            raise ConfigError(name, value, "must be a string")
-        return value
-
-    def text(self, name: str) -> str:
-        value = self.raw(name)
-        if not isinstance(value, str):
-            raise ConfigError(name, value, "must be a string")
-        return value
-
-    def flag(self, name: str) -> bool:
-        value = self.raw(name)
-        if isinstance(value, bool):
-            return value
-        try:
-            return BaseSettings({name: value}).getbool(name)
-        except ValueError:
-            raise ConfigError(name, value, "must be true or false") from None
-
-    def number(
-        self,
-        name: str,
-        kind: Callable[[Any], Any],
-        *,
-        minimum: float | None = None,
-        maximum: float | None = None,
-        above: float | None = None,
-    ) -> Any:
-        value = self.raw(name)
-        if isinstance(value, bool):
-            raise ConfigError(name, value, "must be a number")
-        try:
-            number = kind(value)
-        except (TypeError, ValueError):
-            raise ConfigError(name, value, "must be a number") from None
-        if kind is int and isinstance(value, float) and value != number:
-            raise ConfigError(name, value, "must be a whole number")
-        if number != number or number in (float("inf"), float("-inf")):
-            raise ConfigError(name, value, "must be a finite number")
-        if minimum is not None and number < minimum:
-            raise ConfigError(name, value, f"must be at least {minimum:g}")
-        if above is not None and number <= above:
-            raise ConfigError(name, value, f"must be greater than {above:g}")
-        if maximum is not None and number > maximum:
-            raise ConfigError(name, value, f"must be at most {maximum:g}")
-        return number
-
-    def clock(self, name: str) -> Callable[[], float]:
-        # A hook for tests and simulations: a callable returning Unix seconds.
-        value = self.raw(name)
-        if value is None:
-            return time.time
-        if isinstance(value, str):
-            try:
-                value = load_object(value)
-            except (ImportError, NameError, ValueError) as exc:
-                raise ConfigError(name, value, f"cannot be imported ({exc})") from None
-        if not callable(value):
-            raise ConfigError(name, value, "must be a callable returning Unix seconds")
-        return cast("Callable[[], float]", value)
-
-    def choice(self, name: str, allowed: tuple[str, ...]) -> str:
-        value = self.raw(name)
-        if not isinstance(value, str) or value.lower() not in allowed:
-            raise ConfigError(name, value, f"must be one of {', '.join(allowed)}")
-        return value.lower()
-
-    def strings(
-        self,
-        name: str,
-        *,
-        check: Callable[[str, str], None] | None = None,
-        comma_separated: bool = True,
-    ) -> tuple[str, ...]:
-        value = self.raw(name)
-        if isinstance(value, str) and value.lstrip().startswith("["):
-            # ``-s NAME='["a", "b"]'`` from the command line or a Scrapyd job.
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ConfigError(name, value, "is not a valid JSON list") from None
-        if isinstance(value, str):
-            parts = value.split(",") if comma_separated else [value]
-            items = [part.strip() for part in parts if part.strip()]
-        elif isinstance(value, list | tuple | set | frozenset):
-            items = list(value)
-        else:
-            raise ConfigError(name, value, "must be a list of strings")
-        for item in items:
-            if not isinstance(item, str) or not item:
-                raise ConfigError(name, value, f"has a non-string or empty entry {item!r}")
-            if check is not None:
-                check(name, item)
-        return tuple(items)
-
-
-def _regex(name: str, pattern: str) -> None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ConfigError(name, pattern, f"not a valid regular expression ({exc})") from None

@@ -10,25 +10,36 @@ import hashlib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
+
+import regex
 
 from increcrawl_scrapy.config import ConfigError
 
 # Only what is volatile by construction: a rule that also matches real content
 # (a date, a time, a word such as "session") would hide real edits.
 
+# Every repetition that could start over at each position is bounded, so that no
+# default rule is quadratic (40 KB of "a-a-a-..." took 56 s with unbounded ones):
+# each rule is linear in the text, tested on adversarial inputs of 1 MB.
 # Names of per-request tokens: CSRF/XSRF, nonces, session ids.
 _NONCE_NAME = (
-    r"[\w-]*(?:csrf|xsrf)[\w-]*|[\w-]*nonce|authenticity[_-]?token"
+    r"[\w-]{0,32}(?:csrf|xsrf)[\w-]{0,32}|[\w-]{0,32}nonce|authenticity[_-]?token"
     r"|request[_-]?verification[_-]?token|(?:j|asp\.net[_-]?)?session[_-]?id|(?:php)?sessid|sid"
 )
 # A token value: 8+ token characters, at least one of them a digit.
-_NONCE_VALUE = r"(?=[A-Za-z_\-+/=.|]*\d)[A-Za-z0-9_\-+/=.|]{8,}"
+_NONCE_VALUE = r"(?=[A-Za-z_\-+/=.|]{0,64}\d)[A-Za-z0-9_\-+/=.|]{8,4096}"
 # ``name=value`` / ``name: value`` (quotes optional), as query strings and scripts write them.
-_NONCE_ASSIGNMENT = rf"(?i)\b(?:{_NONCE_NAME})[\"']?[ \t]*[:=][ \t]*[\"']?{_NONCE_VALUE}[\"']?"
+# A name starts where no name character precedes it: starting again inside a long
+# run of them ("csrf-csrf-...") would try the run from every position.
+_NONCE_ASSIGNMENT = (
+    rf"(?i)(?<![\w-])(?:{_NONCE_NAME})[\"']?[ \t]{{0,8}}[:=][ \t]{{0,8}}[\"']?"
+    rf"{_NONCE_VALUE}[\"']?"
+)
 # The same in HTML left in the text: ``name="csrf_token" value="..."`` or ``content=``.
 _NONCE_ATTRIBUTE = (
-    rf"(?i)\b(?:name|id)\s*=\s*[\"'](?:{_NONCE_NAME})[\"']"
-    r"[^>\n]*?\b(?:value|content)\s*=\s*[\"'][^\"'\n]*[\"']"
+    rf"(?i)\b(?:name|id)[ \t]{{0,8}}=[ \t]{{0,8}}[\"'](?:{_NONCE_NAME})[\"']"
+    r"[^>\n]{0,128}?\b(?:value|content)[ \t]{0,8}=[ \t]{0,8}[\"'][^\"'\n]{0,4096}[\"']"
 )
 # A render timestamp where a label says it is one ("Rendered at 2024-05-01T10:00Z",
 # "Page generated on 2024-05-01 10:00:03 UTC"): the label and the time go together.
@@ -70,22 +81,48 @@ VOLATILE_PATTERNS: tuple[str, ...] = (
     _CACHE_BUSTER,
     _VIEW_COUNTER,
 )
+# Words each default rule cannot match without (lower case): a rule whose words are
+# all absent from a page is not run on it, which spares most pages most rules.
+_RELATED = ("related",)
+_TRIGGERS: tuple[tuple[str, ...], ...] = (
+    *(_RELATED for _ in range(1, 7)),
+    ("value", "content"),
+    ("csrf", "xsrf", "nonce", "authenticity", "verification", "session", "sid"),
+    ("rendered", "generated", "served", "cached", "built", "retrieved", "fetched"),
+    ("?",),
+    ("view", "read", "visit", "hit"),
+)
+#: A user's rule may take this long on one page (the ``regex`` module's timeout).
+USER_PATTERN_SECONDS = 1.0
 
 _BLANKS = re.compile(r"[ \t\u00a0]+")
 
 
-def compile_patterns(extra_patterns: Iterable[str] = ()) -> tuple[re.Pattern[str], ...]:
+class PatternTimeout(RuntimeError):
+    """A rule of INCRECRAWL_VOLATILE_PATTERNS took too long on a page."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(
+            f"INCRECRAWL_VOLATILE_PATTERNS rule {pattern!r} took over "
+            f"{USER_PATTERN_SECONDS:g} s on a page (it backtracks: bound its repetitions)"
+        )
+        self.pattern = pattern
+
+
+def compile_patterns(extra_patterns: Iterable[str] = ()) -> tuple[Any, ...]:
     """Compile the defaults plus *extra_patterns*; a bad one raises ConfigError."""
     return _compile(tuple(extra_patterns))
 
 
 @lru_cache(maxsize=16)
-def _compile(extra: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    compiled = [re.compile(p) for p in VOLATILE_PATTERNS]
+def _compile(extra: tuple[str, ...]) -> tuple[Any, ...]:
+    compiled: list[Any] = [re.compile(p) for p in VOLATILE_PATTERNS]
     for pattern in extra:
+        # Users' rules run under the regex module: it can stop a rule that
+        # backtracks (a timeout) and lets other threads run meanwhile (no GIL).
         try:
-            compiled.append(re.compile(pattern, re.MULTILINE))
-        except re.error as exc:
+            compiled.append(regex.compile(pattern, regex.MULTILINE | regex.VERSION0))
+        except regex.error as exc:
             raise ConfigError(
                 "INCRECRAWL_VOLATILE_PATTERNS", pattern, f"not a valid regular expression ({exc})"
             ) from None
@@ -93,10 +130,22 @@ def _compile(extra: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
 
 
 def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
-    """The text a fingerprint is taken of: volatile parts and blank lines removed."""
+    """The text a fingerprint is taken of: volatile parts and blank lines removed.
+    Raises PatternTimeout when a user's rule takes too long."""
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
-    for pattern in compile_patterns(extra_patterns):
-        text = pattern.sub("", text)
+    lower = text.lower()
+    for index, pattern in enumerate(compile_patterns(extra_patterns)):
+        if index < len(_TRIGGERS):
+            if not any(word in lower for word in _TRIGGERS[index]):
+                continue
+            text, count = pattern.subn("", text)
+        else:
+            try:
+                text, count = pattern.subn("", text, timeout=USER_PATTERN_SECONDS)
+            except TimeoutError:
+                raise PatternTimeout(pattern.pattern) from None
+        if count:
+            lower = text.lower()  # a deletion may join words
     lines = (_BLANKS.sub(" ", line).strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 

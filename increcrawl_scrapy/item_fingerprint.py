@@ -26,6 +26,7 @@ ADDED_FIELDS = frozenset(
         "final_url",
         "error",
         "site_failure",
+        "alias_of",
     }
 )
 

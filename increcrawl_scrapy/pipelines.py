@@ -13,7 +13,7 @@ from scrapy.exceptions import DropItem
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
-from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
 from increcrawl_scrapy.page_groups import Member, peek, take
 from increcrawl_scrapy.rows import Outcome, Recorded
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Texts fingerprinted on the reactor's thread, at most (about 2 ms of work; larger
+#: ones, and any with users' rules, which may backtrack, go to a worker thread).
+INLINE_CHARS = 64 * 1024
 UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
 #: Results written only once their item is delivered (``delivery.py``).
 DELIVERED = (Outcome.NEW, Outcome.CHANGED, Outcome.GONE)
@@ -54,6 +57,8 @@ class IncrementalStatePipeline:
         self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
         self.content_field: str | None = None
+        #: Fingerprints taken off the reactor's thread: by item, by text.
+        self._hashes: dict[int, dict[str, str]] = {}
 
     def open_spider(self, spider: Spider | None = None) -> None:
         try:
@@ -68,19 +73,62 @@ class IncrementalStatePipeline:
     def close_spider(self, spider: Spider | None = None) -> None:
         self.close_spider_counts()
         if self.store is not None:  # written now, or on a shared state's writer thread
+            stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
             self.store.results.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
-        if self.store is not None and self.store.shared:
-            keys = self._unread(item)
-            if keys:  # rows to read first: on a worker thread, not the reactor's
-                return self._after_loading(item, keys)
+        if self.store is None:
+            return self._process(item)
+        keys = self._unread(item) if self.store.shared else []
+        texts = self._texts(item)
+        if not self.config.volatile_patterns and sum(map(len, texts)) < INLINE_CHARS:
+            texts = []  # the default rules are linear: cheaper here than a thread hop
+        if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
+            return self._after_preparing(item, keys, texts)
         return self._process(item)
 
-    async def _after_loading(self, item: Any, keys: list[str]) -> Any:
+    async def _after_preparing(self, item: Any, keys: list[str], texts: list[str]) -> Any:
         assert self.store is not None
-        await compat.in_thread(self.store.load, keys)
+        if keys:
+            await compat.in_thread(self.store.load, keys)
+        if texts:
+            try:
+                hashes = await compat.in_thread(self._fingerprints, texts)
+            except PatternTimeout as exc:  # the row stays as it is: due again
+                stats.inc(self.crawler.stats, stats.PATTERN_TIMEOUTS)
+                logger.error(
+                    "%s: not recorded, %s", ItemAdapter(item).get(self.config.url_field), exc
+                )
+                raise DropItem(str(exc)) from None
+            self._hashes[id(item)] = dict(zip(texts, hashes, strict=True))
         return self._process(item)
+
+    def _texts(self, item: Any) -> list[str]:
+        """What recording *item* fingerprints: its page's text (a 2xx page whose
+        result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
+        adapter = ItemAdapter(item)
+        status = adapter.get("http_status")
+        if not adapter.get(self.config.url_field) or (
+            status is not None and not 200 <= int(status) < 300
+        ):
+            return []
+        member = peek(self.crawler, item)
+        texts = []
+        if member is None:
+            texts.append(self._text(adapter))
+        elif member.group.recorded is None:
+            texts.append(member.group.text)
+        if member is not None and member.item_key is not None:
+            texts.append(member.text)
+        return texts
+
+    def _fingerprints(self, texts: list[str]) -> list[str]:
+        return [content_fingerprint(text, self.config.volatile_patterns) for text in texts]
+
+    def _fingerprint(self, item: Any, text: str) -> str:
+        """The fingerprint of *text*, taken off the reactor beforehand when it could be."""
+        taken = self._hashes.get(id(item), {}).get(text)
+        return taken or content_fingerprint(text, self.config.volatile_patterns)
 
     def _unread(self, item: Any) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
@@ -108,6 +156,13 @@ class IncrementalStatePipeline:
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
         member = take(self.crawler, item)  # one of several items of its page
+        try:
+            return self._recorded(item, adapter, url, member)
+        finally:
+            self._hashes.pop(id(item), None)
+
+    def _recorded(self, item: Any, adapter: ItemAdapter, url: str, member: Member | None) -> Any:
+        assert self.store is not None
         status = adapter.get("http_status")
         status = 200 if status is None else int(status)
         recorded = member.group.recorded if member is not None else None
@@ -120,6 +175,9 @@ class IncrementalStatePipeline:
                 member.group.recorded = recorded
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
+        if first and adapter.get("alias_of"):
+            self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
+            raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
         if first:
             if outcome in DELIVERED and (member is None or member.item_key is None):
                 if member is not None:  # the page's items share its result
@@ -161,7 +219,9 @@ class IncrementalStatePipeline:
         content_hash = text = None
         if 200 <= status < 300:
             text = member.group.text if member is not None else self._text(adapter)
-            content_hash = content_fingerprint(text, self.config.volatile_patterns)
+            content_hash = self._fingerprint(adapter.item, text)
+            if adapter.get("alias_of"):  # its content is its canonical page's: not reported
+                text, content_hash = None, f"alias:{adapter.get('alias_of')}"
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
             validators = (adapter.get("etag"), adapter.get("last_modified"))
@@ -194,7 +254,7 @@ class IncrementalStatePipeline:
             200,
             seed=self.seed,
             key=key,
-            content_hash=content_fingerprint(member.text, self.config.volatile_patterns),
+            content_hash=self._fingerprint(item, member.text),
             content=member.text if self.config.keep_content else None,
             hold=True,
         )

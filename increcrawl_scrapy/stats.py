@@ -59,6 +59,13 @@ BACKED_OFF = "increcrawl/errors/backed_off"
 REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
 #: Items delivered without state: no usable page URL in INCRECRAWL_URL_FIELD.
 ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
+CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_text.py)
+TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
+ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another URL of the site
+SOFT_404 = "increcrawl/pages/soft_404"  # a 200 with the site's "not found" page: gone
+NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, asked for
+PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
+REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

@@ -126,10 +126,13 @@ def page_result(result: dict[str, Any]) -> dict[str, Any] | None:
             "error": code or "no status",
             "site_failure": is_site_error_code(code),
         }
-    markdown = _mapping(result.get("data")).get("markdown") if status == 200 else None
+    data = _mapping(result.get("data")) if status == 200 else {}
+    markdown, html = data.get("markdown"), data.get("html")
     return {
         "http_status": status,
         "markdown": markdown if isinstance(markdown, str) else None,
+        # The page's HTML when asked for: the spider takes its text from it.
+        "html": html if isinstance(html, str) else None,
         "etag": None,
         "last_modified": None,
     }

@@ -36,16 +36,17 @@ from increcrawl_scrapy.scope import Scope
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.spiders.after_discovery import after_discovery
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
+from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
     batch_item,
     conditions,
-    failure_kind,
+    failed_item,
     final_url_of,
     header_of,
-    markdown_of,
     tokens_of,
+    too_large,
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
@@ -70,9 +71,10 @@ HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
 class IncrementalSpider(scrapy.Spider):
     name = "incremental"
     config: IncrecrawlConfig
-    #: What the pipeline fingerprints, and what Geonode returns by default.
+    #: What the pipeline fingerprints (the page's text, ``content/page_text.py``).
     increcrawl_content_field = "markdown"
-    increcrawl_formats = ("markdown",)
+    #: Geonode returns the page's HTML: its text is taken as a direct fetch's.
+    increcrawl_formats = ("html",)
     #: ``(regex, callback)`` pairs, as ``SitemapSpider.sitemap_rules``: a due page
     #: whose URL matches is handed to the subclass's callback (``spiders/rules.py``).
     page_rules: Sequence[tuple[str, str | Callable[..., Any]]] = ()
@@ -117,6 +119,7 @@ class IncrementalSpider(scrapy.Spider):
         self._roots: set[str] = set()  # the sitemaps given (always followed)
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
+        self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
 
     @classmethod
@@ -128,6 +131,7 @@ class IncrementalSpider(scrapy.Spider):
         spider.increcrawl_scope = Scope(
             spider.seed_host, include_subdomains=config.include_subdomains
         )
+        spider._content = PageContent.of(crawler, config, spider._origin, spider.increcrawl_scope)
         # Whatever changes what a sitemap yields: an identical sitemap read under
         # other settings must be applied again.
         spider._digest_salt = json.dumps(
@@ -185,6 +189,7 @@ class IncrementalSpider(scrapy.Spider):
         if self.discover_only:
             return
         await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
+        await self._content.learn_not_found()
         expected, chunks = await self._due(state.store)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
@@ -308,12 +313,13 @@ class IncrementalSpider(scrapy.Spider):
             dont_filter=True,
             meta={
                 "handle_httpstatus_list": HANDLED_STATUSES,
+                "download_maxsize": self.config.max_page_bytes,  # decompressed too
                 META_URL: page.url,
                 META_KEY: page.normalized_url,
             },
         )
 
-    def parse_page(self, response: scrapy.http.Response) -> Iterator[dict[str, Any]]:
+    async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[dict[str, Any]]:
         self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
         row = {
             "url": response.meta.get(META_URL, response.url),
@@ -333,17 +339,19 @@ class IncrementalSpider(scrapy.Spider):
             return
         callback = self._rule_callback(row["url"]) if response.status == 200 else None
         if callback is not None:
-            yield from routed(self, callback, response, row["url"])
+            for output in routed(self, callback, response, row["url"]):
+                yield output
             return
-        yield {
+        item = {
             **row,
             "final_url": final_url,
             "http_status": response.status,
-            "markdown": markdown_of(response) if response.status == 200 else None,
+            "markdown": None,
             "fetcher": "geonode" if "geonode" in response.flags else "direct",
             "etag": header_of(response, "ETag"),
             "last_modified": header_of(response, "Last-Modified"),
         }
+        yield await self._content.with_text(item, response) if response.status == 200 else item
 
     def _rule_callback(self, url: str) -> Callable[..., Any] | None:
         """The subclass's callback for *url* (``page_rules``), or None: ours."""
@@ -359,20 +367,9 @@ class IncrementalSpider(scrapy.Spider):
             # error, not gone; the row stays as it is.
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=ROBOTS)
             return
-        status, site_failure = failure_kind(failure.value)
-        logger.info(
-            "Fetch of %s failed (%s); %s",
-            request.url,
-            status or failure.getErrorMessage(),
-            "it backs off" if site_failure else "it stays due",
-        )
-        yield {
-            "url": request.meta.get(META_URL, request.url),
-            "normalized_url": request.meta.get(META_KEY),
-            "http_status": status,
-            "error": failure.getErrorMessage(),
-            "site_failure": site_failure,
-        }
+        if too_large(failure.value):  # a site failure (failure_kind), counted
+            stats.inc(self.crawler.stats, stats.TOO_LARGE)
+        yield failed_item(request, failure.value, failure.getErrorMessage())
 
     # -- batch jobs --------------------------------------------------------------
 
@@ -400,8 +397,9 @@ class IncrementalSpider(scrapy.Spider):
             async for index, result in job.results():
                 charged += tokens_of(result)
                 fields = page_result(result)
-                if fields is not None:  # a result the job never finished stays due
-                    yield batch_item(pages[index], result, fields)
+                if fields is None:  # a result the job never finished stays due
+                    continue
+                yield await self._content.with_text(batch_item(pages[index], result, fields))
         except GeonodeFatalError as exc:
             self._close(exc.reason)
         except GeonodeError as exc:

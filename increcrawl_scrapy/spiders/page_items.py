@@ -3,19 +3,21 @@ fields of a response, a failure or a batch result (the pipeline records them).""
 
 from __future__ import annotations
 
-import hashlib
+import logging
 from typing import Any
 
 import scrapy
-from scrapy.http import HtmlResponse, TextResponse
+from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet.error import TimeoutError as DownloadTimeout
 
+from increcrawl_scrapy.content.page_text import ContentOptions, PageText, PageTooLarge, page_text
 from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
-from increcrawl_scrapy.markdown import html_to_markdown
 from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.rows import PageState
+
+logger = logging.getLogger(__name__)
 
 #: Request meta: the URL as the row has it, and the row's key.
 META_URL = "increcrawl_url"
@@ -43,9 +45,29 @@ def failure_kind(error: BaseException | None) -> tuple[int, bool]:
         return error.status, True
     if isinstance(error, GeonodeError):
         return 0, error.site_failure
+    if too_large(error):
+        return 0, True  # a counted site failure that backs off
     if isinstance(error, DownloadTimeout):
         return 0, True  # the origin did not answer in DOWNLOAD_TIMEOUT
     return 0, False
+
+
+def failed_item(request: scrapy.Request, error: BaseException | None, message: str) -> dict:
+    """The item of a page fetch that failed with *error*."""
+    status, site_failure = failure_kind(error)
+    logger.info(
+        "Fetch of %s failed (%s); %s",
+        request.url,
+        status or message,
+        "it backs off" if site_failure else "it stays due",
+    )
+    return {
+        "url": request.meta.get(META_URL, request.url),
+        "normalized_url": request.meta.get(META_KEY),
+        "http_status": status,
+        "error": message,
+        "site_failure": site_failure,
+    }
 
 
 def final_url_of(response: scrapy.http.Response) -> str | None:
@@ -56,15 +78,20 @@ def final_url_of(response: scrapy.http.Response) -> str | None:
     return final if isinstance(final, str) and final != requested else None
 
 
-def markdown_of(response: scrapy.http.Response) -> str:
-    """The page as markdown, whoever fetched it, so both paths hash the same text."""
-    if isinstance(response, HtmlResponse):
-        # Decoded the way Scrapy decodes it (header, BOM, meta, then detection).
-        return html_to_markdown(response.text)
-    if isinstance(response, TextResponse):  # markdown from the API, or plain text
-        return response.text
-    # Not text at all (a PDF, an image): its bytes still tell whether it changed.
-    return f"binary sha256:{hashlib.sha256(response.body).hexdigest()}"
+def text_of(response: scrapy.http.Response, options: ContentOptions) -> PageText:
+    """The page's text, whoever fetched it, so both paths hash the same text. CPU
+    work: called off the reactor's thread."""
+    # Decoded the way Scrapy decodes it (header, BOM, meta, then detection).
+    text = response.text if isinstance(response, TextResponse) else None
+    return page_text(response.body, header_of(response, "Content-Type"), text, options)
+
+
+def too_large(failure: BaseException | None) -> bool:
+    """Whether a download was cut at its size limit (``download_maxsize``: by
+    Scrapy's handler, or after decompression by HttpCompressionMiddleware)."""
+    return isinstance(failure, PageTooLarge) or (
+        failure is not None and "max size" in str(failure) and "larger than" in str(failure)
+    )
 
 
 def header_of(response: scrapy.http.Response, name: str) -> str | None:

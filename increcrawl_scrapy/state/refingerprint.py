@@ -1,8 +1,11 @@
-"""When the volatile rules change, stored fingerprints are taken again from kept
-content, so adding a pattern does not report every page it touches as changed.
+"""When what is fingerprinted changes, no page is reported changed for it.
 
-Without kept content (``INCRECRAWL_KEEP_CONTENT``) there is no text to take them
-from: each page the new rules touch is reported changed once, on its next fetch.
+The volatile rules: stored fingerprints are taken again from kept content
+(``INCRECRAWL_KEEP_CONTENT``). How a page's text is taken (main content, selector,
+the converters' versions): kept contents are of the old text too. Where there is no
+text to take them from, a new baseline starts: each page's next fetch takes its new
+fingerprint silently (``Results.record``; an edit made between the last fetch before and
+the first after is taken as the baseline).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.contents import unpack
 from increcrawl_scrapy.state.database import Database
 
@@ -25,7 +30,9 @@ def rules_digest(patterns: tuple[str, ...]) -> str:
 
 
 def check_volatile_rules(
-    database: Database, patterns: tuple[str, ...], fingerprint: Callable[[str], str]
+    database: Database,
+    patterns: tuple[str, ...],
+    fingerprint: Callable[[str], str],
 ) -> int:
     """Store the digest of *patterns* (every rule in force, defaults included); if the
     stored one differs, fingerprint each kept text again. Returns the rows updated."""
@@ -52,6 +59,8 @@ def check_volatile_rules(
                     "UPDATE pages SET content_hash = ? WHERE normalized_url = ?", changes
                 )
                 updated += len(changes)
+            # Pages without kept content: their next fetch takes the new fingerprint.
+            _mark_old(db, " AND normalized_url NOT IN (SELECT normalized_url FROM contents)")
         db.execute(
             "INSERT INTO settings (name, value) VALUES ('volatile_rules', ?) "
             "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -59,7 +68,58 @@ def check_volatile_rules(
         )
     if row is not None:
         logger.info(
-            "The volatile rules changed: %d fingerprints taken again from kept content",
+            "The volatile rules changed: %d fingerprints taken again from kept content, "
+            "the others at their next fetch",
             updated,
         )
     return updated
+
+
+#: Marks a fingerprint taken another way than today's: the page's next fetch with
+#: content takes its new one without reporting a change (``Results.record``).
+OLD = "old:"
+
+
+def taken_another_way(page: PageState | None) -> bool:
+    """Whether *page*'s stored fingerprint is marked old (its next one is a baseline)."""
+    return page is not None and (page.content_hash or "").startswith(OLD)
+
+
+def check_content_scheme(database: Database, scheme: str) -> None:
+    """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
+    state's fingerprints were taken another way, mark them all as old. Kept contents
+    cannot give new ones: they are of the old text too."""
+    stored = _setting(database, "content_scheme")
+    if stored == scheme:
+        return
+    with database.transaction() as db:
+        marked = _mark_old(db, "")
+        _store(db, "content_scheme", scheme)
+    if marked:
+        logger.info(
+            "Pages' text is now taken another way (%s): each page's next fetch takes "
+            "a new fingerprint without reporting a change (%d pages)",
+            scheme,
+            marked,
+        )
+
+
+def _mark_old(db: Any, condition: str) -> int:
+    cursor = db.execute(
+        f"UPDATE pages SET content_hash = '{OLD}' || content_hash "
+        f"WHERE content_hash IS NOT NULL AND content_hash NOT LIKE '{OLD}%'{condition}"
+    )
+    return max(cursor.rowcount or 0, 0)
+
+
+def _setting(database: Any, name: str) -> str | None:
+    row = database.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+    return None if row is None else str(row["value"])
+
+
+def _store(db: Any, name: str, value: str) -> None:
+    db.execute(
+        "INSERT INTO settings (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (name, value),
+    )

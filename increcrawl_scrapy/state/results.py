@@ -32,6 +32,7 @@ from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease
 from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
+from increcrawl_scrapy.state.refingerprint import taken_another_way
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
 
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 _GET_PAGE = f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ?"
 #: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
 _KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
+_EVIDENCE = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)  # about the host's dates
 _CACHE = 50_000  # rows handed out or loaded, kept for record(), at most
 
 
@@ -87,6 +89,7 @@ class Results:
         self._writes_done = 0  # batches written, the keys of the last ones
         self._done_log: deque[tuple[int, frozenset[str]]] = deque(maxlen=16)
         self._epoch = 0  # moves when discovery may change rows (settle())
+        self.rebaselined = 0  # results whose change was only that
 
     @property
     def leases_lost(self) -> int:
@@ -230,6 +233,9 @@ class Results:
             fetched_before=bool(previous and previous.last_fetched is not None),
             was_gone=bool(previous and previous.gone),
         )
+        rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous)
+        outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline
+        self.rebaselined += rebaselined
         if previous is None:
             self._new_keys.add(key)  # a URL discovery never saw: inserted when written
             previous = new_page(key, url, seed, now, self.policy.default_interval)
@@ -237,7 +243,9 @@ class Results:
         verdict = self.hosts.verdict(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
         page = apply_result(previous, result, now, self.policy, verdict)
-        if outcome in (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
+        if rebaselined:
+            page = page._replace(content_hash=content_hash)
+        if outcome in _EVIDENCE and not rebaselined:
             self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
         self._pending.pop(key, None)
         self._held.pop(key, None)

@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from increcrawl_scrapy.config import BUDGET_ORDERS
+from increcrawl_scrapy.content.page_text import ContentOptions
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
@@ -31,7 +32,10 @@ from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
-from increcrawl_scrapy.state.refingerprint import check_volatile_rules
+from increcrawl_scrapy.state.refingerprint import (
+    check_content_scheme,
+    check_volatile_rules,
+)
 from increcrawl_scrapy.state.rekey import check_normalization
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
@@ -61,6 +65,7 @@ class StateStore:
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
+        content_scheme: str | None = None,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -117,6 +122,8 @@ class StateStore:
                     (*VOLATILE_PATTERNS, *volatile_patterns),
                     partial(content_fingerprint, extra_patterns=volatile_patterns),
                 )
+            if content_scheme is not None:
+                check_content_scheme(self.database, content_scheme)
         except BaseException:
             self.close()
             raise
@@ -148,7 +155,13 @@ class StateStore:
             ),
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
+            content_scheme=ContentOptions.from_config(config).scheme(),
         )
+
+    @property
+    def rebaselined(self) -> int:
+        """Results whose only change was how their fingerprint is taken (not reported)."""
+        return self.results.rebaselined
 
     # -- runs ----------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""The one door from a fetched body to the text that is fingerprinted, kept and
+delivered (the item's ``markdown``), for direct fetches and Geonode alike.
+
+HTML becomes the markdown of its main content (``content/main.py``), or of the
+whole page with ``INCRECRAWL_MAIN_CONTENT = False``; text (markdown from the API,
+plain text, JSON) is taken as it is; bytes (PDF, images) are fingerprinted as
+bytes. Work is bounded: bodies over ``INCRECRAWL_MAX_PAGE_BYTES`` are refused, and
+callers run this off the reactor's thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, NamedTuple
+
+from increcrawl_scrapy.content.kinds import Kind, kind_of
+from increcrawl_scrapy.content.main import compile_selector, main_content
+from increcrawl_scrapy.markdown import html_to_markdown
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.config import IncrecrawlConfig
+
+#: Moves whenever what a page's text is changes (v1: the whole page's markdown).
+SCHEME_VERSION = 2
+DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
+
+
+class PageTooLarge(ValueError):
+    """A body over the page size limit: a site failure that backs off."""
+
+
+@dataclass(frozen=True)
+class ContentOptions:
+    main_only: bool = True
+    selector: str | None = None
+    max_bytes: int = DEFAULT_MAX_PAGE_BYTES
+
+    @classmethod
+    def from_config(cls, config: IncrecrawlConfig) -> ContentOptions:
+        """The options of *config*; a selector that is neither CSS nor XPath raises
+        ConfigError (at the crawl's start: the spider and the store read them)."""
+        from increcrawl_scrapy.config import ConfigError
+
+        if config.content_selector:
+            try:
+                compile_selector(config.content_selector)
+            except ValueError as exc:
+                raise ConfigError(
+                    "INCRECRAWL_CONTENT_SELECTOR", config.content_selector, str(exc)
+                ) from None
+        return cls(config.main_content, config.content_selector, config.max_page_bytes)
+
+    def scheme(self) -> str:
+        """What decides a page's text: stored with the state, so that a change of
+        it (a setting, an upgrade of the converters) takes new baselines silently."""
+        libraries = ",".join(f"{name}={_version(name)}" for name in ("markdownify", "trafilatura"))
+        return (
+            f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
+            f"{libraries}"
+        )
+
+
+class PageText(NamedTuple):
+    text: str
+    how: str  # "bytes", "text", "page", or how the main content was found (main.HOW)
+    canonical: str | None = None  # an HTML page's ``rel=canonical`` href
+
+
+def page_text(
+    body: bytes, content_type: str | None, text: str | None, options: ContentOptions
+) -> PageText:
+    """The text of a page whose raw *body* was served as *content_type*; *text* is
+    the body decoded the way Scrapy decodes it (None for a binary response)."""
+    if len(body) > options.max_bytes:
+        raise PageTooLarge(
+            f"{len(body)} bytes, over INCRECRAWL_MAX_PAGE_BYTES ({options.max_bytes})"
+        )
+    kind = kind_of(content_type, body) if text is not None else Kind.BYTES
+    if kind is Kind.BYTES:
+        # Not text at all: its bytes still tell whether it changed.
+        return PageText(f"binary sha256:{hashlib.sha256(body).hexdigest()}", "bytes")
+    assert text is not None
+    if kind is Kind.TEXT:
+        return PageText(text, "text")
+    found = main_content(text, options.selector)
+    if not options.main_only:
+        return PageText(html_to_markdown(text), "page", found.canonical)
+    return PageText(html_to_markdown(found.html), found.how, found.canonical)
+
+
+def _version(name: str) -> str:
+    try:
+        return ".".join(version(name).split(".")[:2])
+    except PackageNotFoundError:
+        return "-"

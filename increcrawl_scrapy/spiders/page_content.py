@@ -1,0 +1,193 @@
+"""What the incremental spider does with a fetched page's content: its text (on the
+content thread, ``content/page_text.py``), the size limit, soft 404s
+(``content/soft404.py``) and canonical links, for single fetches and batch results
+alike. A page whose ``rel=canonical`` names another URL of the site is an alias: the
+item says ``alias_of`` and the pipeline keeps its row without reporting it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
+
+from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.content.page_text import ContentOptions, PageText, page_text
+from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
+from increcrawl_scrapy.geonode.payload import META_PARAMS
+from increcrawl_scrapy.spiders.page_items import final_url_of, text_of
+from increcrawl_scrapy.urls import normalization_settings, normalize_url
+
+if TYPE_CHECKING:
+    import scrapy
+    from scrapy.crawler import Crawler
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.scope import Scope
+
+logger = logging.getLogger(__name__)
+
+#: Pages waiting for the content thread, at most: past that the engine is paused (no
+#: new downloads) until half are done. Each waiting page holds its response: without
+#: a bound, a site answering faster than the CPU converts filled 800 MB.
+BACKLOG = 32
+
+
+class PageContent:
+    """One crawl's content steps; ``origin`` is the seed's site."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        options: ContentOptions,
+        origin: str,
+        scope: Scope,
+        normalize: Callable[[str], str],
+    ) -> None:
+        self.crawler = crawler
+        self.options = options
+        self.origin = origin
+        self.scope = scope  # the seed's site: a canonical URL elsewhere is not an alias
+        self.normalize = normalize
+        self.not_found: str | None = None  # the site's "not found" page's fingerprint
+        self._paused = False  # the engine, by this, while the content thread catches up
+
+    @classmethod
+    def of(
+        cls, crawler: Crawler, config: IncrecrawlConfig, origin: str, scope: Scope
+    ) -> PageContent:
+        normalize = partial(normalize_url, **normalization_settings(config))
+        return cls(crawler, ContentOptions.from_config(config), origin, scope, normalize)
+
+    async def with_text(
+        self, item: dict[str, Any], response: scrapy.http.Response | None = None
+    ) -> dict[str, Any]:
+        """*item* (a page answered 200) with its text: from *response*, else from the
+        item's own ``html`` or ``markdown`` (a batch result); or the item of a page
+        over the size limit, or of a soft 404."""
+        found: PageText | None
+        try:  # parsing and conversion: CPU work, off the reactor's thread
+            self._hold_back()
+            try:
+                if response is not None:
+                    found = await compat.in_content_thread(text_of, response, self.options)
+                else:
+                    found = await self.batch_text(item)
+            finally:
+                self._let_go()
+        except ValueError as exc:  # over INCRECRAWL_MAX_PAGE_BYTES
+            return self.too_large(item, exc)
+        item.pop("html", None)
+        if found is None:
+            return item
+        stats.inc(self.crawler.stats, stats.CONTENT_FOUND, how=found.how)
+        item["markdown"] = found.text
+        if await self.is_not_found(item["url"], found.text):
+            return {**item, "http_status": 404, "markdown": None}
+        canonical = self.alias_of(item, found.canonical)
+        return {**item, "alias_of": canonical} if canonical else item
+
+    def _hold_back(self) -> None:
+        engine = self.crawler.engine
+        if compat.content_backlog() >= BACKLOG and engine is not None and not engine.paused:
+            engine.pause()
+            self._paused = True
+
+    def _let_go(self) -> None:
+        engine = self.crawler.engine
+        if self._paused and compat.content_backlog() <= BACKLOG // 2 and engine is not None:
+            engine.unpause()
+            self._paused = False
+            # Wake the engine now rather than at its next heartbeat (seconds away).
+            nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+            if nextcall is not None:
+                nextcall.schedule()
+
+    def alias_of(self, item: dict[str, Any], canonical: str | None) -> str | None:
+        """The other URL of the site this page names as its canonical one, if any."""
+        if not canonical:
+            return None
+        target = urljoin(item["url"], canonical)
+        if not self.scope.follows_redirect(target):
+            return None  # another site's: this page is still ours
+        try:
+            if self.normalize(target) == item.get("normalized_url", self.normalize(item["url"])):
+                return None
+        except ValueError:
+            return None
+        stats.inc(self.crawler.stats, stats.ALIASES)
+        return target
+
+    async def learn_not_found(self) -> None:
+        """Ask the seed's site for a page that cannot exist: a 200 is its "not found"
+        page (``content/soft404.py``), learned for this run."""
+        url = probe_url(self.origin)
+        request = Request(
+            url,
+            callback=NO_CALLBACK,
+            dont_filter=True,
+            # A redirect (to the home page, say) is not a "not found" page. Asked
+            # directly, never through Geonode: it costs no token.
+            meta={
+                META_PROBE: True,
+                META_PARAMS: False,
+                "handle_httpstatus_all": True,
+                "dont_redirect": True,
+            },
+        )
+        try:
+            response = await compat.download(self.crawler, request)
+        except Exception as exc:  # robots.txt, a refused connection: nothing learned
+            logger.debug("No answer to %s (%s): soft 404s not learned", url, exc)
+            return
+        stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
+        if response.status != 200 or final_url_of(response) is not None:
+            return
+        try:
+            found = await compat.in_content_thread(text_of, response, self.options)
+        except ValueError:
+            return
+        if not found.text.strip():
+            return
+        self.not_found = await compat.in_content_thread(not_found_fingerprint, found.text, url)
+        logger.info(
+            "%s answers 200 for a page that does not exist: pages whose text is that "
+            "answer's are gone (soft 404s)",
+            self.origin,
+        )
+
+    async def is_not_found(self, url: str, text: str | None) -> bool:
+        if self.not_found is None or text is None:
+            return False
+        if await compat.in_content_thread(not_found_fingerprint, text, url) != self.not_found:
+            return False
+        stats.inc(self.crawler.stats, stats.SOFT_404)
+        logger.info('%s answers with the site\'s "not found" page: gone', url)
+        return True
+
+    async def batch_text(self, fields: dict[str, Any]) -> PageText | None:
+        """A batch result's page text, taken as a single extract's (off the reactor)."""
+        body, kind = fields.get("html"), "text/html"
+        if body is None:
+            body, kind = fields.get("markdown"), "text/markdown"
+        if body is None:
+            return None
+        return await compat.in_content_thread(
+            page_text, body.encode("utf-8"), kind, body, self.options
+        )
+
+    def too_large(self, item: dict[str, Any], error: BaseException) -> dict[str, Any]:
+        stats.inc(self.crawler.stats, stats.TOO_LARGE)
+        logger.warning("%s is too large: %s; it backs off", item["url"], error)
+        item.pop("html", None)
+        return {
+            **item,
+            "http_status": 0,
+            "markdown": None,
+            "error": str(error),
+            "site_failure": True,
+        }

@@ -1,0 +1,156 @@
+"""What a page's text is: its kind, its main content, bounded work."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.content.kinds import Kind, kind_of
+from increcrawl_scrapy.content.main import main_content
+from increcrawl_scrapy.content.page_text import ContentOptions, PageTooLarge, page_text
+from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint, stable_text
+
+PAGE = """<!doctype html><html><head><title>T</title></head><body>
+<header><a href="/">Site</a><nav><a href="/a">A</a><a href="/b">B</a></nav></header>
+<div class="wrap"><aside><h3>Recent</h3><a href="/c">C</a></aside>
+<main><h1>Own title</h1><p>Own text of the page.</p>
+<nav class="pager"><a href="/prev">Previous</a></nav>
+<pre><code>x = 1</code></pre><table><tr><td>cell</td></tr></table></main></div>
+<footer>(c) 2026</footer></body></html>"""
+
+
+def test_the_main_element_without_its_navigation_is_the_content() -> None:
+    html, how, _canonical = main_content(PAGE)
+    assert how == "main"
+    assert "Own text" in html and "x = 1" in html and "cell" in html
+    for template in ("Recent", "Previous", "(c) 2026", ">A<", "Site"):
+        assert template not in html
+
+
+def test_one_article_when_no_main() -> None:
+    page = PAGE.replace("<main>", "<article>").replace("</main>", "</article>")
+    html, how, _canonical = main_content(page)
+    assert how == "article" and "Own text" in html and "Recent" not in html
+
+
+def test_a_page_marking_nothing_is_extracted_by_trafilatura() -> None:
+    paragraphs = "".join(
+        f"<p>This is paragraph {i} of the article, with enough words in it to be read "
+        "as the text of the page rather than as a menu or a footer line.</p>"
+        for i in range(6)
+    )
+    page = (
+        '<html><body><div id="menu"><a href="/a">Home</a> | <a href="/b">About</a></div>'
+        f'<div id="content">{paragraphs}</div><div id="foot">Copyright 2026</div></body></html>'
+    )
+    html, how, _canonical = main_content(page)
+    assert how == "extracted"
+    assert "paragraph 5 of the article" in html
+    assert "Copyright" not in html
+
+
+def test_the_selector_wins_css_or_xpath() -> None:
+    page = PAGE.replace('<div class="wrap">', '<div class="wrap"><div id="own">Chosen</div>')
+    assert main_content(page, "#own")[:2] == ('<div id="own">Chosen</div>', "selector")
+    assert main_content(page, "//div[@id='own']")[1] == "selector"
+    assert main_content(page, "#missing")[1] == "main"  # not on this page: automatic
+
+
+def test_a_bad_selector_is_refused_at_start() -> None:
+    config = IncrecrawlConfig.from_settings({"INCRECRAWL_CONTENT_SELECTOR": "div[["})
+    with pytest.raises(ConfigError, match="INCRECRAWL_CONTENT_SELECTOR"):
+        ContentOptions.from_config(config)
+
+
+def test_whole_page_when_asked() -> None:
+    whole = page_text(PAGE.encode(), "text/html", PAGE, ContentOptions(main_only=False))
+    own = page_text(PAGE.encode(), "text/html", PAGE, ContentOptions())
+    assert "Recent" in whole.text and "Recent" not in own.text
+    assert (whole.how, own.how) == ("page", "main")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "kind"),
+    [
+        ("text/html", b"%PDF-1.7\n...", Kind.BYTES),  # the body's signature wins
+        ("application/pdf", b"%PDF-1.4", Kind.BYTES),
+        ("image/png", b"\x89PNG\r\n\x1a\n....", Kind.BYTES),
+        ("text/html; charset=utf-8", b"<p>x</p>", Kind.HTML),
+        (None, b"<!DOCTYPE html><html>", Kind.HTML),
+        ("application/json", b'{"a": 1}', Kind.TEXT),
+        ("text/plain", b"plain", Kind.TEXT),
+        ("text/markdown; charset=utf-8", b"# md", Kind.TEXT),
+        ("application/octet-stream", b"\x01\x02", Kind.BYTES),
+        (None, b"\x00\x01binary", Kind.BYTES),
+    ],
+)
+def test_kinds(content_type: str | None, body: bytes, kind: Kind) -> None:
+    assert kind_of(content_type, body) is kind
+
+
+def test_bytes_are_fingerprinted_as_bytes_never_converted() -> None:
+    pdf = b"%PDF-1.7\n<html><body>not html</body></html>"
+    found = page_text(pdf, "text/html", pdf.decode(), ContentOptions())
+    assert found.how == "bytes" and found.text.startswith("binary sha256:")
+    other = page_text(pdf + b"x", "text/html", None, ContentOptions())
+    assert other.text != found.text
+
+
+def test_a_body_over_the_limit_is_refused() -> None:
+    with pytest.raises(PageTooLarge):
+        page_text(b"x" * 2048, "text/plain", "x" * 2048, ContentOptions(max_bytes=1024))
+
+
+#: Text with every word that lets a default rule run, after 1 MB of each shape.
+_TRIGGERS = " value content csrf nonce session sid rendered generated ? view read visit hit related"
+_SHAPES = [
+    "a-",
+    "name='csrf' ",
+    "name='csrf' value=",
+    "csrf=",
+    "sessid=",
+    "csrf-",
+    "x-nonce: ",
+    "1,",
+    "1 views\n",
+    "#",
+    " ",
+    "\n",
+    "## related posts\n",
+    "rendered at 2024-",
+    "generated on 2024-05-01 1",
+    ".css?v",
+    "=",
+    "'",
+]
+
+
+@pytest.mark.parametrize("shape", _SHAPES)
+def test_every_default_rule_is_linear_on_a_megabyte(shape: str) -> None:
+    size = 1_000_000
+    text = (shape * (size // len(shape)))[: size - len(_TRIGGERS)] + _TRIGGERS
+    started = time.perf_counter()
+    stable_text(text)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_users_rule_that_backtracks_is_stopped() -> None:
+    backtracking = r"(a|aa)+$"  # exponential on a run of a's that does not end the line
+    started = time.perf_counter()
+    with pytest.raises(PatternTimeout, match="backtracks"):
+        content_fingerprint("a" * 60 + "!", (backtracking,))
+    assert time.perf_counter() - started < 5
+
+
+def test_users_rules_still_apply() -> None:
+    one = content_fingerprint("Hello\nVisitors today: 12\n", (r"^Visitors today: \d+$",))
+    two = content_fingerprint("Hello\nVisitors today: 99\n", (r"^Visitors today: \d+$",))
+    assert one == two
+
+
+def test_the_canonical_link_is_read_from_the_head() -> None:
+    page = PAGE.replace("<title>", '<link rel="Canonical" href="/a/">' + "<title>")
+    assert main_content(page).canonical == "/a/"
+    assert main_content(PAGE).canonical is None

@@ -1,0 +1,168 @@
+"""Pages that are not ordinary HTML, served by nginx: soft 404s, PDFs and other bytes,
+pages over the size limit. Through Scrapy, over runs with a moved clock."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import pytest_twisted
+
+from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.testing.generators import DocSite
+from tests.conftest import Clock
+from tests.crawling import crawl_settings, run_crawl
+from tests.servers import free_port, nginx, nginx_binary
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        nginx_binary() is None, reason="nginx is not installed (.ci/run installs it)"
+    ),
+]
+
+LATER = 200 * 86400.0
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_site_answering_200_with_its_not_found_page_has_those_pages_gone(
+    tmp_path: Path, clock: Clock
+) -> None:
+    pytest.importorskip("mkdocs")
+    port = free_port()
+    site = DocSite("mkdocs", tmp_path / "site", f"http://127.0.0.1:{port}", pages=8)
+    site.build()
+    # A stale sitemap: topic-008 is listed, but the site no longer has it.
+    shutil.rmtree(site.out / "topic-008")
+    soft = "error_page 404 =200 /404.html;"  # MkDocs's own 404 page, with a 200
+    with nginx(site.out, tmp_path / "nginx", port=port, extra=soft):
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert first.stats["increcrawl/soft_404/probes"] == 1
+        assert site.url_of("topic-008") not in first.changes("new")
+        assert first.changes("new") == {site.url_of(f"topic-00{i}") for i in range(1, 8)}
+        assert first.stats["increcrawl/pages/soft_404"] == 1
+
+        # A page removed from the site while its sitemap still lists it: gone, not changed.
+        shutil.rmtree(site.out / "topic-003")
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert second.changes("gone") == {site.url_of("topic-003")}
+        assert second.changes("changed") == set()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_site_whose_404s_are_404s_learns_nothing(tmp_path: Path, clock: Clock) -> None:
+    pytest.importorskip("mkdocs")
+    port = free_port()
+    site = DocSite("mkdocs", tmp_path / "site", f"http://127.0.0.1:{port}", pages=4)
+    site.build()
+    with nginx(site.out, tmp_path / "nginx", port=port):
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert len(first.changes("new")) == 4
+        assert "increcrawl/pages/soft_404" not in first.stats
+
+
+def _write_files(root: Path, base: str, files: dict[str, bytes]) -> None:
+    for name, body in files.items():
+        (root / name).write_bytes(body)
+    urls = "".join(f"<url><loc>{base}/{name}</loc></url>" for name in files)
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"{urls}</urlset>"
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_pdfs_and_other_bytes_are_fingerprinted_as_bytes(
+    tmp_path: Path, clock: Clock
+) -> None:
+    root = tmp_path / "www"
+    root.mkdir()
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        files = {
+            "report.pdf": PDF,
+            "disguised.html": PDF,  # served as text/html: its signature says PDF
+            "data.json": b'{"price": 10}',
+            "page.html": b"<html><body><main><p>Text</p></main></body></html>",
+        }
+        _write_files(root, url, files)
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        texts = {item["url"].rsplit("/", 1)[1]: item["markdown"] for item in first.items}
+        assert texts["report.pdf"].startswith("binary sha256:")
+        assert texts["disguised.html"].startswith("binary sha256:")
+        assert texts["data.json"] == '{"price": 10}'
+        assert texts["page.html"].strip() == "Text"
+        assert first.stats["increcrawl/content/bytes"] == 2
+
+        _write_files(root, url, {**files, "report.pdf": PDF + b"% edited\n"})
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert second.changes("changed") == {f"{url}/report.pdf"}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_50_mb_page_is_a_site_failure_not_a_crash(tmp_path: Path, clock: Clock) -> None:
+    root = tmp_path / "www"
+    root.mkdir()
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        paragraph = b"<p>" + b"word " * 200 + b"</p>\n"
+        big = b"<html><body><main>" + paragraph * (50 * 1024 * 1024 // len(paragraph))
+        _write_files(
+            root,
+            url,
+            {"big.html": big + b"</main></body></html>", "small.html": b"<main>small</main>"},
+        )
+        db = str(tmp_path / "s.sqlite")
+        first = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
+        assert first.reason == "finished"
+        assert first.changes("new") == {f"{url}/small.html"}
+        assert first.stats["increcrawl/pages/too_large"] == 1
+        assert first.stats["increcrawl/errors/backed_off"] == 1
+        with StateStore(db) as store:
+            page = store.get(f"{url}/big.html")
+            assert page is not None and page.error_streak == 1 and page.content_hash is None
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_naming_another_as_canonical_is_an_alias_not_a_second_change(
+    tmp_path: Path, clock: Clock
+) -> None:
+    root = tmp_path / "www"
+    root.mkdir()
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+
+        def pages(text: str) -> dict[str, bytes]:
+            body = f"<main><h1>Shoes</h1><p>{text}</p></main></body></html>"
+            return {
+                "shoes.html": f"<html><head></head><body>{body}".encode(),
+                # The same page under a tracking spelling the sitemap lists too.
+                "shoes-promo.html": (
+                    f'<html><head><link rel="canonical" href="{url}/shoes.html"></head><body>{body}'
+                ).encode(),
+                # Canonical to another site: still a page of its own.
+                "syndicated.html": (
+                    b'<html><head><link rel="canonical" href="http://elsewhere.invalid/x">'
+                    b"</head><body><main><p>Syndicated</p></main></body></html>"
+                ),
+            }
+
+        _write_files(root, url, pages("Red"))
+        db = str(tmp_path / "s.sqlite")
+        settings = crawl_settings(db, clock)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/shoes.html", f"{url}/syndicated.html"}
+        assert first.stats["increcrawl/pages/aliases"] == 1
+
+        _write_files(root, url, pages("Blue"))
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert {(i["url"], i["change"]) for i in second.items} == {(f"{url}/shoes.html", "changed")}
+        with StateStore(db) as store:
+            alias = store.get(f"{url}/shoes-promo.html")
+            assert alias is not None and alias.content_hash == f"alias:{url}/shoes.html"
+            assert alias.change_count == 0
