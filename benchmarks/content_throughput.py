@@ -1,0 +1,160 @@
+"""A first run's rate with the content work included, beside Scrapy's own SitemapSpider.
+
+    python benchmarks/content_throughput.py [--pages 3000] [--repeat 2]
+
+The same site (PAGES pages of about 6 KB, each with a menu, a sidebar and a footer
+around its <main>) behind nginx, the same concurrency, a whole process each:
+a plain ``SitemapSpider`` subclass that yields an item of each page's title and text,
+and ``scrapy crawl incremental`` in direct mode (discovery, the main content, its
+markdown, the fingerprint, the state), then the same with the whole page's text.
+Target: the incremental first run at 0.9x SitemapSpider's rate or better.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import table, write_section
+
+_SPIDER = textwrap.dedent(
+    """
+    import scrapy
+    from scrapy.spiders import SitemapSpider
+
+    class Plain(SitemapSpider):
+        name = "plain"
+        def __init__(self, sitemap_url, **kwargs):
+            super().__init__(**kwargs)
+            self.sitemap_urls = [sitemap_url]
+        def parse(self, response):
+            yield {"url": response.url, "title": response.css("title::text").get(),
+                   "text": " ".join(response.css("main ::text").getall())}
+    """
+)
+_WORDS = "the crawler keeps each page with its own state and fetches it again"
+_SETTINGS = [
+    "-s",
+    "CONCURRENT_REQUESTS=16",
+    "-s",
+    "LOG_LEVEL=WARNING",
+    "-s",
+    "TELNETCONSOLE_ENABLED=False",
+]
+
+
+def write_site(root: Path, base: str, pages: int) -> None:
+    menu = "".join(f'<li><a href="/p/{i}.html">Page {i}</a></li>' for i in range(40))
+    words = _WORDS.split(" ")
+    for i in range(pages):
+        paragraphs = "".join(
+            "<p>" + " ".join(words[(i + j + k) % len(words)] for k in range(60)) + "</p>"
+            for j in range(8)
+        )
+        (root / "p").mkdir(exist_ok=True)
+        (root / "p" / f"{i}.html").write_text(
+            f"<!doctype html><html><head><title>Page {i}</title></head><body>"
+            f"<header><nav><ul>{menu}</ul></nav></header><aside>Latest: Page {i - 1}</aside>"
+            f"<main><h1>Page {i}</h1>{paragraphs}</main><footer>(c) 2026</footer></body></html>"
+        )
+    urls = "".join(f"<url><loc>{base}/p/{i}.html</loc></url>" for i in range(pages))
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"{urls}</urlset>"
+    )
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    from increcrawl_scrapy.testing.nginx import nginx
+    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pages", type=int, default=3000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work)
+        www = root / "www"
+        www.mkdir()
+        (root / "plain.py").write_text(_SPIDER)
+        with nginx(www, root / "nginx") as (url, _access):
+            write_site(www, url, args.pages)
+            sitemap = f"{url}/sitemap.xml"
+            env = crawl_env(None)
+            plain = [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "runspider",
+                str(root / "plain.py"),
+                "-a",
+                f"sitemap_url={sitemap}",
+                "-o",
+                str(root / "plain.jsonl"),
+                *_SETTINGS,
+            ]
+
+            def ours(whole: bool, n: int) -> list[str]:
+                return crawl_command(
+                    sitemap,
+                    root / f"s{n}.sqlite",
+                    "INCRECRAWL_FETCHER=direct",
+                    f"INCRECRAWL_MAIN_CONTENT={not whole}",
+                    *(pair for pair in _SETTINGS if pair != "-s"),
+                    feed=root / f"ours{n}.jsonl",
+                )
+
+            times: dict[str, list[float]] = {"plain": [], "main": [], "whole": []}
+            for n in range(args.repeat):
+                times["plain"].append(timed(plain, root, env))
+                times["main"].append(timed(ours(False, 2 * n), Path(__file__).parent.parent, env))
+                times["whole"].append(
+                    timed(ours(True, 2 * n + 1), Path(__file__).parent.parent, env)
+                )
+    best = {name: min(values) for name, values in times.items()}
+    rate = {name: args.pages / seconds for name, seconds in best.items()}
+    rows = [
+        ["SitemapSpider (plain Scrapy)", f"{best['plain']:.1f} s", f"{rate['plain']:.0f}", "1.00x"],
+        [
+            "incremental, main content",
+            f"{best['main']:.1f} s",
+            f"{rate['main']:.0f}",
+            f"{rate['main'] / rate['plain']:.2f}x",
+        ],
+        [
+            "incremental, whole page",
+            f"{best['whole']:.1f} s",
+            f"{rate['whole']:.0f}",
+            f"{rate['whole'] / rate['plain']:.2f}x",
+        ],
+    ]
+    result = table(
+        ["first run", "whole process (best of runs)", "pages/s", "vs SitemapSpider"], rows
+    )
+    print(result)
+    if not args.no_write:
+        write_section(
+            "First run with the content work, beside SitemapSpider",
+            f"{args.pages} pages of about 6 KB behind nginx, CONCURRENT_REQUESTS=16, each a "
+            f"whole process, best of {args.repeat}. Target: 0.9x.\n\n{result}\n",
+        )
+
+
+if __name__ == "__main__":
+    main()
