@@ -15,7 +15,7 @@ from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.page_groups import Member, peek, take
+from increcrawl_scrapy.page_groups import Member, item_change, peek, take
 from increcrawl_scrapy.rows import Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
@@ -86,7 +86,8 @@ class IncrementalStatePipeline:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
         adapter = ItemAdapter(item)
-        url = adapter.get(self.config.url_field)
+        member = peek(self.crawler, item)
+        url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             return []
         try:
@@ -94,7 +95,6 @@ class IncrementalStatePipeline:
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
-        member = peek(self.crawler, item)
         if member is not None and member.item_key is not None:
             keys.append(f"{page}#item:{member.item_key}")
         return [key for key in keys if not self.store.known(key)]
@@ -103,11 +103,12 @@ class IncrementalStatePipeline:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         adapter = ItemAdapter(item)
-        url = adapter.get(self.config.url_field)
+        member = take(self.crawler, item)  # one of its page's items
+        # An item without a URL field belongs to the response it came from.
+        url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
-        member = take(self.crawler, item)  # one of several items of its page
         status = adapter.get("http_status")
         status = 200 if status is None else int(status)
         recorded = member.group.recorded if member is not None else None
@@ -120,11 +121,17 @@ class IncrementalStatePipeline:
                 member.group.recorded = recorded
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
+        # The item's own label: its page's, or against the page's previous version.
+        change = (
+            outcome.change
+            if member is None
+            else item_change(outcome.change, member.group, member.label)
+        )
         if first:
-            if outcome in DELIVERED and (member is None or member.item_key is None):
-                if member is not None:  # the page's items share its result
-                    self.delivery.expect(page.normalized_url, member.group.size)
-                self.delivery.hold(item, page.normalized_url)  # written once delivered
+            delivered = 1 if member is None else member.group.delivered(outcome.change)
+            if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
+                if member is not None:  # the page's result waits for its items
+                    self.delivery.expect(page.normalized_url, delivered)
             else:
                 self.store.deliver(page.normalized_url)  # nothing to report: written now
             if outcome is Outcome.ERROR:
@@ -133,22 +140,29 @@ class IncrementalStatePipeline:
                     stats.inc(self.crawler.stats, stats.BACKED_OFF)
                 raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
             stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
-        elif outcome in DELIVERED and member is not None and member.item_key is None:
-            self.delivery.hold(item, page.normalized_url)
-        label, content_hash = outcome, page.content_hash
+        keyed = member is not None and member.item_key is not None
+        if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
+            self.delivery.hold(item, page.normalized_url)  # written once delivered
+        content_hash = page.content_hash
         if member is not None and member.item_key is not None:
             own = self._record_item(item, url, page.normalized_url, member)
-            label, content_hash = own.outcome, own.page.content_hash
+            change, content_hash = own.outcome.change, own.page.content_hash
+        if change is None:  # gone from a page that is new again: nothing to say
+            raise DropItem(f"{url}: an item of a version not kept", log_level="DEBUG")
+        if change == "unchanged" and member is not None:
+            stats.inc(self.crawler.stats, stats.ITEMS_UNCHANGED)
         _label(
             adapter,
-            change=label.change,
+            change=change,
             normalized_url=page.normalized_url,
             content_hash=content_hash,
             fetched_at=_iso(page.last_fetched),
             etag=page.etag,
             last_modified=page.last_modified,
         )
-        if self.config.export == "changes" and label in UNCHANGED:
+        if change == "changed" and member is not None and member.changed_fields:
+            _label(adapter, changed_fields=member.changed_fields)
+        if self.config.export == "changes" and change == "unchanged":
             raise DropItem(f"{url} unchanged", log_level="DEBUG")
         return item
 
@@ -160,7 +174,8 @@ class IncrementalStatePipeline:
         assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            text = member.group.text if member is not None else self._text(adapter)
+            text = member.group.text if member is not None else None
+            text = self._text(adapter) if text is None else text
             content_hash = content_fingerprint(text, self.config.volatile_patterns)
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
@@ -179,6 +194,7 @@ class IncrementalStatePipeline:
                 final_url=adapter.get("final_url") or None,
                 content=text if self.config.keep_content else None,
                 hold=True,
+                memory=member.group.memory if member is not None else None,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")

@@ -59,6 +59,10 @@ BACKED_OFF = "increcrawl/errors/backed_off"
 REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
 #: Items delivered without state: no usable page URL in INCRECRAWL_URL_FIELD.
 ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
+#: Items not delivered: identical to one of their page's previous version.
+ITEMS_UNCHANGED = "increcrawl/items/unchanged"
+#: Requests a skipped (not due, or 304) page produced last time, made again.
+REPLAYED = "increcrawl/replayed"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

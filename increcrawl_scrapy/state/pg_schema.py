@@ -140,10 +140,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 4: SQLite schema 8: what a page's last fetch leaves for the next.
+    (
+        """
+        CREATE TABLE memories (
+            normalized_url TEXT PRIMARY KEY,
+            body           BYTEA NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.
-SQLITE_VERSION = 7
+SQLITE_VERSION = 8
 #: One key for every increcrawl database on a server: migrations never overlap.
 _MIGRATION_LOCK = 0x49434352
 

@@ -31,6 +31,7 @@ from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease
+from increcrawl_scrapy.state.memories import Memories
 from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
@@ -69,6 +70,7 @@ class Results:
         self._queued: dict[str, PageState] = {}  # handed out or loaded, not recorded
         self._absent: dict[str, None] = {}  # read by load(): not in the table
         self.contents = KeptContents()  # texts, written with their results
+        self.memories = Memories()  # pages' memories, written with their results
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
@@ -217,6 +219,7 @@ class Results:
         final_url: str | None = None,
         hold: bool = False,
         content: str | None = None,
+        memory: bytes | None = None,
     ) -> Recorded:
         now = self.clock()
         self._collect()
@@ -244,6 +247,8 @@ class Results:
         (self._held if hold else self._pending)[key] = page
         if content is not None and outcome in _KEPT:
             self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
+        if memory is not None and outcome is not Outcome.ERROR:
+            self.memories.add(key, memory)
         if (
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -270,6 +275,7 @@ class Results:
             if key not in self.writer.in_flight:  # else an earlier result inserts it
                 self._new_keys.discard(key)
             self.contents.discard(key)
+            self.memories.discard(key)
         return page is not None
 
     @property
@@ -376,6 +382,7 @@ class Results:
             new={key for key in pages if key in self._new_keys},
             hosts=self.hosts.take(),
             contents=self.contents.take(list(pages)),
+            memories=self.memories.take(list(pages)),
             leased=leased,
             # A result that leaves its row due keeps its lease (not retried at once).
             keep={key for key in leased if pages[key].next_check <= now},
@@ -399,6 +406,7 @@ class Results:
             if key not in self._pending and key not in self._held:
                 self._pending[key] = page
         self.contents.restore(batch.contents)
+        self.memories.restore(batch.memories)
         self.hosts.restore(batch.hosts)
         if self.claims is not None:
             for key, token in batch.leased.items():

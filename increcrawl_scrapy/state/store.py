@@ -22,6 +22,7 @@ from increcrawl_scrapy.config import BUDGET_ORDERS
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
+from increcrawl_scrapy.state import memories
 from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.database import Database, serialized
@@ -211,11 +212,12 @@ class StateStore:
             )
             if seed is not None:
                 db.execute("DELETE FROM sitemaps WHERE seed = ?", (seed,))
-            db.execute(
-                "DELETE FROM contents WHERE normalized_url IN "
-                f"(SELECT normalized_url FROM pages {where})",
-                params,
-            )
+            for table in ("contents", "memories"):
+                db.execute(
+                    f"DELETE FROM {table} WHERE normalized_url IN "
+                    f"(SELECT normalized_url FROM pages {where})",
+                    params,
+                )
             return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
 
     def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:
@@ -316,6 +318,7 @@ class StateStore:
         lease: str | None = None,
         hold: bool = False,
         content: str | None = None,
+        memory: bytes | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -326,7 +329,8 @@ class StateStore:
         any other failure leaves it due. *validators* is ``(etag, last_modified)``
         as the origin sent them; None means the fetcher cannot see them (Geonode).
         With *hold*, the result is written only once :meth:`deliver` is called.
-        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT).
+        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT);
+        *memory* what the fetch leaves for the next one (``page_memory.py``).
         *lease* is the token a shared backend checks; one SQLite file has one
         crawl (the crawl lock), so it has no leases to check.
         """
@@ -341,7 +345,14 @@ class StateStore:
             final_url=final_url,
             hold=hold,
             content=content,
+            memory=memory,
         )
+
+    @serialized
+    def memory(self, url: str) -> bytes | None:
+        """What *url*'s last fetch left for the next one (``page_memory.py``);
+        on a shared state a read: call it off the reactor's thread."""
+        return memories.lookup(self.results, self.database, self.normalize(url))
 
     def deliver(self, key: str) -> None:
         self.results.deliver(key)

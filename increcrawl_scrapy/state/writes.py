@@ -15,6 +15,7 @@ from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
 from increcrawl_scrapy.state.contents import KEEP
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.leases import fence
+from increcrawl_scrapy.state.memories import UPSERT as REMEMBER
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
 _INSERT_RESULT = (
@@ -40,6 +41,7 @@ class Batch:
     new: set[str]  # keys not in the table yet: inserted
     hosts: list[tuple[Any, ...]]  # (host, *counts, verdict) of hosts whose counts moved
     contents: list[tuple[Any, ...]]  # kept texts (contents.py)
+    memories: list[tuple[str, bytes]] = field(default_factory=list)  # memories.py
     #: On a shared state: key -> fencing token of the leases under which the results
     #: were fetched, and the keys whose lease is kept (the row stays due).
     leased: dict[str, int] = field(default_factory=dict)
@@ -69,6 +71,9 @@ def write_batch(database: Any, batch: Batch, *, demoted_wait: float) -> None:
         rows = [row for row in batch.contents if row[0] in written]
         if rows:
             db.executemany(KEEP, rows)
+        remembered = [row for row in batch.memories if row[0] in written]
+        if remembered:
+            db.executemany(REMEMBER, remembered)
 
 
 class Writer:
@@ -90,6 +95,10 @@ class Writer:
     def in_flight(self) -> dict[str, PageState]:
         """The results of the batch being written (still unwritten, for lookups)."""
         return self._writing[0].pages if self._writing is not None else {}
+
+    @property
+    def in_flight_memories(self) -> list[tuple[str, bytes]]:
+        return self._writing[0].memories if self._writing is not None else []
 
     def write(self, batch: Batch) -> None:
         with self.lock:

@@ -1,0 +1,161 @@
+"""examples/quotes: the two project shapes every Scrapy user has, with the README's
+two lines only (``ADDONS`` and ``INCRECRAWL_SKIP_NOT_DUE``), crawled for real
+(``scrapy crawl`` in the project) over several runs with a moved clock:
+
+- Scrapy's tutorial spider (items without a URL field, ten a page, the next page
+  followed): only what changed is delivered, item by item;
+- an ordinary ``CrawlSpider`` (every link followed from the home page): skipping a
+  page never cuts the crawl, its requests are replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing.quotes import QuotesSite
+from tests.servers import REPO
+
+pytestmark = pytest.mark.e2e
+
+QUOTES = REPO / "examples" / "quotes"
+HOUR, DAY = 3_600.0, 86_400.0
+
+
+class Project:
+    def __init__(self, tmp_path: Path, site: QuotesSite, spider: str) -> None:
+        self.tmp, self.site, self.spider = tmp_path, site, spider
+        self.now = 1_800_000_000.0
+        (tmp_path / "tclock.py").write_text(
+            f"def now():\n    return float(open({str(tmp_path / 'now')!r}).read())\n"
+        )
+        self.runs = 0
+        self.log = ""
+
+    def crawl(self, *args: str, advance: float = 0) -> list[dict]:
+        self.now += advance
+        (self.tmp / "now").write_text(str(self.now))
+        self.runs += 1
+        self.site.reset_counters()
+        feed = self.tmp / f"run{self.runs}.jsonl"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("GEONODE_API_KEY", "SCRAPY_SETTINGS_MODULE")
+        }
+        env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
+        command = [
+            sys.executable, "-m", "scrapy", "crawl", self.spider,
+            "-a", f"start_url={self.site.url}/", *args,
+            "-o", f"{feed}:jsonlines",
+            "-s", f"INCRECRAWL_DB={self.tmp / 'state.sqlite'}",
+            "-s", "INCRECRAWL_CLOCK=tclock.now",
+            "-s", "TELNETCONSOLE_ENABLED=False",
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        self.log = done.stderr
+        return [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
+
+    def stat(self, name: str) -> int:
+        for line in self.log.splitlines():
+            if f"'{name}':" in line:
+                return int(line.split(":")[-1].strip().rstrip(",}"))
+        return 0
+
+    @property
+    def fetched(self) -> int:
+        """Pages the site answered in full this run (not 304)."""
+        return sum(self.site.requested.values()) - sum(self.site.not_modified.values())
+
+
+def delivered(items: list[dict]) -> list[tuple[str, str]]:
+    return sorted((item["change"], item["text"]) for item in items)
+
+
+def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path) -> None:
+    with QuotesSite(quotes=100) as site:
+        project = Project(tmp_path, site, "quotes")
+        first = project.crawl()
+        assert len(first) == 100 and {item["change"] for item in first} == {"new"}
+        assert set(first[0]) >= {"text", "author", "tags"}
+        assert site.requested["/"] == 1 and len(site.requested) == 10
+
+        # An hour later nothing is due: nothing is delivered, and not one page is
+        # fetched (the home page is not due; the pages it leads to are not either).
+        assert project.crawl(advance=HOUR) == []
+        assert project.fetched == 0
+        assert project.stat("increcrawl/skipped/not_due") == 10
+        assert project.stat("increcrawl/replayed") == 9  # each skipped page's "Next"
+        assert "Traceback" not in project.log and "ERROR" not in project.log
+
+        # Two days later every page is due: one quote edited, one deleted from the
+        # last page, five added (a new last page). Only those are delivered.
+        site.edit(14, "\u201cAn edited quote.\u201d")
+        gone = site.delete(99)
+        site.add(5)
+        changes = project.crawl(advance=2 * DAY)
+        assert delivered(changes) == sorted(
+            [("changed", "\u201cAn edited quote.\u201d"), ("gone", gone["text"])]
+            + [("new", str(quote["text"])) for quote in site.quotes[99:]]
+        )
+        (edited,) = [item for item in changes if item["change"] == "changed"]
+        assert edited["changed_fields"] == ["text"]
+        assert edited["author"] == site.quotes[14]["author"]
+        (removed,) = [item for item in changes if item["change"] == "gone"]
+        assert removed["author"] == gone["author"] and removed["tags"] == gone["tags"]
+        assert site.requested["/page/11/"] == 1  # the new page, through the "Next" link
+        assert site.not_modified["/"] == 1  # unchanged pages answered 304...
+        assert project.stat("increcrawl/replayed") >= 1  # ...and their requests replayed
+        # Suppressed: the other quotes of the two pages that changed (the unchanged
+        # pages answered 304: their callback never ran).
+        assert project.stat("increcrawl/items/unchanged") == 9 + 9
+
+        # The same once more: nothing new. The new last page is not due either.
+        assert project.crawl(advance=HOUR) == []
+        assert project.fetched == 0
+        assert project.stat("increcrawl/skipped/not_due") == 11
+
+        # A later pipeline fails on an edited quote: it is delivered by the next
+        # run (its page due), the rest of the crawl skipped as before.
+        site.edit(3, "\u201cEdited while the storage was down.\u201d")
+        failing = ("-s", "QUOTES_FAIL_TEXT=storage was down")
+        assert project.crawl(*failing, advance=3 * DAY) == []
+        retried = project.crawl(advance=HOUR)
+        assert delivered(retried) == [("changed", "\u201cEdited while the storage was down.\u201d")]
+        assert site.requested["/"] == 1 and project.fetched == 1
+
+
+def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "pages")
+        first = project.crawl()
+        assert len(first) == 60 and {item["change"] for item in first} == {"new"}
+        assert len(site.requested) == 6  # "/" (the first page) and /page/2/ to /page/6/
+        assert site.requested["/"] == 1  # its own header link: skipped, just fetched
+
+        # Run after run, an hour apart: nothing due, nothing fetched, nothing lost.
+        for _ in range(2):
+            assert project.crawl(advance=HOUR) == []
+            assert project.fetched == 0
+            # Every page, and "/" twice: the start request (never filtered as a
+            # duplicate) and the header link of every page.
+            assert project.stat("increcrawl/skipped/not_due") == 7
+
+        # A page added and one edited far from the home page: found and delivered as
+        # soon as the pages are due, every page reached again.
+        site.edit(45, "\u201cEdited on page five.\u201d")
+        site.add(10)
+        changes = project.crawl(advance=2 * DAY)
+        assert delivered(changes) == sorted(
+            [("changed", "\u201cEdited on page five.\u201d")]
+            + [("new", str(quote["text"])) for quote in site.quotes[60:]]
+        )
+        assert set(site.requested) == {"/", *(f"/page/{n}/" for n in range(2, 8))}
