@@ -139,6 +139,7 @@ class CrawlState:
                     listed=listed,
                     verdicts=self.store.lastmod_verdicts(self.seed),
                     reason=reason,
+                    embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
                 )
             )
         finally:

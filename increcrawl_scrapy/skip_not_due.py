@@ -60,6 +60,7 @@ class SkipNotDueMiddleware:
         self.crawler = crawler
         self.config = IncrecrawlConfig.from_settings(crawler.settings)
         self.start_skipped = 0  # start requests skipped (logged the first time)
+        self.skipped: set[str] = set()  # pages skipped this run (counted once each)
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -100,7 +101,7 @@ class SkipNotDueMiddleware:
         if memory is None or memory.requests is None:
             return
         if page.next_check > self.config.clock():
-            self._skip(request, memory)
+            self._skip(request, page, memory)
         headers = conditions(page)
         if headers:
             for name, value in headers.items():
@@ -117,9 +118,11 @@ class SkipNotDueMiddleware:
             return None  # never produced items: a listing, or a new page
         return page
 
-    def _skip(self, request: Request, memory: Memory) -> None:
+    def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
         replayed = self._replay(memory)
-        stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
+        if page.normalized_url not in self.skipped:  # a page, not each request of it
+            self.skipped.add(page.normalized_url)
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
         if request.meta.get("is_start_request"):
             self.start_skipped += 1
             if self.start_skipped == 1:

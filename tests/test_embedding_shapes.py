@@ -94,6 +94,7 @@ def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path) -> None:
         assert project.fetched == 0
         assert project.stat("increcrawl/skipped/not_due") == 10
         assert project.stat("increcrawl/replayed") == 9  # each skipped page's "Next"
+        assert "skipped 10 pages not due and 0 not modified (304), replayed 9" in project.log
         assert "Traceback" not in project.log and "ERROR" not in project.log
 
         # Two days later every page is due: one quote edited, one deleted from the
@@ -145,9 +146,9 @@ def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
         for _ in range(2):
             assert project.crawl(advance=HOUR) == []
             assert project.fetched == 0
-            # Every page, and "/" twice: the start request (never filtered as a
-            # duplicate) and the header link of every page.
-            assert project.stat("increcrawl/skipped/not_due") == 7
+            assert project.stat("increcrawl/skipped/not_due") == 6
+            assert "skipped 6 pages not due" in project.log
+            assert "fetched 0 of 6 listed pages (none at all)" in project.log
 
         # A page added and one edited far from the home page: found and delivered as
         # soon as the pages are due, every page reached again.
@@ -159,3 +160,11 @@ def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
             + [("new", str(quote["text"])) for quote in site.quotes[60:]]
         )
         assert set(site.requested) == {"/", *(f"/page/{n}/" for n in range(2, 8))}
+
+        # A run cut short (the project's own page limit) says it did not reach the
+        # site, and claims no requests saved.
+        site.edit(2, "\u201cEdited on the first page.\u201d")
+        cut = project.crawl("-s", "CLOSESPIDER_PAGECOUNT=1", advance=40 * DAY)
+        assert delivered(cut) == [("changed", "\u201cEdited on the first page.\u201d")]
+        assert "of the 7 pages with state" in project.log and "not reached" in project.log
+        assert "fewer" not in project.log
