@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from increcrawl_scrapy.testing import GeonodeStandIn
 from increcrawl_scrapy.testing.quotes import QuotesSite
 from tests.servers import REPO
 
@@ -25,11 +26,14 @@ pytestmark = pytest.mark.e2e
 
 QUOTES = REPO / "examples" / "quotes"
 HOUR, DAY = 3_600.0, 86_400.0
+KEY = "quotes-key-0123456789"
 
 
 class Project:
-    def __init__(self, tmp_path: Path, site: QuotesSite, spider: str) -> None:
-        self.tmp, self.site, self.spider = tmp_path, site, spider
+    def __init__(
+        self, tmp_path: Path, site: QuotesSite, spider: str, api: GeonodeStandIn | None = None
+    ) -> None:
+        self.tmp, self.site, self.spider, self.api = tmp_path, site, spider, api
         self.now = 1_800_000_000.0
         (tmp_path / "tclock.py").write_text(
             f"def now():\n    return float(open({str(tmp_path / 'now')!r}).read())\n"
@@ -57,6 +61,9 @@ class Project:
             "-s", "INCRECRAWL_CLOCK=tclock.now",
             "-s", "TELNETCONSOLE_ENABLED=False",
         ]  # fmt: skip
+        if self.api is not None:  # pages fetched through the Geonode API
+            env["GEONODE_API_KEY"] = KEY
+            command += ["-s", f"GEONODE_API_URL={self.api.url}"]
         done = subprocess.run(
             command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=120
         )
@@ -80,9 +87,10 @@ def delivered(items: list[dict]) -> list[tuple[str, str]]:
     return sorted((item["change"], item["text"]) for item in items)
 
 
-def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path) -> None:
-    with QuotesSite(quotes=100) as site:
-        project = Project(tmp_path, site, "quotes")
+@pytest.mark.parametrize("mode", ["direct", "geonode"])
+def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path, mode: str) -> None:
+    with QuotesSite(quotes=100) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        project = Project(tmp_path, site, "quotes", api if mode == "geonode" else None)
         first = project.crawl()
         assert len(first) == 100 and {item["change"] for item in first} == {"new"}
         assert set(first[0]) >= {"text", "author", "tags"}
@@ -113,11 +121,16 @@ def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path) -> None:
         (removed,) = [item for item in changes if item["change"] == "gone"]
         assert removed["author"] == gone["author"] and removed["tags"] == gone["tags"]
         assert site.requested["/page/11/"] == 1  # the new page, through the "Next" link
-        assert site.not_modified["/"] == 1  # unchanged pages answered 304...
-        assert project.stat("increcrawl/replayed") >= 1  # ...and their requests replayed
-        # Suppressed: the other quotes of the two pages that changed (the unchanged
-        # pages answered 304: their callback never ran).
-        assert project.stat("increcrawl/items/unchanged") == 9 + 9
+        if mode == "direct":
+            assert site.not_modified["/"] == 1  # unchanged pages answered 304...
+            assert project.stat("increcrawl/replayed") >= 1  # ...their requests replayed
+            # Suppressed: the other quotes of the two pages that changed (the unchanged
+            # pages answered 304: their callback never ran).
+            assert project.stat("increcrawl/items/unchanged") == 9 + 9
+        else:  # the API does not pass the site's validators on: every page fetched whole
+            assert project.fetched == 11
+            assert project.stat("increcrawl/items/unchanged") == 100 - 2
+            assert api.counters()["requests"]["POST /v1/extract"] > 0
 
         # The same once more: nothing new. The new last page is not due either.
         assert project.crawl(advance=HOUR) == []
@@ -168,3 +181,32 @@ def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
         assert delivered(cut) == [("changed", "\u201cEdited on the first page.\u201d")]
         assert "of the 7 pages with state" in project.log and "not reached" in project.log
         assert "fewer" not in project.log
+
+
+def test_requests_with_cb_kwargs_are_replayed_with_them(tmp_path: Path) -> None:
+    with QuotesSite(quotes=70) as site:
+        project = Project(tmp_path, site, "numbered")  # response.follow(..., cb_kwargs=)
+        first = project.crawl()
+        assert len(first) == 70 and {item["page"] for item in first} == set(range(1, 8))
+        assert project.crawl(advance=HOUR) == []
+        assert project.fetched == 0 and project.stat("increcrawl/replayed") == 6
+        # Two days later: every page asked conditionally; the six unchanged answer 304
+        # and their "Next" requests are made again, with their page number.
+        site.edit(65, "\u201cEdited on the last page.\u201d")
+        changes = project.crawl(advance=2 * DAY)
+        assert [(item["change"], item["page"], item["changed_fields"]) for item in changes] == [
+            ("changed", 7, ["text"])
+        ]
+        assert sum(site.not_modified.values()) == 6
+
+
+def test_a_sitemap_spider_fetches_the_sitemap_and_what_is_due(tmp_path: Path) -> None:
+    with QuotesSite(quotes=50) as site:
+        project = Project(tmp_path, site, "sitemap")
+        assert len(project.crawl()) == 50
+        assert project.crawl(advance=HOUR) == []
+        assert dict(site.requested) == {"/sitemap.xml": 1}  # it has no items: no state
+        site.add(10)  # a sixth page, in the sitemap
+        added = project.crawl(advance=HOUR)
+        assert delivered(added) == sorted(("new", str(quote["text"])) for quote in site.quotes[50:])
+        assert dict(site.requested) == {"/sitemap.xml": 1, "/page/6/": 1}

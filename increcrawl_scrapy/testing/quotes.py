@@ -3,7 +3,8 @@ real on 127.0.0.1 and mutable between runs.
 
 ``/`` and ``/page/N/`` list ten quotes each (``div.quote`` with ``span.text``,
 ``small.author`` and ``a.tag`` links), a "Next" link (``li.next a``) to the next
-page and a navigation bar linking the home page; ``/`` shows the first page. Each
+page and a navigation bar linking the home page; ``/`` shows the first page, and
+``/sitemap.xml`` lists every ``/page/N/``. Each
 page has an ETag (a hash of its body) and answers 304 to a matching
 ``If-None-Match``. Quotes
 are edited, added (past a multiple of ten, a new last page appears) or deleted by
@@ -100,6 +101,16 @@ class QuotesSite:
 
     # -- rendering -----------------------------------------------------------
 
+    def sitemap(self) -> str:
+        """Every page (``/page/N/``), for a ``SitemapSpider``."""
+        urls = "".join(
+            f"<url><loc>{self.page_url(n)}</loc></url>" for n in range(1, self.pages + 1)
+        )
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>\n'
+        )
+
     def page_html(self, n: int) -> str | None:
         if not 1 <= n <= self.pages:
             return None
@@ -130,8 +141,11 @@ def _handler_for(site: QuotesSite) -> type[QuietHandler]:
             path = urlsplit(self.path).path
             with site._lock:
                 site.requested[path] += 1
+                kind = "text/html; charset=utf-8"
                 if path == "/":
                     body = site.page_html(1)
+                elif path == "/sitemap.xml":
+                    body, kind = site.sitemap(), "application/xml"
                 elif path.startswith("/page/"):
                     try:
                         body = site.page_html(int(path.split("/")[2]))
@@ -152,6 +166,6 @@ def _handler_for(site: QuotesSite) -> type[QuietHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            self.send_body(200, data, "text/html; charset=utf-8", {"ETag": etag})
+            self.send_body(200, data, kind, {"ETag": etag})
 
     return Handler
