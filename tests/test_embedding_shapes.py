@@ -40,6 +40,7 @@ class Project:
         )
         self.runs = 0
         self.log = ""
+        self.db = str(tmp_path / "state.sqlite")  # or a PostgreSQL DSN
 
     def crawl(self, *args: str, advance: float = 0) -> list[dict]:
         self.now += advance
@@ -57,7 +58,7 @@ class Project:
             sys.executable, "-m", "scrapy", "crawl", self.spider,
             "-a", f"start_url={self.site.url}/", *args,
             "-o", f"{feed}:jsonlines",
-            "-s", f"INCRECRAWL_DB={self.tmp / 'state.sqlite'}",
+            "-s", f"INCRECRAWL_DB={self.db}",
             "-s", "INCRECRAWL_CLOCK=tclock.now",
             "-s", "TELNETCONSOLE_ENABLED=False",
         ]  # fmt: skip
@@ -210,3 +211,19 @@ def test_a_sitemap_spider_fetches_the_sitemap_and_what_is_due(tmp_path: Path) ->
         added = project.crawl(advance=HOUR)
         assert delivered(added) == sorted(("new", str(quote["text"])) for quote in site.quotes[50:])
         assert dict(site.requested) == {"/sitemap.xml": 1, "/page/6/": 1}
+
+
+def test_the_tutorial_spider_on_a_postgresql_state(tmp_path: Path, postgres_dsn: str) -> None:
+    # A shared state: rows and memories read off the reactor's thread.
+    with QuotesSite(quotes=30) as site:
+        project = Project(tmp_path, site, "quotes")
+        project.db = postgres_dsn
+        assert len(project.crawl()) == 30
+        assert project.crawl(advance=HOUR) == []
+        assert project.fetched == 0 and project.stat("increcrawl/replayed") == 2
+        site.edit(25, "\u201cEdited on a shared state.\u201d")
+        changes = project.crawl(advance=2 * DAY)
+        assert [(item["change"], item["changed_fields"]) for item in changes] == [
+            ("changed", ["text"])
+        ]
+        assert sum(site.not_modified.values()) == 2  # the others, their requests replayed
