@@ -112,8 +112,8 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
         )
         pending: dict[str, int] = {}  # a changed quote's text -> the run it changed before
         caught = extra = missed = 0
-        requests, found_after = [], []
-        added_page: tuple[int, int] | None = None  # (page, run) of the last page added
+        requests, whole, delays, found_after = [], [], [], []
+        added: dict[int, int] = {}  # a page added and not requested yet -> the run
         for run in range(runs):
             if run:
                 for i in chance.sample(range(len(site.quotes)), int(len(site.quotes) * edits)):
@@ -124,15 +124,16 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
             if run and run % 7 == 0:
                 for i in site.add(10):
                     pending[str(site.quotes[i]["text"])] = run
-                added_page = (site.pages, run)
+                added[site.pages] = run
             site.reset_counters()
             items = crawl_quotes(spider, addon, site, work, run)
             requests.append(sum(site.requested.values()))
+            whole.append(requests[-1] - sum(site.not_modified.values()))
             for item in items:
                 if not run:
                     continue  # the first run delivers everything: nothing to compare
                 if item.get("change", "new") in ("new", "changed") and item["text"] in pending:
-                    del pending[item["text"]]
+                    delays.append(run - pending.pop(item["text"]))
                     caught += 1
                 else:
                     extra += 1
@@ -144,11 +145,15 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
                 if site.requested[path] > site.not_modified[path]:
                     del pending[text]
                     missed += 1
-            if added_page is not None and f"/page/{added_page[0]}/" in site.requested:
-                found_after.append(run - added_page[1])
-                added_page = None
+            for page, since in list(added.items()):
+                if f"/page/{page}/" in site.requested:
+                    found_after.append(run - since)
+                    del added[page]
         return {
             "requests": requests,
+            "whole": whole,
+            "delay": sum(delays) / len(delays) if delays else 0.0,
+            "not_found": len(added),
             "caught": caught,
             "extra": extra,
             "missed": missed,
@@ -173,11 +178,14 @@ def shapes(runs: int, edits: float) -> None:
                     "add-on, skipping" if addon else "plain Scrapy",
                     f"{later / (runs - 1):,.1f}",
                     f"{later / plain:.0%}",
+                    f"{sum(result['whole'][1:]) / (runs - 1):,.1f}",
                     result["caught"],
                     result["extra"],
                     result["missed"],
                     result["waiting"],
-                    ", ".join(str(d) for d in days) or "-",
+                    f"{result['delay']:.1f}",
+                    ", ".join(str(d) for d in days)
+                    + (f" ({result['not_found']} not found yet)" if result["not_found"] else ""),
                 ]
             )
     body = (
@@ -196,10 +204,12 @@ def shapes(runs: int, edits: float) -> None:
                 "way",
                 "requests a run after the first",
                 "vs plain",
+                "of which whole (not 304)",
                 "changes delivered",
                 "extra items",
                 "changes missed",
                 "waiting at the end",
+                "days from change to delivery (mean)",
                 "new page found after (days)",
             ],
             rows,
