@@ -93,7 +93,7 @@ _MEMBERS: WeakKeyDictionary[Crawler, dict[int, Member]] = WeakKeyDictionary()
 
 
 def take(crawler: Crawler, item: Any) -> Member | None:
-    """The group *item* belongs to, if its page yielded it with others (or keyed)."""
+    """The group of *item*'s page, if a response yielded it (through the middleware)."""
     members = _MEMBERS.get(crawler)
     return members.pop(id(item), None) if members else None
 
@@ -168,7 +168,8 @@ class PageItemsMiddleware:
             else:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(item_text(item, skip) for item in group))
-            page = PageGroup(url=url, size=len(group), text=text if len(group) > 1 else None)
+            single = len(group) == 1 and not keys  # fingerprinted as any one item
+            page = PageGroup(url=url, size=len(group), text=None if single else text)
             prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
             page.memory = Memory(prints, requests if own else None).pack()
             grouped = [Member(page, key, text) for item, key, text in members]
