@@ -148,6 +148,22 @@ def test_the_tutorial_spider_delivers_only_what_changed(tmp_path: Path, mode: st
         assert site.requested["/"] == 1 and project.fetched == 1
 
 
+def test_without_skipping_every_page_is_fetched_and_only_changes_delivered(
+    tmp_path: Path,
+) -> None:
+    with QuotesSite(quotes=30) as site:
+        project = Project(tmp_path, site, "quotes")
+        no_skipping = ("-s", "INCRECRAWL_SKIP_NOT_DUE=False")
+        assert len(project.crawl(*no_skipping)) == 30
+        assert project.crawl(*no_skipping, advance=HOUR) == []
+        assert project.fetched == 3 and project.stat("increcrawl/items/unchanged") == 30
+        site.edit(12, "\u201cEdited, nothing skipped.\u201d")
+        changes = project.crawl(*no_skipping, advance=HOUR)
+        assert [(item["change"], item["changed_fields"]) for item in changes] == [
+            ("changed", ["text"])
+        ]
+
+
 def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
     with QuotesSite(quotes=60) as site:
         project = Project(tmp_path, site, "pages")
@@ -162,6 +178,7 @@ def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
             assert project.fetched == 0
             assert project.stat("increcrawl/skipped/not_due") == 6
             assert "skipped 6 pages not due" in project.log
+            assert "Start request " + site.url + "/ is not due: not fetched, the 2" in project.log
             assert "fetched 0 of 6 listed pages (none at all)" in project.log
 
         # A page added and one edited far from the home page: found and delivered as
