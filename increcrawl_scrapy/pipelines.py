@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
 #: Results written only once their item is delivered (``delivery.py``).
 DELIVERED = (Outcome.NEW, Outcome.CHANGED, Outcome.GONE)
 
@@ -144,7 +143,8 @@ class IncrementalStatePipeline:
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             self.delivery.hold(item, page.normalized_url)  # written once delivered
         content_hash = page.content_hash
-        if member is not None and member.item_key is not None:
+        if keyed:
+            assert member is not None
             own = self._record_item(item, url, page.normalized_url, member)
             change, content_hash = own.outcome.change, own.page.content_hash
         if change is None:  # gone from a page that is new again: nothing to say
