@@ -174,7 +174,23 @@ def test_a_wave_is_not_taken_as_changes(store: StateStore, clock: Clock) -> None
     assert store.get(PAGES[1]).lastmod_moved is False  # a wave is no evidence either
 
 
-def test_a_trusted_host_that_starts_lying_is_demoted(store: StateStore, clock: Clock) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_trusted_host_that_starts_lying_is_demoted(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, backend: str
+) -> None:
+    # On PostgreSQL too: the demotion's statement is run there (it once stopped every
+    # later write of the crawl, the statement being SQLite's).
+    where = (
+        request.getfixturevalue("postgres_dsn")
+        if backend == "postgresql"
+        else str(tmp_path / "p.sqlite")
+    )
+    rules = LastmodRules(min_evidence=10, wave_share=0.5, sample=0.0)
+    with StateStore(where, clock=clock, policy=LearnedPolicy(), lastmod=rules) as store:
+        _lying_host_is_demoted(store, clock)
+
+
+def _lying_host_is_demoted(store: StateStore, clock: Clock) -> None:
     story = Story(store, clock)
     story.earn_trust()
     # A quiet page fetched while the dates were trusted waits for them (two years)...

@@ -18,6 +18,11 @@ _COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_uncha
 #: Evidence is a moving window: past this many informative fetches (times the
 #: minimum), every count is halved, so a host that starts lying is demoted.
 _WINDOW = 10
+#: A demoted host's pages: checked within the wait after their last fetch.
+DEMOTE = (
+    "UPDATE pages SET next_check = min(next_check, "
+    "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0"
+)
 
 
 class Hosts:
@@ -113,11 +118,7 @@ def write_hosts(db: Any, rows: list[tuple[Any, ...]], demoted_wait: float) -> No
                 verdict,
                 demoted_wait / 86_400,
             )
-            db.execute(
-                "UPDATE pages SET next_check = min(next_check, "
-                "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0",
-                (demoted_wait, host),
-            )
+            db.execute(DEMOTE, (demoted_wait, host))
         db.execute(
             f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
