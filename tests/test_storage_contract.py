@@ -215,3 +215,51 @@ def test_rows_seen_again_take_their_date_and_sitemap(open_store: Factory, clock:
     assert (first.sitemap_url, first.sitemap_lastmod) == (b, "2020-01-01T00:00:00Z")
     assert (first.last_seen, first.missing_runs) == (clock.now, 0)
     assert (second.sitemap_url, second.sitemap_lastmod) == (feed, "2021-01-01T00:00:00Z")
+
+
+def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock) -> None:
+    # Two workers at once, each observing ten pages whose date moved and which
+    # changed: the host's stored evidence is their sum (increments, not the absolute
+    # counts each worker had in memory), and the verdict is the stored totals'.
+    first, second = open_store(), open_store()
+    pages = urls(20)
+    run = first.start_run(SEED)
+    run.upsert([(u, "2020-01-01T00:00:00Z") for u in pages])
+    for page in first.due(SEED):
+        first.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="v0")
+    run.finish({}, discovery_complete=True)
+    clock.advance(DAY)
+    run = first.start_run(SEED)
+    run.upsert([(u, f"2020-02-{at + 1:02d}T00:00:00Z") for at, u in enumerate(pages)])
+    assert run.apply_lastmod().moved == 20  # each its own date: no wave
+    run.finish({}, discovery_complete=True)
+    first.flush()
+    for store, share in ((first, pages[:10]), (second, pages[10:])):
+        for url in share:
+            store.record(url, 200, seed=SEED, key=url, content_hash="v1")
+    first.flush()
+    second.flush()
+    row = first.database.execute(
+        "SELECT moved_changed, verdict FROM hosts WHERE host = ?", ("example.com",)
+    ).fetchone()
+    assert (row[0], row[1]) == (20, "trusted")
+    third = open_store()
+    assert third.hosts.verdict("example.com") == "trusted"
+
+
+def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) -> None:
+    # A URL no discovery listed (a redirect's target, an item row), recorded by two
+    # workers at once: the second insert meets the first's row and becomes an update;
+    # neither store stops writing.
+    first, second = open_store(), open_store()
+    shared_key, other = "https://example.com/new", "https://example.com/after"
+    first.record(shared_key, 200, seed=SEED, key=shared_key, content_hash="a")
+    second.record(shared_key, 200, seed=SEED, key=shared_key, content_hash="b")
+    assert first.flush() == 1
+    assert second.flush() == 1
+    second.record(other, 200, seed=SEED, key=other, content_hash="c")
+    assert second.flush() == 1
+    third = open_store()
+    assert third.get(shared_key).content_hash == "b"
+    assert third.get(other).content_hash == "c"
+    assert third.count() == 2

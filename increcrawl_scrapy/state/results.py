@@ -80,7 +80,7 @@ class Results:
         self.shared = claims is not None
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
-        self.writer = Writer(self.io, io_lock, hosts.demoted_wait)
+        self.writer = Writer(self.io, io_lock, hosts.demoted_wait, hosts.min_evidence)
         self._wanted: dict[str, None] = {}  # keys load() callers wait for
         self._loads = threading.Condition()  # taken with no other lock awaited
         self._reading = False  # a load() caller reads for all
@@ -383,6 +383,7 @@ class Results:
 
     def _done(self, batch: Batch) -> None:
         self._new_keys.difference_update(batch.pages)
+        self.hosts.written(batch.host_totals)
         self._writes_done += 1
         self._done_log.append((self._writes_done, frozenset(batch.pages)))
         if batch.lost and self.claims is not None:

@@ -38,7 +38,7 @@ class Batch:
 
     pages: dict[str, PageState]  # key -> result
     new: set[str]  # keys not in the table yet: inserted
-    hosts: list[tuple[Any, ...]]  # (host, *counts, verdict) of hosts whose counts moved
+    hosts: list[tuple[Any, ...]]  # (host, *increments) of hosts with new evidence
     contents: list[tuple[Any, ...]]  # kept texts (contents.py)
     #: On a shared state: key -> fencing token of the leases under which the results
     #: were fetched, and the keys whose lease is kept (the row stays due).
@@ -46,18 +46,22 @@ class Batch:
     keep: set[str] = field(default_factory=set)
     #: After writing: results not written, their lease taken over by another worker.
     lost: set[str] = field(default_factory=set)
+    #: After writing: the hosts' stored counts (every worker's evidence).
+    host_totals: dict[str, list[float]] = field(default_factory=dict)
 
 
-def write_batch(database: Any, batch: Batch, *, demoted_wait: float) -> None:
+def write_batch(database: Any, batch: Batch, *, demoted_wait: float, min_evidence: int) -> None:
     """Write *batch* in one transaction of *database* (a ``Database`` or a
     ``PostgresDatabase``); on a shared state, only results whose lease is current."""
     with database.transaction() as db:
         pages = list(batch.pages.values())
+        # The hosts' rows first (a demotion then updates their pages): every batch
+        # locks hosts before pages, so two never wait on each other in a circle.
+        batch.host_totals = write_hosts(db, batch.hosts, demoted_wait, min_evidence)
         if batch.leased:
             ours = fence(database.raw, batch.leased, batch.keep)
             batch.lost = set(batch.leased) - ours
             pages = [p for p in pages if p.normalized_url not in batch.lost]
-        write_hosts(db, batch.hosts, demoted_wait)
         new = [p for p in pages if p.normalized_url in batch.new]
         if new:
             db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
@@ -75,10 +79,11 @@ class Writer:
     """Writes batches with a connection (*io*) under its lock: in place (``write``),
     or on a thread of its own, one batch at a time (``start``, then ``finished``)."""
 
-    def __init__(self, io: Any, lock: Any, demoted_wait: float) -> None:
+    def __init__(self, io: Any, lock: Any, demoted_wait: float, min_evidence: int) -> None:
         self.io = io
         self.lock = lock
         self.demoted_wait = demoted_wait
+        self.min_evidence = min_evidence
         self._executor: ThreadPoolExecutor | None = None
         self._writing: tuple[Batch, Future[None]] | None = None
 
@@ -93,7 +98,9 @@ class Writer:
 
     def write(self, batch: Batch) -> None:
         with self.lock:
-            write_batch(self.io, batch, demoted_wait=self.demoted_wait)
+            write_batch(
+                self.io, batch, demoted_wait=self.demoted_wait, min_evidence=self.min_evidence
+            )
 
     def start(self, batch: Batch) -> None:
         assert self._writing is None, "one batch at a time"
