@@ -17,9 +17,13 @@ from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.leases import fence
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
+#: A row not in the table when its result was recorded; another store may have
+#: inserted it since (two workers recording one new URL): then the result is an update.
 _INSERT_RESULT = (
     f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
-    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)}) "
+    "ON CONFLICT (normalized_url) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in RESULT_COLUMNS)
 )
 _UPDATE_RESULT = (
     "UPDATE pages SET "
@@ -54,7 +58,8 @@ def write_batch(database: Any, batch: Batch, *, demoted_wait: float, min_evidenc
     """Write *batch* in one transaction of *database* (a ``Database`` or a
     ``PostgresDatabase``); on a shared state, only results whose lease is current."""
     with database.transaction() as db:
-        pages = list(batch.pages.values())
+        # In key order, as a claim and a fence lock rows: two writers never deadlock.
+        pages = [batch.pages[key] for key in sorted(batch.pages)]
         # The hosts' rows first (a demotion then updates their pages): every batch
         # locks hosts before pages, so two never wait on each other in a circle.
         batch.host_totals = write_hosts(db, batch.hosts, demoted_wait, min_evidence)
