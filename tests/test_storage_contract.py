@@ -6,12 +6,16 @@ safety) is tested in test_state.py."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.contents import last_change
+from increcrawl_scrapy.urls import normalize_url
 from tests.conftest import Clock
 
 SEED = "https://example.com/sitemap.xml"
@@ -19,7 +23,7 @@ OTHER = "https://example.com/robots.txt"
 DAY = 86_400.0
 
 BACKENDS = ["sqlite", "postgresql"]
-Factory = Callable[[], StateStore]
+Factory = Callable[..., StateStore]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -31,8 +35,8 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock):
         else str(tmp_path / "contract.sqlite")
     )
 
-    def factory() -> StateStore:
-        store = StateStore(where, clock=clock, flush_items=1000)
+    def factory(**options: Any) -> StateStore:
+        store = StateStore(where, clock=clock, flush_items=1000, **options)
         opened.append(store)
         return store
 
@@ -263,3 +267,34 @@ def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) 
     assert third.get(shared_key).content_hash == "b"
     assert third.get(other).content_hash == "c"
     assert third.count() == 2
+
+
+def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:
+    # A normalization change that moves a page's key: its item rows
+    # (INCRECRAWL_ITEM_KEY, ``PAGE#item:KEY``) move with it rather than merging into
+    # the page's row, and the texts kept for both move to their new keys.
+    def opened(strip: bool) -> StateStore:
+        return open_store(
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    page, plain = "https://example.com/docs/", "https://example.com/a"
+    store = opened(False)
+    store.start_run(SEED).upsert([(page, None), (plain, None)])
+    item = f"{page}#item:42"
+    for key, text in ((page, "the page"), (item, "the item"), (plain, "another page")):
+        url = plain if key == plain else page
+        store.record(url, 200, seed=SEED, key=key, content_hash=text, content=text)
+    store.close()
+    store = opened(True)
+    assert store.rekeyed.rekeyed == 2  # the page and its item row
+    moved, moved_item = "https://example.com/docs", "https://example.com/docs#item:42"
+    assert store.count() == 3
+    assert store.get(moved).content_hash == "the page"
+    assert store.results.lookup(moved_item).content_hash == "the item"
+    for key, text in ((moved, "the page"), (moved_item, "the item"), (plain, "another page")):
+        kept = last_change(store.database.connection, key)
+        assert kept is not None and kept.text == text, key
+    rows = store.database.execute("SELECT count(*) FROM contents").fetchone()
+    assert rows[0] == 3

@@ -58,9 +58,15 @@ def check_normalization(
     return result
 
 
+#: An item row (INCRECRAWL_ITEM_KEY) is keyed ``PAGE#item:KEY``: its page's key
+#: moves, the item's own part stays.
+ITEM_MARK = "#item:"
+
+
 def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResult:
     """Re-key every row with *normalize*; where two rows meet, the one fetched (then
-    seen) most recently stays."""
+    seen) most recently stays. Kept texts move with their rows (those of rows merged
+    away go with them)."""
     db.execute("CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)")
     db.execute("DELETE FROM temp.rekey")
     moving: list[tuple[int, str]] = []
@@ -69,11 +75,24 @@ def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResu
             new_key = normalize(url)
         except ValueError:
             continue  # not a URL under the new rules either: keep its key
+        mark = key.find(ITEM_MARK)
+        if mark >= 0:
+            new_key += key[mark:]
         if new_key != key:
             moving.append((row_id, new_key))
     db.executemany("INSERT INTO temp.rekey VALUES (?, ?)", moving)
     db.execute("CREATE INDEX IF NOT EXISTS temp.rekey_new ON rekey (new_key)")
     merged = db.execute(_MERGE_COLLISIONS).rowcount
+    # Texts of the rows merged away go; those of moving rows take the rows' way.
+    db.execute(
+        "DELETE FROM contents WHERE NOT EXISTS "
+        "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
+    )
+    db.execute(
+        "UPDATE contents SET normalized_url = char(0) || (SELECT p.id FROM pages AS p "
+        "WHERE p.normalized_url = contents.normalized_url) WHERE normalized_url IN "
+        "(SELECT p.normalized_url FROM pages AS p WHERE p.id IN (SELECT id FROM temp.rekey))"
+    )
     # Through a key no row has, so that swaps never collide on the way.
     db.execute(
         "UPDATE pages SET normalized_url = char(0) || id WHERE id IN (SELECT id FROM temp.rekey)"
@@ -82,6 +101,11 @@ def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResu
         "UPDATE pages SET normalized_url = "
         "(SELECT r.new_key FROM temp.rekey AS r WHERE r.id = pages.id) "
         "WHERE id IN (SELECT id FROM temp.rekey)"
+    )
+    db.execute(
+        "UPDATE contents SET normalized_url = "
+        "(SELECT r.new_key FROM temp.rekey AS r WHERE char(0) || r.id = contents.normalized_url) "
+        "WHERE normalized_url IN (SELECT char(0) || id FROM temp.rekey)"
     )
     db.execute("DROP TABLE temp.rekey")
     return RekeyResult(rekeyed=len(moving), merged=max(0, merged))
