@@ -3,6 +3,7 @@ re-keyed under the new rules, so no URL is ever split across two rows."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sqlite3
@@ -29,6 +30,23 @@ DELETE FROM pages WHERE id IN (
     ) AS ranked WHERE rank > 1
 )
 """
+
+
+def stored_normalize(
+    database: Database, rules: object, normalize: Callable[[str], str]
+) -> Callable[[str], str]:
+    """How the stored keys were made: ``normalize_url`` under the stored settings, if
+    they were recorded under these *rules* (``urls.RULES_VERSION``), else *normalize*.
+    The operator's commands key URLs by it, never re-keying the state with their own
+    shell's settings (a crawl does that, with its project's)."""
+    from increcrawl_scrapy.urls import normalize_url
+
+    row = database.execute("SELECT value FROM settings WHERE name = 'normalization'").fetchone()
+    stored = json.loads(row["value"]) if row is not None else {}
+    if stored.pop("rules", None) != rules:
+        return normalize
+    options: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()}
+    return functools.partial(normalize_url, **options)
 
 
 def check_normalization(

@@ -32,7 +32,7 @@ from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
-from increcrawl_scrapy.state.rekey import check_normalization
+from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -61,6 +61,7 @@ class StateStore:
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
+        keys_as_stored: bool = False,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -109,6 +110,9 @@ class StateStore:
         )
         self.queue = ChangeQueue(self.results)
         try:
+            if keys_as_stored:  # the operator's commands: the state's keys as they are
+                self.normalize = stored_normalize(self.database, RULES_VERSION, normalize)
+                normalization = volatile_patterns = None
             if normalization is not None:
                 self.rekeyed = check_normalization(self.database, normalization, normalize)
             if volatile_patterns is not None:
@@ -128,7 +132,11 @@ class StateStore:
         *,
         clock: Callable[[], float] | None = None,
         exclusive: bool = False,
+        keys_as_stored: bool = False,
     ) -> StateStore:
+        """A store as *config* says; with *keys_as_stored* (the operator's commands),
+        URLs are keyed by the settings stored with the state, which is neither
+        re-keyed nor re-fingerprinted under *config*'s."""
         return cls(
             config.db_path,
             policy=policy_from_config(config),
@@ -148,6 +156,7 @@ class StateStore:
             ),
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
+            keys_as_stored=keys_as_stored,
         )
 
     # -- runs ----------------------------------------------------------------
