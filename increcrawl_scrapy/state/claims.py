@@ -53,16 +53,18 @@ class Claims:
                     return [], [], {}
                 seed = found[0]
             now = self.clock()
-            leases = claim(
-                self.io.raw,
-                seed,
-                self.owner,
-                size,
-                now=now,
-                seconds=self.seconds,
-                keys=keys,
-                due_by=until if until is not None else now,
-                skip=skip,
+            leases = self.io.retrying(
+                lambda: claim(
+                    self.io.raw,
+                    seed,
+                    self.owner,
+                    size,
+                    now=now,
+                    seconds=self.seconds,
+                    keys=keys,
+                    due_by=until if until is not None else now,
+                    skip=skip,
+                )
             )
             wanted = [lease.key for lease in leases]
             found = rows_by_key(self.io, wanted) if wanted else {}
@@ -72,20 +74,24 @@ class Claims:
 
     def others_hold(self, seed: str) -> bool:
         with self.lock:
-            return held_by_others(self.io.raw, seed, self.owner, now=self.clock())
+            return self.io.retrying(
+                lambda: held_by_others(self.io.raw, seed, self.owner, now=self.clock())
+            )
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""
         if not leases:
             return 0
         with self.lock:
-            return release(self.io.raw, leases)
+            return self.io.retrying(lambda: release(self.io.raw, leases))
 
     def beat(self, seed: str, ttl: float) -> tuple[int, int]:
         """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all."""
         with self.lock:
-            return beat(self.io.raw, self.owner, seed, now=self.clock(), ttl=ttl)
+            return self.io.retrying(
+                lambda: beat(self.io.raw, self.owner, seed, now=self.clock(), ttl=ttl)
+            )
 
     def leave(self) -> None:
         with self.lock:
-            leave(self.io.raw, self.owner)
+            self.io.retrying(lambda: leave(self.io.raw, self.owner))

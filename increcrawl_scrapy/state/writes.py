@@ -102,10 +102,16 @@ class Writer:
         return self._writing[0].pages if self._writing is not None else {}
 
     def write(self, batch: Batch) -> None:
-        with self.lock:
+        def work() -> None:
             write_batch(
                 self.io, batch, demoted_wait=self.demoted_wait, min_evidence=self.min_evidence
             )
+
+        with self.lock:
+            # A shared state's connection may have dropped: written again once on a
+            # new one (the failed transaction wrote nothing).
+            retrying = getattr(self.io, "retrying", None)
+            retrying(work) if retrying is not None else work()
 
     def start(self, batch: Batch) -> None:
         assert self._writing is None, "one batch at a time"

@@ -1,0 +1,67 @@
+"""A shared PostgreSQL state under faults of a real server: connections dropped
+(``pg_terminate_backend``), the server restarted. Buffered results survive and are
+written once the server answers again; claims go on."""
+
+from __future__ import annotations
+
+import pytest
+
+from increcrawl_scrapy.state import StateStore
+from tests.conftest import Clock
+
+SEED = "https://example.com/sitemap.xml"
+URLS = [f"https://example.com/p{i}" for i in range(10)]
+
+
+def _record_all(store: StateStore) -> None:
+    for page in store.due(SEED):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+
+
+def _terminate_others(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) -> None:
+    with StateStore(postgres_dsn, clock=clock, flush_items=1000) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        _record_all(store)  # ten results buffered, their rows leased
+        assert _terminate_others(postgres_dsn) == 2  # the store's two connections
+        assert store.flush() == 10
+        assert store.count(last_status=200) == 10
+        clock.advance(2 * 86_400)
+        assert _terminate_others(postgres_dsn) == 2
+        assert len(store.due(SEED)) == 10  # claims go on
+    with StateStore(postgres_dsn, clock=clock) as reopened:
+        assert reopened.count(last_status=200) == 10
+
+
+@pytest.fixture
+def own_server():
+    """A server of the test's own (it is restarted)."""
+    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+
+    with ThrowawayPostgres() as server:
+        yield server
+
+
+def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
+    dsn = own_server.create_database("restarted")
+    store = StateStore(dsn, clock=clock, flush_items=1000)
+    try:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        _record_all(store)
+        own_server.restart()
+        assert store.flush() == 10
+    finally:
+        store.close()
+    with StateStore(dsn, clock=clock) as reopened:
+        assert reopened.count(last_status=200) == 10
+        assert reopened.due(SEED) == []
