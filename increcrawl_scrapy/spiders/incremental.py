@@ -32,7 +32,7 @@ from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS, formats_for
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
-from increcrawl_scrapy.scope import Scope
+from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.spiders.after_discovery import after_discovery
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
@@ -103,7 +103,8 @@ class IncrementalSpider(scrapy.Spider):
         self._origin = "{0.scheme}://{0.netloc}".format(urlsplit(first))
         # Sitemaps themselves must be on the seed's host (the sitemaps protocol),
         # unless the seed's robots.txt declares them (cross-submission).
-        self._sitemap_scope = Scope(self.seed_host)
+        self.seed_port = port_of(requested_url(first))
+        self._sitemap_scope = Scope(self.seed_host, port=self.seed_port)
         #: Where pages may be requested; widened from settings in from_crawler.
         #: SiteRedirectMiddleware reads it for redirects.
         self.increcrawl_scope = self._sitemap_scope
@@ -126,13 +127,13 @@ class IncrementalSpider(scrapy.Spider):
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = Scope(
-            spider.seed_host, include_subdomains=config.include_subdomains
+            spider.seed_host, include_subdomains=config.include_subdomains, port=spider.seed_port
         )
         # Whatever changes what a sitemap yields: an identical sitemap read under
         # other settings must be applied again.
         spider._digest_salt = json.dumps(
             {
-                "scope": [spider.seed_host, config.include_subdomains],
+                "scope": [spider.seed_host, config.include_subdomains, spider.seed_port],
                 "normalization": normalization_settings(config),
                 "rules": RULES_VERSION,
                 "parser": PARSER_VERSION,
