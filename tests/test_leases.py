@@ -145,3 +145,42 @@ def test_workers_are_counted_by_heartbeat(shared) -> None:
     assert beat(connection, "b", SEED, now=T + 7, ttl=6) == (1, 2)
     leave(connection, "b")
     assert beat(connection, "c", "https://other.example/sitemap.xml", now=T + 8, ttl=6) == (1, 1)
+
+
+def test_leases_long_expired_are_cleaned_up_by_a_claim(shared) -> None:
+    # Leases kept after failed fetches on rows no longer due, and leases of a dead
+    # worker no one took over: gone once expired for longer than a lease lasts.
+    connection = shared()
+    held = claim(connection, SEED, "dead", 100, now=T, seconds=MINUTE)
+    connection.execute("UPDATE pages SET next_check = %s", (T + 86_400,))  # none due now
+    connection.execute("UPDATE leases SET kept = 1 WHERE normalized_url LIKE '%%1'")
+    assert claim(connection, SEED, "b", 10, now=T + 1.5 * MINUTE, seconds=MINUTE) == []
+    assert connection.execute("SELECT count(*) FROM leases").fetchone()[0] == len(held)
+    assert claim(connection, SEED, "b", 10, now=T + 2 * MINUTE + 1, seconds=MINUTE) == []
+    assert connection.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_a_lease_does_not_block_a_normalization_change(postgres_dsn: str) -> None:
+    # A page whose fetch failed keeps its lease; the next crawl, with other
+    # normalization settings, re-keys the page and its lease with it.
+    from functools import partial
+
+    from increcrawl_scrapy.state import StateStore
+    from increcrawl_scrapy.urls import normalize_url
+
+    def opened(strip: bool) -> StateStore:
+        return StateStore(
+            postgres_dsn,
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    with opened(False) as store:
+        store.start_run(SEED).upsert([("https://example.com/docs/", None)])
+        (page,) = store.due(SEED)
+        store.record(page.url, None, seed=SEED, key=page.normalized_url)  # stays due
+    with opened(True) as store:
+        assert store.rekeyed.rekeyed == 1
+        assert store.get("https://example.com/docs") is not None
+        keys = store.database.execute("SELECT normalized_url FROM leases").fetchall()
+        assert [key for (key,) in keys] == ["https://example.com/docs"]

@@ -90,6 +90,11 @@ def claim(
         "skip": skip or [],
     }
     statement = _CLAIM if keys is None else _CLAIM_KEYS
+    # Leases expired for longer than a lease lasts (a dead worker's no one took over,
+    # leases kept after failed fetches of rows no longer due) go first, in a statement
+    # of its own that never waits: rows another transaction holds are left for later.
+    # A worker that late was long presumed dead: its results are refused (lost).
+    connection.execute(_CLEAN, (now - seconds,))
     with connection.transaction():
         # Live rows, then gone rows still listed: each an index range in the queue's
         # order (one query with OR could use neither: it sorted every due row).
@@ -100,6 +105,10 @@ def claim(
     return sorted((Lease(key, token, expires) for key, token, expires in rows), key=_order)
 
 
+_CLEAN = (
+    "DELETE FROM leases WHERE normalized_url IN (SELECT normalized_url FROM leases "
+    "WHERE expires_at < %s FOR UPDATE SKIP LOCKED)"
+)
 _LIVE = "p.gone = 0"
 _LISTED = "p.gone = 1 AND p.missing_runs = 0"
 
