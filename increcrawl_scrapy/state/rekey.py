@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from increcrawl_scrapy.rows import RekeyResult
+from increcrawl_scrapy.rows import ITEM_MARK, RekeyResult
 from increcrawl_scrapy.state.database import Database
 
 logger = logging.getLogger(__name__)
@@ -76,11 +76,6 @@ def check_normalization(
     return result
 
 
-#: An item row (INCRECRAWL_ITEM_KEY) is keyed ``PAGE#item:KEY``: its page's key
-#: moves, the item's own part stays.
-ITEM_MARK = "#item:"
-
-
 def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResult:
     """Re-key every row with *normalize*; where two rows meet, the one fetched (then
     seen) most recently stays. Kept texts move with their rows (those of rows merged
@@ -94,7 +89,7 @@ def _rekey(db: sqlite3.Connection, normalize: Callable[[str], str]) -> RekeyResu
         except ValueError:
             continue  # not a URL under the new rules either: keep its key
         mark = key.find(ITEM_MARK)
-        if mark >= 0:
+        if mark >= 0:  # an item row: its page's key moves, the item's own part stays
             new_key += key[mark:]
         if new_key != key:
             moving.append((row_id, new_key))

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
 
-from increcrawl_scrapy.rows import FetchResult, Outcome, PageState, Recorded
+from increcrawl_scrapy.rows import ITEM_MARK, NEVER, FetchResult, Outcome, PageState, Recorded
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents
@@ -237,6 +237,8 @@ class Results:
         verdict = self.hosts.verdict(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
         page = apply_result(previous, result, now, self.policy, verdict)
+        if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
+            page = page._replace(next_check=NEVER)
         if outcome in (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
             self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
         self._pending.pop(key, None)
