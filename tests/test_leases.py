@@ -184,3 +184,21 @@ def test_a_lease_does_not_block_a_normalization_change(postgres_dsn: str) -> Non
         assert store.get("https://example.com/docs") is not None
         keys = store.database.execute("SELECT normalized_url FROM leases").fetchall()
         assert [key for (key,) in keys] == ["https://example.com/docs"]
+
+
+def test_a_fetch_budget_is_shared_out_in_claims_of_the_usual_size(postgres_dsn: str) -> None:
+    # INCRECRAWL_MAX_FETCHES on a shared state: each worker claims the budget's rows
+    # 100 at a time, as the queue's, so a second worker gets its share.
+    from increcrawl_scrapy.state import StateStore
+
+    first, second = StateStore(postgres_dsn), StateStore(postgres_dsn)
+    try:
+        first.start_run(SEED).upsert([(f"https://example.com/p{i}", None) for i in range(300)])
+        mine = first.due_chunks(SEED, limit=250)
+        assert len(next(mine)) == 100
+        theirs = [page for chunk in second.due_chunks(SEED, limit=250) for page in chunk]
+        assert len(theirs) == 150  # the rest of the budget's rows
+        assert sum(len(chunk) for chunk in mine) == 0  # all leased by the other now
+    finally:
+        first.close()
+        second.close()

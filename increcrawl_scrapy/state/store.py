@@ -30,7 +30,7 @@ from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
+from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
@@ -281,6 +281,8 @@ class StateStore:
         if budget is None or budget.chosen is None:
             return self.queue.chunks(seed, limit, size, wait=wait)
         chosen = budget.chosen
+        if self.shared:  # claimed as the queue's rows are: a share at a time
+            size = min(size, SHARED_CHUNK)
         return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
 
     @serialized
