@@ -202,3 +202,25 @@ def test_a_fetch_budget_is_shared_out_in_claims_of_the_usual_size(postgres_dsn: 
     finally:
         first.close()
         second.close()
+
+
+def test_a_worker_whose_clock_is_ahead_takes_no_live_lease(postgres_dsn: str) -> None:
+    # Leases are timed by the server's clock: a worker 11 minutes ahead (its leases
+    # of 600 s would all look expired to it) takes none of another's live leases,
+    # and the workers count each other alive.
+    from increcrawl_scrapy.state import StateStore
+    from tests.conftest import Clock
+
+    on_time = Clock()
+    ahead = Clock(on_time.now + 11 * MINUTE)
+    first = StateStore(postgres_dsn, clock=on_time)
+    second = StateStore(postgres_dsn, clock=ahead)
+    try:
+        first.start_run(SEED).upsert([(f"https://example.com/p{i}", None) for i in range(50)])
+        assert len(first.due(SEED)) == 50
+        assert second.due(SEED) == []
+        assert first.heartbeat(SEED, ttl=6.0) == (1, 1)
+        assert second.heartbeat(SEED, ttl=6.0) == (2, 2)
+    finally:
+        first.close()
+        second.close()

@@ -52,17 +52,17 @@ class Claims:
                 if found is None:
                     return [], [], {}
                 seed = found[0]
-            now = self.clock()
+            due_by = until if until is not None else self.clock()  # the schedule's clock
             leases = self.io.retrying(
                 lambda: claim(
                     self.io.raw,
                     seed,
                     self.owner,
                     size,
-                    now=now,
+                    now=None,  # leases on the server's clock: one for every worker
                     seconds=self.seconds,
                     keys=keys,
-                    due_by=until if until is not None else now,
+                    due_by=due_by,
                     skip=skip,
                 )
             )
@@ -74,9 +74,7 @@ class Claims:
 
     def others_hold(self, seed: str) -> bool:
         with self.lock:
-            return self.io.retrying(
-                lambda: held_by_others(self.io.raw, seed, self.owner, now=self.clock())
-            )
+            return self.io.retrying(lambda: held_by_others(self.io.raw, seed, self.owner, now=None))
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""
@@ -88,9 +86,7 @@ class Claims:
     def beat(self, seed: str, ttl: float) -> tuple[int, int]:
         """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all."""
         with self.lock:
-            return self.io.retrying(
-                lambda: beat(self.io.raw, self.owner, seed, now=self.clock(), ttl=ttl)
-            )
+            return self.io.retrying(lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl))
 
     def leave(self) -> None:
         with self.lock:

@@ -64,13 +64,19 @@ _CLAIM_KEYS = _CLAIM.replace(
 assert _CLAIM_KEYS != _CLAIM
 
 
+def server_now(connection: Any) -> float:
+    """The server's clock (Unix seconds): leases and heartbeats are timed by it, one
+    clock for every worker, whatever their own say."""
+    return float(connection.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+
+
 def claim(
     connection: Any,
     seed: str,
     owner: str,
     size: int,
     *,
-    now: float,
+    now: float | None,
     seconds: float,
     keys: list[str] | None = None,
     due_by: float | None = None,
@@ -78,7 +84,9 @@ def claim(
 ) -> list[Lease]:
     """Lease up to *size* pages of *seed* due by *due_by* (default *now*; of *keys*
     only, if given; none of *skip*) to *owner* until ``now + seconds``, in the
-    queue's order."""
+    queue's order. *now* None: the server's clock."""
+    if now is None:
+        now = server_now(connection)
     params = {
         "seed": seed,
         "owner": owner,
@@ -143,10 +151,13 @@ _END = f"DELETE FROM leases WHERE {_PAIRS} RETURNING normalized_url"
 _KEEP = f"UPDATE leases SET kept = 1 WHERE {_PAIRS} RETURNING normalized_url"
 
 
-def held_by_others(connection: Any, seed: str, owner: str, *, now: float) -> bool:
+def held_by_others(connection: Any, seed: str, owner: str, *, now: float | None) -> bool:
     """Whether other workers hold live leases on *seed*'s pages that they are still
     fetching (not those kept after a failure): they may come back to the queue (a
-    dead worker's, when they expire), so a worker with nothing to claim waits."""
+    dead worker's, when they expire), so a worker with nothing to claim waits.
+    *now* None: the server's clock."""
+    if now is None:
+        now = server_now(connection)
     row = connection.execute(
         "SELECT 1 FROM leases AS l JOIN pages AS p ON p.normalized_url = l.normalized_url "
         "WHERE p.seed = %s AND l.owner <> %s AND l.kept = 0 AND l.expires_at > %s LIMIT 1",
