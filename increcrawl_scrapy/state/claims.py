@@ -13,7 +13,7 @@ from typing import Any
 
 from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
-from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release
+from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release, renew
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.workers import beat, leave
 
@@ -83,10 +83,16 @@ class Claims:
         with self.lock:
             return self.io.retrying(lambda: release(self.io.raw, leases))
 
-    def beat(self, seed: str, ttl: float) -> tuple[int, int]:
-        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all."""
+    def beat(self, seed: str, ttl: float, held: dict[str, int] | None = None) -> tuple[int, int]:
+        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all.
+        The leases *held* (key -> token: pages in flight) are renewed with it."""
         with self.lock:
-            return self.io.retrying(lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl))
+            counts = self.io.retrying(
+                lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl)
+            )
+            if held:
+                self.io.retrying(lambda: renew(self.io.raw, held, seconds=self.seconds))
+        return counts
 
     def leave(self) -> None:
         with self.lock:

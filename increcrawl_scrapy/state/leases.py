@@ -151,6 +151,27 @@ _END = f"DELETE FROM leases WHERE {_PAIRS} RETURNING normalized_url"
 _KEEP = f"UPDATE leases SET kept = 1 WHERE {_PAIRS} RETURNING normalized_url"
 
 
+#: Leases of pages still in flight, renewed once past half their length (never
+#: waiting on a row another transaction holds: renewed at the next beat then).
+_RENEW = f"""
+UPDATE leases SET expires_at = %s WHERE normalized_url IN (
+    SELECT normalized_url FROM leases WHERE {_PAIRS} AND kept = 0 AND expires_at < %s
+    FOR UPDATE SKIP LOCKED)
+"""
+
+
+def renew(connection: Any, leases: dict[str, int], *, seconds: float) -> int:
+    """Extend the leases (key -> token) of pages this worker still fetches (a batch
+    job may take longer than a lease) to ``seconds`` from now on the server's clock,
+    those past half their length; how many. A lease taken over is not renewed."""
+    if not leases:
+        return 0
+    keys = sorted(leases)
+    now = server_now(connection)
+    params = (now + seconds, keys, [leases[key] for key in keys], now + seconds / 2)
+    return int(connection.execute(_RENEW, params).rowcount)
+
+
 def held_by_others(connection: Any, seed: str, owner: str, *, now: float | None) -> bool:
     """Whether other workers hold live leases on *seed*'s pages that they are still
     fetching (not those kept after a failure): they may come back to the queue (a

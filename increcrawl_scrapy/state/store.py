@@ -395,11 +395,14 @@ class StateStore:
 
     def heartbeat(self, seed: str, ttl: float) -> tuple[int, int]:
         """Live crawls on *seed* and on the whole state, this one included (one and
-        one with SQLite: a file has one crawl)."""
+        one with SQLite: a file has one crawl). On a shared state the leases of the
+        pages this crawl still fetches are renewed (a batch job outlives a lease)."""
         claims = self.results.claims
         if claims is None or self.database.closed:
             return 1, 1
-        return claims.beat(seed, ttl)
+        with self.database.mutex:  # the leases of pages in flight, renewed with the beat
+            held = dict(claims.tokens)
+        return claims.beat(seed, ttl, held)
 
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
