@@ -275,3 +275,23 @@ async def test_a_deploy_wave_fetches_nothing_extra_and_real_edits_are_caught(
     assert "1 waves" in verdicts[0]
     assert second.stats["increcrawl/due"] == 2  # the wave made nothing else due
     assert second.changes("changed") == edited
+
+
+def test_a_date_only_lastmod_of_a_day_begun_east_of_utc_is_not_a_move(
+    store: StateStore, clock: Clock
+) -> None:
+    # 22:30 UTC: in UTC+10 it is already the next day, whose date a site there
+    # writes. That date is no date in the future, and no move once UTC reaches it.
+    day = 86_400
+    clock.now = (clock.now // day) * day + 22.5 * HOUR
+    tomorrow = datetime.fromtimestamp(clock.now + day, timezone.utc).strftime("%Y-%m-%d")
+    lastmod = f"{tomorrow}T00:00:00Z"
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], lastmod)])
+    assert store.get(PAGES[0]).sitemap_lastmod == lastmod
+    clock.advance(3 * HOUR)  # 01:30 UTC, the next day
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], lastmod)])
+    assert run.apply_lastmod().moved == 0
+    row = store.database.execute("SELECT future_dates FROM hosts").fetchone()
+    assert row is None or row[0] == 0

@@ -102,6 +102,9 @@ class Run:
         it, one a sitemap lists stays with the sitemap. Returns how many were recorded."""
         now = self._clock()
         latest = _iso(now)
+        # A date without a time names a day that begins up to 14 hours before UTC's
+        # (UTC+14): a site east of UTC writes tomorrow's date before UTC reaches it.
+        latest_day = _iso(now + _EAST_OF_UTC)
         future: Counter[str] = Counter()
         rows: dict[str, tuple[str, str, str | None, str | None, str, bool]] = {}
         for url, lastmod in entries:
@@ -110,7 +113,11 @@ class Run:
             except ValueError:
                 continue
             host = host_of(key)
-            ahead = lastmod is not None and lastmod > latest
+            ahead = (
+                lastmod is not None
+                and lastmod > latest
+                and not (lastmod.endswith(_DAY_ONLY) and lastmod <= latest_day)
+            )
             if ahead:
                 # A date in the future: counted, clamped to now for a new row, and
                 # never a move (it would move again on every run).
@@ -384,6 +391,8 @@ _APPLY_FEED_CHUNK = tuple(
 )
 assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
 
+_EAST_OF_UTC = 14 * 3600.0
+_DAY_ONLY = "T00:00:00Z"  # how a date-only lastmod is stored
 _COUNT_FUTURE = (
     "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
     "ON CONFLICT (host) DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"
