@@ -295,3 +295,25 @@ def test_a_date_only_lastmod_of_a_day_begun_east_of_utc_is_not_a_move(
     assert run.apply_lastmod().moved == 0
     row = store.database.execute("SELECT future_dates FROM hosts").fetchone()
     assert row is None or row[0] == 0
+
+
+def test_a_trusted_host_whose_dates_go_stale_is_demoted(store: StateStore, clock: Clock) -> None:
+    # Quiet pages edited without their dates moving: each such change is held until
+    # the page's next fetch confirms it stood alone. That fetch comes within a day,
+    # not after the trusted hosts' two years, so the evidence counts and the host
+    # loses its trust.
+    story = Story(store, clock)
+    story.earn_trust()
+    quiet = PAGES[10:30]
+    for url in quiet:  # edited, their dates standing still
+        story.versions[url] += 1
+        store.make_due(url=url)  # as the trusted hosts' daily sample would
+    assert story.run() == len(quiet)
+    for url in quiet:
+        page = store.get(url)
+        assert page.unannounced == 1
+        assert page.next_check - page.last_fetched <= 2 * DAY
+    for _ in range(48):
+        story.run()
+    assert store.hosts._load("example.com")[2] >= len(quiet)
+    assert story.verdict() != TRUSTED
