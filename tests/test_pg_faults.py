@@ -65,3 +65,49 @@ def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
     with StateStore(dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
         assert reopened.due(SEED) == []
+
+
+def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Clock) -> None:
+    # A results batch locks its rows in key order (leases.fence); discovery's chunk,
+    # listed in another order, locks them in key order too: one waits for the other,
+    # neither is aborted. And a row another worker inserted meanwhile (a result of a
+    # URL not yet discovered) does not abort the chunk.
+    import threading
+    import time
+
+    import psycopg
+
+    first, second = "https://example.com/a", "https://example.com/b"
+    with StateStore(postgres_dsn, clock=clock) as store:
+        store.start_run(SEED).upsert([(first, None), (second, None)])
+        run = store.start_run(SEED)
+        writer = psycopg.connect(postgres_dsn, autocommit=True)
+        errors: list[BaseException] = []
+        try:
+            with writer.transaction():
+                writer.execute(  # as a fence locks: the first key first...
+                    "SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE", (first,)
+                )
+
+                def discover() -> None:
+                    try:  # ...while discovery lists the second before the first
+                        run.upsert([(second, None), (first, None), ("https://example.com/c", None)])
+                    except BaseException as exc:  # reported below
+                        errors.append(exc)
+
+                thread = threading.Thread(target=discover)
+                thread.start()
+                time.sleep(0.5)  # discovery is waiting on the first row by now
+                writer.execute(
+                    "SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE", (second,)
+                )
+                writer.execute(
+                    "INSERT INTO pages (normalized_url, url, seed, first_seen, interval_s) "
+                    "VALUES (%s, %s, %s, 0, 86400)",
+                    ("https://example.com/c", "https://example.com/c", SEED),
+                )
+            thread.join(30)
+        finally:
+            writer.close()
+        assert errors == []
+        assert store.count(seed=SEED) == 3

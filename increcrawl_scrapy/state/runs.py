@@ -147,6 +147,10 @@ class Run:
             # One statement, not a step per row: SQLite then runs the whole chunk
             # without the GIL while discovery parses the next one.
             db.execute(_FILL_CHUNK, (json.dumps(list(rows.values())),))
+            if self.database.dialect != "sqlite":
+                # Rows locked in key order, as a results batch locks them (fence):
+                # a writer and discovery wait for each other, never in a circle.
+                db.execute(_LOCK_CHUNK_ROWS)
             for statement in _APPLY_FEED_CHUNK if feed else _APPLY_CHUNK:
                 db.execute(statement, params)
         return len(rows)
@@ -376,7 +380,14 @@ _APPLY_CHUNK = (
            c.host, :run
     FROM temp.chunk AS c
     WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+    ON CONFLICT (normalized_url) DO NOTHING
     """,
+)
+# (A row another worker inserted meanwhile, a result of a URL not yet discovered, is
+# left as it is: the next discovery attaches it.)
+_LOCK_CHUNK_ROWS = (
+    "SELECT 1 FROM pages WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk) "
+    "ORDER BY normalized_url FOR UPDATE"
 )
 
 #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
