@@ -133,7 +133,7 @@ class Run:
             "run": self.id,
         }
         with self.database.transaction() as db:
-            for host, count in future.items():
+            for host, count in sorted(future.items()):  # hosts first, by name, as batches
                 db.execute(_COUNT_FUTURE, (host, count))
             if sitemap_url is not None:
                 # Known from now on, so its rows are checked for absence even if it is
