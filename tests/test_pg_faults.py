@@ -111,3 +111,32 @@ def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Cl
             writer.close()
         assert errors == []
         assert store.count(seed=SEED) == 3
+
+
+def test_a_transaction_holding_row_locks_delays_results_and_loses_none(
+    postgres_dsn: str, clock: Clock
+) -> None:
+    # Another client holds a row's lock in a transaction left open: a claim skips the
+    # row, a write waits INCRECRAWL_DB_LOCK_TIMEOUT and fails, its results kept for
+    # the next write, which goes through once the lock is gone.
+    import psycopg
+
+    with StateStore(postgres_dsn, clock=clock, flush_items=1000, lock_timeout=0.5) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        blocker = psycopg.connect(postgres_dsn)  # not autocommit: a transaction stays open
+        lock = "SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE"
+        try:
+            blocker.execute(lock, (URLS[0],))
+            due = store.due(SEED)  # the locked row is skipped, not waited for
+            assert len(due) == 9 and URLS[0] not in {page.url for page in due}
+            blocker.rollback()
+            blocker.execute(lock, (due[0].normalized_url,))  # a row of the next batch
+            for page in due:
+                store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                store.flush()
+        finally:
+            blocker.rollback()
+            blocker.close()
+        assert store.flush() == 9  # kept, and written once the lock is gone
+        assert store.count(last_status=200) == 9

@@ -202,7 +202,7 @@ async def test_map_links_in_disguise_reach_no_other_host(
         result = await run_crawl(settings, site_url=f"{site.url}/")
         assert canary.hits == []
     assert set(site.page_urls()) <= result.changes("new")
-    assert all(item["url"].startswith(site.url) for item in result.items)
+    assert all(item["url"].startswith(site.url + "/") for item in result.items)
 
 
 def test_another_port_is_off_the_site() -> None:
