@@ -152,3 +152,22 @@ def test_edits_keep_the_keys_the_crawls_made(tmp_path: Path, action: str) -> Non
     else:
         assert set(rows) == {plain}
     assert connection.execute("SELECT value FROM settings").fetchall() == settings
+
+
+def test_diff_finds_a_page_by_the_keys_the_crawls_made(tmp_path: Path) -> None:
+    # As the edits: a state crawled with INCRECRAWL_STRIP_TRAILING_SLASH = False,
+    # read from a shell without that setting.
+    from scrapy.settings import Settings
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.state import StateStore
+
+    db, seed = tmp_path / "s.sqlite", "https://example.com/sitemap.xml"
+    slashed = "https://example.com/docs/"
+    crawled = Settings({"INCRECRAWL_DB": str(db), "INCRECRAWL_STRIP_TRAILING_SLASH": False})
+    with StateStore.from_config(IncrecrawlConfig.from_settings(crawled)) as store:
+        store.start_run(seed).upsert([(slashed, None)])
+        store.record(slashed, 200, seed=seed, content_hash="h", content="the docs")
+    done = scrapy(db, "diff", slashed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "has not changed since its text was first kept" in done.stdout
