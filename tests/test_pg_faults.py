@@ -4,7 +4,10 @@ written once the server answers again; claims go on."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import pytest_twisted
 
 from increcrawl_scrapy.state import StateStore
 from tests.conftest import Clock
@@ -140,3 +143,36 @@ def test_a_transaction_holding_row_locks_delays_results_and_loses_none(
             blocker.close()
         assert store.flush() == 9  # kept, and written once the lock is gone
         assert store.count(last_status=200) == 9
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_discovery_the_database_stops_leaves_the_queue_to_fetch(
+    postgres_dsn: str, tmp_path: Path, clock: Clock
+) -> None:
+    # Another client holds a listed row's lock longer than the lock timeout: that
+    # discovery chunk fails. The run says so, counts its discovery incomplete, and
+    # still fetches what is due (all but the locked row, which its claim skips).
+    import psycopg
+
+    from increcrawl_scrapy.testing import SampleSite
+    from tests.crawling import crawl_settings, run_crawl
+
+    with SampleSite(pages=12) as site:
+        settings = crawl_settings(postgres_dsn, clock, INCRECRAWL_DB_LOCK_TIMEOUT=0.5)
+        first = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert len(first.changes("new")) == 12
+        clock.advance(40 * 86_400)
+        site.edit(1)  # its sitemap changes: read again, its chunk meets the lock
+        site.reset_counters()
+        blocker = psycopg.connect(postgres_dsn)  # a transaction left open
+        try:
+            blocker.execute(
+                "SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE", (site.page_url(1),)
+            )
+            second = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        finally:
+            blocker.rollback()
+            blocker.close()
+    assert second.stats.get("increcrawl/discovery_incomplete") == 1
+    assert any("discovery stopped" in line.lower() for line in second.log)
+    assert sum(site.fetched[f"/page/{i}"] for i in range(12)) == 11

@@ -49,8 +49,10 @@ from increcrawl_scrapy.spiders.page_items import (
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
-from increcrawl_scrapy.state import StateLockedError
+from increcrawl_scrapy.state import StateError, StateLockedError
+from increcrawl_scrapy.state.migrate import driver_errors
 from increcrawl_scrapy.state.queue import CHUNK
+from increcrawl_scrapy.state.runs import RunOver
 from increcrawl_scrapy.tokens import TokenBudget
 from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -62,6 +64,8 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import Run, StateStore
 
 logger = logging.getLogger(__name__)
+#: What stops a discovery on the state's side (the run then fetches the queue).
+STOPPED_DISCOVERY: tuple[type[Exception], ...] = (*driver_errors(), StateError, RunOver)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
@@ -174,6 +178,17 @@ class IncrementalSpider(scrapy.Spider):
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
                 await self._discover_and_judge(run, state)
+            except STOPPED_DISCOVERY as exc:
+                # The database stopped this discovery (a lock held too long, a lost
+                # connection): what it wrote stands, nothing is marked missing, and
+                # the run fetches what is due.
+                logger.error(
+                    "Discovery stopped: the state could not take it (%s); the run fetches "
+                    "the queue as it stands",
+                    exc,
+                )
+                self.discovery_complete = state.discovery_complete = False
+                stats.inc(self.crawler.stats, stats.DISCOVERY_INCOMPLETE)
             finally:
                 await compat.in_thread(state.store.end_discovery, self.increcrawl_seed)
         else:  # one reader of a seed's sources at a time on a shared state

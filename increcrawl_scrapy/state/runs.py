@@ -26,6 +26,11 @@ Validators = tuple[str | None, str | None]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+class RunOver(ValueError):
+    """A discovery step of a run whose discovery tables are gone (a later run
+    started on the store, or its connection was opened again)."""
+
+
 def _step(method: _F) -> _F:
     """A discovery step: serialized, on the live run, after pending results are
     written (discovery must see them, and decides over them)."""
@@ -34,7 +39,7 @@ def _step(method: _F) -> _F:
     def wrapper(self: Run, *args: Any, **kwargs: Any) -> Any:
         with self.database.mutex:
             if self.database.current_run is not self:
-                raise ValueError(
+                raise RunOver(
                     f"run {self.id} is over: a later run started on this store "
                     "(its discovery tables belong to that run now)"
                 )
