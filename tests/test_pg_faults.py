@@ -176,3 +176,35 @@ async def test_a_discovery_the_database_stops_leaves_the_queue_to_fetch(
     assert second.stats.get("increcrawl/discovery_incomplete") == 1
     assert any("discovery stopped" in line.lower() for line in second.log)
     assert sum(site.fetched[f"/page/{i}"] for i in range(12)) == 11
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_server_restart_mid_crawl_loses_no_result(own_server, clock: Clock) -> None:
+    # The server restarts while a crawl fetches (every connection drops): the crawl
+    # goes on, its results are written once the server is back, and it finishes.
+    import threading
+    import time
+
+    from increcrawl_scrapy.testing import SampleSite
+    from tests.crawling import crawl_settings, run_crawl
+
+    dsn = own_server.create_database("crawled")
+    with SampleSite(pages=40) as site:
+        settings = crawl_settings(dsn, clock, INCRECRAWL_FLUSH_ITEMS=5, CONCURRENT_REQUESTS=2)
+        restarted = threading.Event()
+
+        def restart_when_fetching() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and sum(site.fetched.values()) < 10:
+                time.sleep(0.01)
+            own_server.restart()
+            restarted.set()
+
+        watcher = threading.Thread(target=restart_when_fetching)
+        watcher.start()
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        watcher.join()
+    assert restarted.is_set()
+    assert result.reason == "finished"
+    with StateStore(dsn, clock=clock) as store:
+        assert store.count(last_status=200) == 40

@@ -417,9 +417,14 @@ class Results:
         self._epoch += 1
 
     def close(self) -> None:
-        """Write what is pending, give back unanswered leases, stop the writer."""
+        """Write what is pending, give back unanswered leases, stop the writer. On a
+        shared state whose server is unreachable (a restart), the last write waits
+        for it (``Claims.patiently``: nothing records any more)."""
         try:
-            self.flush()
+            if self.claims is not None:
+                self.claims.patiently(self.flush)
+            else:
+                self.flush()
             self.release()
         finally:
             self.writer.shutdown()
