@@ -59,7 +59,7 @@ class Delivery:
         self._remote = False  # a remote feed was opened
         #: Fired once the feed exporter closed (every upload done), if a feed is remote.
         self.exporter_closed: Deferred[None] = Deferred()
-        exporter = self._exporter()
+        exporter = self._feeds = self._exporter()
         if exporter is not None and hasattr(exporter, "_get_storage"):
             self._watch_storages(exporter)
             crawler.signals.connect(self._slot_closed, signal=signals.feed_slot_closed)
@@ -152,9 +152,10 @@ class Delivery:
     def _uploads_of_item(self) -> list[_Upload]:
         """The remote uploads an item just exported went to: per feed, the slot that
         was open for it (the one before, if it just closed a batch)."""
-        exporter = self._exporter()
+        if not self._remote:
+            return []
         found = []
-        for slot in getattr(exporter, "slots", ()):
+        for slot in getattr(self._feeds, "slots", ()):
             storage = slot.storage
             before = self._open.get(slot.uri_template)
             self._open[slot.uri_template] = storage
