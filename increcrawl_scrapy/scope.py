@@ -141,6 +141,10 @@ class Scope:
         #: The seed's port, None for the default ones (80 and 443: scheme may change).
         self.port = port
 
+    def widened(self, include_subdomains: bool) -> Scope:
+        """The same scope, its subdomains included if *include_subdomains*."""
+        return Scope(self.host, include_subdomains=include_subdomains, port=self.port)
+
     def covers(self, host: str) -> bool:
         return host == self.host or (self.include_subdomains and host.endswith("." + self.host))
 

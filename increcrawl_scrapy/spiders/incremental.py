@@ -34,7 +34,7 @@ from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS, formats_
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.spiders.after_discovery import after_discovery
+from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, discovery_stopped
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
@@ -49,10 +49,8 @@ from increcrawl_scrapy.spiders.page_items import (
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
-from increcrawl_scrapy.state import StateError, StateLockedError
-from increcrawl_scrapy.state.migrate import driver_errors
+from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.state.queue import CHUNK
-from increcrawl_scrapy.state.runs import RunOver
 from increcrawl_scrapy.tokens import TokenBudget
 from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -64,8 +62,6 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import Run, StateStore
 
 logger = logging.getLogger(__name__)
-#: What stops a discovery on the state's side (the run then fetches the queue).
-STOPPED_DISCOVERY: tuple[type[Exception], ...] = (*driver_errors(), StateError, RunOver)
 
 #: Origin statuses the callback handles itself (others go to the errback).
 HANDLED_STATUSES = [304, *sorted(GONE_STATUSES)]
@@ -107,8 +103,7 @@ class IncrementalSpider(scrapy.Spider):
         self._origin = "{0.scheme}://{0.netloc}".format(urlsplit(first))
         # Sitemaps themselves must be on the seed's host (the sitemaps protocol),
         # unless the seed's robots.txt declares them (cross-submission).
-        self.seed_port = port_of(requested_url(first))
-        self._sitemap_scope = Scope(self.seed_host, port=self.seed_port)
+        self._sitemap_scope = Scope(self.seed_host, port=port_of(requested_url(first)))
         #: Where pages may be requested; widened from settings in from_crawler.
         #: SiteRedirectMiddleware reads it for redirects.
         self.increcrawl_scope = self._sitemap_scope
@@ -130,14 +125,12 @@ class IncrementalSpider(scrapy.Spider):
         config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
-        spider.increcrawl_scope = Scope(
-            spider.seed_host, include_subdomains=config.include_subdomains, port=spider.seed_port
-        )
+        spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
         # Whatever changes what a sitemap yields: an identical sitemap read under
         # other settings must be applied again.
         spider._digest_salt = json.dumps(
             {
-                "scope": [spider.seed_host, config.include_subdomains, spider.seed_port],
+                "scope": [spider.seed_host, config.include_subdomains, spider._sitemap_scope.port],
                 "normalization": normalization_settings(config),
                 "rules": RULES_VERSION,
                 "parser": PARSER_VERSION,
@@ -178,17 +171,8 @@ class IncrementalSpider(scrapy.Spider):
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
                 await self._discover_and_judge(run, state)
-            except STOPPED_DISCOVERY as exc:
-                # The database stopped this discovery (a lock held too long, a lost
-                # connection): what it wrote stands, nothing is marked missing, and
-                # the run fetches what is due.
-                logger.error(
-                    "Discovery stopped: the state could not take it (%s); the run fetches "
-                    "the queue as it stands",
-                    exc,
-                )
-                self.discovery_complete = state.discovery_complete = False
-                stats.inc(self.crawler.stats, stats.DISCOVERY_INCOMPLETE)
+            except STOPPED as exc:
+                self.discovery_complete = discovery_stopped(state, exc, self.crawler.stats)
             finally:
                 await compat.in_thread(state.store.end_discovery, self.increcrawl_seed)
         else:  # one reader of a seed's sources at a time on a shared state

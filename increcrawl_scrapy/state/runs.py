@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
-from increcrawl_scrapy.state.database import Database
+from increcrawl_scrapy.state.database import Database, RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
 
@@ -24,11 +24,6 @@ Validators = tuple[str | None, str | None]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-class RunOver(ValueError):
-    """A discovery step of a run whose discovery tables are gone (a later run
-    started on the store, or its connection was opened again)."""
 
 
 def _step(method: _F) -> _F:
