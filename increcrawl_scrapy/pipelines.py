@@ -61,7 +61,7 @@ class IncrementalStatePipeline:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
         self.validators = state.validators
-        self.delivery = Delivery(self.crawler, self.store)
+        self.delivery = state.delivery = Delivery(self.crawler, self.store)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
     def close_spider(self, spider: Spider | None = None) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
 
-from increcrawl_scrapy.rows import FetchResult, Outcome, PageState, Recorded
+from increcrawl_scrapy.rows import ITEM_MARK, NEVER, FetchResult, Outcome, PageState, Recorded
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents
@@ -82,7 +82,7 @@ class Results:
         self.shared = claims is not None
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
-        self.writer = Writer(self.io, io_lock, hosts.demoted_wait)
+        self.writer = Writer(self.io, io_lock, hosts.demoted_wait, hosts.min_evidence)
         self._wanted: dict[str, None] = {}  # keys load() callers wait for
         self._loads = threading.Condition()  # taken with no other lock awaited
         self._reading = False  # a load() caller reads for all
@@ -240,6 +240,8 @@ class Results:
         verdict = self.hosts.verdict(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
         page = apply_result(previous, result, now, self.policy, verdict)
+        if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
+            page = page._replace(next_check=NEVER)
         if outcome in (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED):
             self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
         self._pending.pop(key, None)
@@ -390,6 +392,7 @@ class Results:
 
     def _done(self, batch: Batch) -> None:
         self._new_keys.difference_update(batch.pages)
+        self.hosts.written(batch.host_totals)
         self._writes_done += 1
         self._done_log.append((self._writes_done, frozenset(batch.pages)))
         if batch.lost and self.claims is not None:
@@ -422,9 +425,14 @@ class Results:
         self._epoch += 1
 
     def close(self) -> None:
-        """Write what is pending, give back unanswered leases, stop the writer."""
+        """Write what is pending, give back unanswered leases, stop the writer. On a
+        shared state whose server is unreachable (a restart), the last write waits
+        for it (``Claims.patiently``: nothing records any more)."""
         try:
-            self.flush()
+            if self.claims is not None:
+                self.claims.patiently(self.flush)
+            else:
+                self.flush()
             self.release()
         finally:
             self.writer.shutdown()

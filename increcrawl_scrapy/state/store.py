@@ -31,9 +31,9 @@ from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
+from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
 from increcrawl_scrapy.state.refingerprint import check_volatile_rules
-from increcrawl_scrapy.state.rekey import check_normalization
+from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -62,6 +62,7 @@ class StateStore:
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
+        keys_as_stored: bool = False,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -110,6 +111,9 @@ class StateStore:
         )
         self.queue = ChangeQueue(self.results)
         try:
+            if keys_as_stored:  # the operator's commands: the state's keys as they are
+                self.normalize = stored_normalize(self.database, RULES_VERSION, normalize)
+                normalization = volatile_patterns = None
             if normalization is not None:
                 self.rekeyed = check_normalization(self.database, normalization, normalize)
             if volatile_patterns is not None:
@@ -129,7 +133,11 @@ class StateStore:
         *,
         clock: Callable[[], float] | None = None,
         exclusive: bool = False,
+        keys_as_stored: bool = False,
     ) -> StateStore:
+        """A store as *config* says; with *keys_as_stored* (the operator's commands),
+        URLs are keyed by the settings stored with the state, which is neither
+        re-keyed nor re-fingerprinted under *config*'s."""
         return cls(
             config.db_path,
             policy=policy_from_config(config),
@@ -149,6 +157,7 @@ class StateStore:
             ),
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
+            keys_as_stored=keys_as_stored,
         )
 
     # -- runs ----------------------------------------------------------------
@@ -274,6 +283,8 @@ class StateStore:
         if budget is None or budget.chosen is None:
             return self.queue.chunks(seed, limit, size, wait=wait)
         chosen = budget.chosen
+        if self.shared:  # claimed as the queue's rows are: a share at a time
+            size = min(size, SHARED_CHUNK)
         return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
 
     @serialized
@@ -395,11 +406,14 @@ class StateStore:
 
     def heartbeat(self, seed: str, ttl: float) -> tuple[int, int]:
         """Live crawls on *seed* and on the whole state, this one included (one and
-        one with SQLite: a file has one crawl)."""
+        one with SQLite: a file has one crawl). On a shared state the leases of the
+        pages this crawl still fetches are renewed (a batch job outlives a lease)."""
         claims = self.results.claims
         if claims is None or self.database.closed:
             return 1, 1
-        return claims.beat(seed, ttl)
+        with self.database.mutex:  # the leases of pages in flight, renewed with the beat
+            held = dict(claims.tokens)
+        return claims.beat(seed, ttl, held)
 
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
