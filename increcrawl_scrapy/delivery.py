@@ -6,15 +6,24 @@ was, so the next run fetches it and reports the change again; so does a crash.
 Feed exports write through a file buffer: before results are written, the feeds'
 files are flushed to the operating system, so a killed crawl never has a result in
 the state whose item is not in the feed.
+
+A remote feed (s3://, gs://, ftp://, any storage but a local file or stdout) is
+uploaded when its slot closes: at the end of the crawl, or per batch
+(``FEED_EXPORT_BATCH_ITEM_COUNT``). Its items' results are delivered only once that
+upload is done; a failed upload discards them (reported again next run), and the
+crawl's state is closed only after the feed exporter closed.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy import signals
+from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy.page_groups import take
 
@@ -26,6 +35,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class _Upload:
+    """A remote feed slot's storage: the rows of its items, and whether it stored."""
+
+    storage: Any
+    keys: list[str] = field(default_factory=list)
+    ok: bool = False
+
+
 class Delivery:
     """Held results of one crawl, keyed by their items until delivered."""
 
@@ -35,6 +53,17 @@ class Delivery:
         self._waiting: dict[int, list[str]] = {}  # id(item) -> the rows' keys
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
         store.results.before_write = self.flush_feeds
+        self._uploads: dict[int, _Upload] = {}  # id(storage) -> its upload
+        self._open: dict[str, Any] = {}  # a feed's URI template -> its current storage
+        self._awaiting: dict[str, int] = {}  # a row -> uploads of its items still to come
+        self._remote = False  # a remote feed was opened
+        #: Fired once the feed exporter closed (every upload done), if a feed is remote.
+        self.exporter_closed: Deferred[None] = Deferred()
+        exporter = self._feeds = self._exporter()
+        if exporter is not None and hasattr(exporter, "_get_storage"):
+            self._watch_storages(exporter)
+            crawler.signals.connect(self._slot_closed, signal=signals.feed_slot_closed)
+            crawler.signals.connect(self._exporter_closed, signal=signals.feed_exporter_closed)
         crawler.signals.connect(self.scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
@@ -47,17 +76,122 @@ class Delivery:
         self._expected[key] = items
 
     def scraped(self, item: Any, **_: Any) -> None:
+        uploads = self._uploads_of_item()  # the remote feeds the item went to
         keys = self._waiting.pop(id(item), None)
         if keys is None:  # a later pipeline returned another object: our label says
             key = ItemAdapter(item).get("normalized_url") if ItemAdapter.is_item(item) else None
             keys = [key] if key else []
         for key in keys:
+            for upload in uploads:
+                upload.keys.append(key)
+            if uploads:
+                self._awaiting[key] = self._awaiting.get(key, 0) + len(uploads)
             left = self._expected.get(key, 1) - 1
             if left > 0:
                 self._expected[key] = left
                 continue
             self._expected.pop(key, None)
-            self.store.deliver(key)
+            if not self._awaiting.get(key):
+                self.store.deliver(key)
+
+    def uploads_pending(self) -> Deferred[None] | None:
+        """What the crawl's close waits for before the last results are written:
+        the feed exporter's close, when a remote feed is being uploaded."""
+        if not self._remote or self.exporter_closed.called:
+            return None
+        return self.exporter_closed
+
+    # -- remote feeds ---------------------------------------------------------------
+
+    def _exporter(self) -> Any:
+        from scrapy.extensions.feedexport import FeedExporter
+
+        for extension in getattr(self.crawler.extensions, "middlewares", ()):
+            if isinstance(extension, FeedExporter):
+                return extension
+        return None
+
+    def _watch_storages(self, exporter: Any) -> None:
+        """Every storage the exporter opens from now on: a remote one's upload is
+        watched (its ``store``)."""
+        from scrapy.extensions.feedexport import FileFeedStorage, StdoutFeedStorage
+
+        opened = exporter._get_storage
+
+        def get_storage(*args: Any, **kwargs: Any) -> Any:
+            storage = opened(*args, **kwargs)
+            if not isinstance(storage, (FileFeedStorage, StdoutFeedStorage)):
+                self._watch(storage)
+            return storage
+
+        exporter._get_storage = get_storage
+
+    def _watch(self, storage: Any) -> None:
+        upload = self._uploads[id(storage)] = _Upload(storage)
+        self._remote = True
+        store = storage.store
+
+        def stored(value: Any) -> Any:
+            upload.ok = True
+            return value
+
+        def watched(file: Any) -> Any:
+            result = store(file)
+            if isinstance(result, Deferred):
+                return result.addCallback(stored)
+            if inspect.isawaitable(result):
+
+                async def awaited() -> Any:
+                    return stored(await result)
+
+                return awaited()
+            return stored(result)
+
+        storage.store = watched
+
+    def _uploads_of_item(self) -> list[_Upload]:
+        """The remote uploads an item just exported went to: per feed, the slot that
+        was open for it (the one before, if it just closed a batch)."""
+        if not self._remote:
+            return []
+        found = []
+        for slot in getattr(self._feeds, "slots", ()):
+            storage = slot.storage
+            before = self._open.get(slot.uri_template)
+            self._open[slot.uri_template] = storage
+            target = before if before is not None and before is not storage else storage
+            upload = self._uploads.get(id(target))
+            if upload is not None and upload.storage is target:
+                found.append(upload)
+        return found
+
+    def _slot_closed(self, slot: Any, **_: Any) -> None:
+        upload = self._uploads.get(id(slot.storage))
+        if upload is None or upload.storage is not slot.storage:
+            return
+        del self._uploads[id(slot.storage)]
+        if not upload.ok:
+            dropped = sum(self.store.discard(key) for key in upload.keys)
+            for key in upload.keys:
+                self._awaiting.pop(key, None)
+            logger.error(
+                "Feed %s was not uploaded: its %d changes are reported again next run",
+                slot.uri,
+                dropped,
+            )
+            return
+        for key in upload.keys:
+            left = self._awaiting.get(key, 0) - 1
+            if left > 0:
+                self._awaiting[key] = left
+            elif key in self._awaiting:
+                del self._awaiting[key]
+                if key not in self._expected:
+                    self.store.deliver(key)
+
+    def _exporter_closed(self, **_: Any) -> None:
+        if not self.exporter_closed.called:
+            self.exporter_closed.callback(None)
 
     def lost(self, item: Any, **_: Any) -> None:
         take(self.crawler, item)  # dropped before our pipeline: its page group goes too

@@ -27,6 +27,7 @@ ADDED_FIELDS = frozenset(
         "error",
         "site_failure",
         "alias_of",
+        "changed_fields",
     }
 )
 
@@ -35,17 +36,17 @@ def item_text(item: Any, skip: Iterable[str] = ()) -> str:
     """The item's canonical JSON, without the added and the *skip* fields."""
     left_out = ADDED_FIELDS | frozenset(skip)
     fields = {name: value for name, value in ItemAdapter(item).items() if name not in left_out}
-    return json.dumps(_plain(fields), indent=1, sort_keys=True, ensure_ascii=False, default=str)
+    return json.dumps(plain(fields), indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Nested items as dicts, sets sorted: the same item, the same JSON."""
     if ItemAdapter.is_item(value):
         value = ItemAdapter(value).asdict()
     if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
+        return [plain(item) for item in value]
     if isinstance(value, set | frozenset):
-        return sorted((_plain(item) for item in value), key=repr)
+        return sorted((plain(item) for item in value), key=repr)
     return value

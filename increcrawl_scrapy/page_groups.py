@@ -1,27 +1,47 @@
-"""Several items from one page: the page's state follows all of them together.
+"""A response's items: the page's state follows all of them together.
 
 ``PageItemsMiddleware`` (a spider middleware) holds a response's items until its
-callback is done, passing requests on at once, then tells the pipeline which items
-share a page URL. The page's fingerprint is taken of all of them, so the page
-changes when any of its items changed, appeared or disappeared, and its schedule
-follows that, not each item in turn. With ``INCRECRAWL_ITEM_KEY`` (the fields that
-identify an item within its page, e.g. ``sku``) each item also gets its own row
-and its own ``change`` label; without it, the page's items share the page's label.
+callback is done, passing requests on at once, then tells the pipeline which page
+each item belongs to: the one its URL field names, else the response it was scraped
+from. The page's fingerprint is taken of all its items, so the page changes when any
+of them changed, appeared or disappeared, and its schedule follows that, not each
+item in turn. Its items are matched against the page's previous version
+(``page_memory.py``): each gets its own label (``new``, ``changed`` with
+``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
+of its own (``gone``, with the fields that identified it). With ``INCRECRAWL_ITEM_KEY``
+(the fields that identify an item within its page, e.g. ``sku``) each item gets its
+own row instead. The response's own page also keeps the requests it produced, to
+be replayed when it is skipped (``skip_not_due.py``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter, is_item
+from scrapy import Request
 
+from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
+from increcrawl_scrapy.page_memory import (
+    GONE,
+    MAX_ITEMS,
+    MAX_REQUESTS,
+    NEW,
+    Memory,
+    item_print,
+    match,
+    request_data,
+    unpack,
+)
+from increcrawl_scrapy.shared_state import crawl_state
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -38,8 +58,26 @@ PRIORITY = 950
 class PageGroup:
     url: str
     size: int
-    text: str  # what the page's fingerprint is taken of
+    #: What the page's fingerprint is taken of; None for a page's one item (taken of
+    #: the item as the pipeline takes any item's).
+    text: str | None
     recorded: Recorded | None = None  # the page's result, once its first item came
+    memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
+    matched: bool = False  # the items were matched against a previous version
+    labels: list[str] = field(default_factory=list)  # each member's own label
+
+    def delivered(self, page_change: str) -> int:
+        """How many of the page's items are delivered when the page is *page_change*."""
+        changes = (item_change(page_change, self, label) for label in self.labels)
+        return sum(1 for change in changes if change not in (None, "unchanged"))
+
+
+def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
+    """An item's own label from its page's and the match (None: an item gone from a
+    version not kept, nothing to say)."""
+    if page_change == "changed" and group.matched:
+        return label
+    return None if label == GONE else page_change
 
 
 @dataclass
@@ -47,13 +85,15 @@ class Member:
     group: PageGroup
     item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
     text: str = field(default="")  # the item's own canonical text (with a key)
+    label: str = NEW  # against the page's previous version (page_memory.match)
+    changed_fields: list[str] = field(default_factory=list)
 
 
 _MEMBERS: WeakKeyDictionary[Crawler, dict[int, Member]] = WeakKeyDictionary()
 
 
 def take(crawler: Crawler, item: Any) -> Member | None:
-    """The group *item* belongs to, if its page yielded it with others (or keyed)."""
+    """The group of *item*'s page, if a response yielded it (through the middleware)."""
     members = _MEMBERS.get(crawler)
     return members.pop(id(item), None) if members else None
 
@@ -81,61 +121,88 @@ class PageItemsMiddleware:
         # The incremental spider's own items are one a page; its subclasses' are yours.
         return not hasattr(spider, "increcrawl_scope") or bool(getattr(spider, "page_rules", ()))
 
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Spider | None = None
-    ) -> Iterator[Any]:
-        if not self._active():
-            yield from result
-            return
-        items = []
-        for output in result:
-            if is_item(output):
-                items.append(output)
-            else:
-                yield output  # requests go on at once
-        yield from self._grouped(items)
-
-    async def process_spider_output_async(
+    async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
         if not self._active():
             async for output in result:
                 yield output
             return
-        items = []
+        items: list[Any] = []
+        requests: list[dict[str, Any]] | None = []
         async for output in result:
             if is_item(output):
                 items.append(output)
-            else:
-                yield output
-        for item in self._grouped(items):
+                continue
+            if isinstance(output, Request) and requests is not None:
+                data = request_data(output, self.crawler.spider)
+                requests = None if data is None or len(requests) >= MAX_REQUESTS else requests
+                if requests is not None and data is not None:
+                    requests.append(data)
+            yield output  # requests go on at once
+        for item in await self._grouped(response, items, requests):
             yield item
 
-    def _grouped(self, items: list[Any]) -> list[Any]:
+    async def _grouped(
+        self, response: Response, items: list[Any], requests: list[dict[str, Any]] | None
+    ) -> list[Any]:
         by_page: dict[str, list[Any]] = defaultdict(list)
         for item in items:
             url = ItemAdapter(item).get(self.config.url_field)
-            if isinstance(url, str) and url:
-                by_page[url].append(item)
+            # An item without a URL belongs to the response it was scraped from.
+            by_page[url if isinstance(url, str) and url else response.url].append(item)
         keys = self.config.item_key
         skip = self.config.volatile_fields
+        gone: list[Any] = []
         for url, group in by_page.items():
-            if len(group) < 2 and not keys:
-                continue  # one item, one page: as any item
+            own = url == response.url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
+            text: str | None
             if keys:
                 members = [(item, _key(item, keys), item_text(item, skip)) for item in group]
                 patterns = self.config.volatile_patterns
                 lines = sorted(
                     f"{key}\t{content_fingerprint(text, patterns)}" for _, key, text in members
                 )
+                text = "\n".join(lines)
             else:
                 members = [(item, None, "") for item in group]
-                lines = sorted(item_text(item, skip) for item in group)
-            page = PageGroup(url=url, size=len(group), text="\n".join(lines))
-            for item, key, text in members:
-                self.members[id(item)] = Member(page, key, text)
-        return items
+                text = "\n".join(sorted(item_text(item, skip) for item in group))
+            single = len(group) == 1 and not keys  # fingerprinted as any one item
+            page = PageGroup(url=url, size=len(group), text=None if single else text)
+            prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
+            page.memory = Memory(prints, requests if own else None).pack()
+            grouped = [Member(page, key, text) for item, key, text in members]
+            if not keys:
+                previous = await self._memory(url)
+                if previous is not None and len(group) <= MAX_ITEMS:
+                    page.matched = True
+                    found = match(previous.items, prints)
+                    for member, (label, fields) in zip(grouped, found.labels, strict=True):
+                        member.label, member.changed_fields = label, fields
+                    for old in found.gone:
+                        item = dict(old.values)
+                        gone.append(item)
+                        grouped.append(Member(page, None, label=GONE))
+                        self.members[id(item)] = grouped[-1]
+                page.size = len(grouped)
+            page.labels = [member.label for member in grouped]
+            for item, member in zip(group, grouped, strict=False):
+                self.members[id(item)] = member
+        return items + gone
+
+    async def _memory(self, url: str) -> Memory | None:
+        """The page's previous memory (read off the reactor's thread on a shared state)."""
+        try:
+            store = crawl_state(self.crawler).store
+        except StateLockedError:
+            return None
+        try:
+            if store.shared:
+                return unpack(await compat.in_thread(store.memory, url))
+            return unpack(store.memory(url))
+        except ValueError:
+            return None  # not a page URL
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

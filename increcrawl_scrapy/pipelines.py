@@ -15,7 +15,7 @@ from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.page_groups import Member, peek, take
+from increcrawl_scrapy.page_groups import Member, item_change, peek, take
 from increcrawl_scrapy.rows import Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
@@ -31,7 +31,6 @@ logger = logging.getLogger(__name__)
 #: Texts fingerprinted on the reactor's thread, at most (about 2 ms of work; larger
 #: ones, and any with users' rules, which may backtrack, go to a worker thread).
 INLINE_CHARS = 64 * 1024
-UNCHANGED = (Outcome.UNCHANGED, Outcome.NOT_MODIFIED, Outcome.STILL_GONE)
 #: Results written only once their item is delivered (``delivery.py``).
 DELIVERED = (Outcome.NEW, Outcome.CHANGED, Outcome.GONE)
 
@@ -57,8 +56,10 @@ class IncrementalStatePipeline:
         self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
         self.content_field: str | None = None
-        #: Fingerprints taken off the reactor's thread: by item, by text.
+        #: Fingerprints taken off the reactor's thread: by item, by text; and the
+        #: ones of the item being recorded.
         self._hashes: dict[int, dict[str, str]] = {}
+        self._taken: dict[str, str] = {}
 
     def open_spider(self, spider: Spider | None = None) -> None:
         try:
@@ -67,7 +68,7 @@ class IncrementalStatePipeline:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
         self.validators = state.validators
-        self.delivery = Delivery(self.crawler, self.store)
+        self.delivery = state.delivery = Delivery(self.crawler, self.store)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
     def close_spider(self, spider: Spider | None = None) -> None:
@@ -107,17 +108,17 @@ class IncrementalStatePipeline:
         """What recording *item* fingerprints: its page's text (a 2xx page whose
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
         adapter = ItemAdapter(item)
-        status = adapter.get("http_status")
-        if not adapter.get(self.config.url_field) or (
-            status is not None and not 200 <= int(status) < 300
-        ):
-            return []
         member = peek(self.crawler, item)
+        status = adapter.get("http_status")
+        url = member.group.url if member is not None else adapter.get(self.config.url_field)
+        if not url or (status is not None and not 200 <= int(status) < 300):
+            return []
         texts = []
         if member is None:
             texts.append(self._text(adapter))
         elif member.group.recorded is None:
-            texts.append(member.group.text)
+            text = member.group.text
+            texts.append(self._text(adapter) if text is None else text)
         if member is not None and member.item_key is not None:
             texts.append(member.text)
         return texts
@@ -125,16 +126,17 @@ class IncrementalStatePipeline:
     def _fingerprints(self, texts: list[str]) -> list[str]:
         return [content_fingerprint(text, self.config.volatile_patterns) for text in texts]
 
-    def _fingerprint(self, item: Any, text: str) -> str:
+    def _fingerprint(self, text: str) -> str:
         """The fingerprint of *text*, taken off the reactor beforehand when it could be."""
-        taken = self._hashes.get(id(item), {}).get(text)
+        taken = self._taken.get(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
     def _unread(self, item: Any) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
         adapter = ItemAdapter(item)
-        url = adapter.get(self.config.url_field)
+        member = peek(self.crawler, item)
+        url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             return []
         try:
@@ -142,7 +144,6 @@ class IncrementalStatePipeline:
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
-        member = peek(self.crawler, item)
         if member is not None and member.item_key is not None:
             keys.append(f"{page}#item:{member.item_key}")
         return [key for key in keys if not self.store.known(key)]
@@ -151,18 +152,13 @@ class IncrementalStatePipeline:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         adapter = ItemAdapter(item)
-        url = adapter.get(self.config.url_field)
+        self._taken = self._hashes.pop(id(item), {})
+        member = take(self.crawler, item)  # one of its page's items
+        # An item without a URL field belongs to the response it came from.
+        url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
-        member = take(self.crawler, item)  # one of several items of its page
-        try:
-            return self._recorded(item, adapter, url, member)
-        finally:
-            self._hashes.pop(id(item), None)
-
-    def _recorded(self, item: Any, adapter: ItemAdapter, url: str, member: Member | None) -> Any:
-        assert self.store is not None
         status = adapter.get("http_status")
         status = 200 if status is None else int(status)
         recorded = member.group.recorded if member is not None else None
@@ -175,14 +171,20 @@ class IncrementalStatePipeline:
                 member.group.recorded = recorded
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
+        # The item's own label: its page's, or against the page's previous version.
+        change = (
+            outcome.change
+            if member is None
+            else item_change(outcome.change, member.group, member.label)
+        )
         if first and adapter.get("alias_of"):
             self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
             raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
         if first:
-            if outcome in DELIVERED and (member is None or member.item_key is None):
-                if member is not None:  # the page's items share its result
-                    self.delivery.expect(page.normalized_url, member.group.size)
-                self.delivery.hold(item, page.normalized_url)  # written once delivered
+            delivered = 1 if member is None else member.group.delivered(outcome.change)
+            if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
+                if member is not None:  # the page's result waits for its items
+                    self.delivery.expect(page.normalized_url, delivered)
             else:
                 self.store.deliver(page.normalized_url)  # nothing to report: written now
             if outcome is Outcome.ERROR:
@@ -191,22 +193,30 @@ class IncrementalStatePipeline:
                     stats.inc(self.crawler.stats, stats.BACKED_OFF)
                 raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
             stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
-        elif outcome in DELIVERED and member is not None and member.item_key is None:
-            self.delivery.hold(item, page.normalized_url)
-        label, content_hash = outcome, page.content_hash
-        if member is not None and member.item_key is not None:
+        keyed = member is not None and member.item_key is not None
+        if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
+            self.delivery.hold(item, page.normalized_url)  # written once delivered
+        content_hash = page.content_hash
+        if keyed:
+            assert member is not None
             own = self._record_item(item, url, page.normalized_url, member)
-            label, content_hash = own.outcome, own.page.content_hash
+            change, content_hash = own.outcome.change, own.page.content_hash
+        if change is None:  # gone from a page that is new again: nothing to say
+            raise DropItem(f"{url}: an item of a version not kept", log_level="DEBUG")
+        if change == "unchanged" and member is not None:
+            stats.inc(self.crawler.stats, stats.ITEMS_UNCHANGED)
         _label(
             adapter,
-            change=label.change,
+            change=change,
             normalized_url=page.normalized_url,
             content_hash=content_hash,
             fetched_at=_iso(page.last_fetched),
             etag=page.etag,
             last_modified=page.last_modified,
         )
-        if self.config.export == "changes" and label in UNCHANGED:
+        if change == "changed" and member is not None and member.changed_fields:
+            _label(adapter, changed_fields=member.changed_fields)
+        if self.config.export == "changes" and change == "unchanged":
             raise DropItem(f"{url} unchanged", log_level="DEBUG")
         return item
 
@@ -218,8 +228,9 @@ class IncrementalStatePipeline:
         assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            text = member.group.text if member is not None else self._text(adapter)
-            content_hash = self._fingerprint(adapter.item, text)
+            text = member.group.text if member is not None else None
+            text = self._text(adapter) if text is None else text
+            content_hash = self._fingerprint(text)
             if adapter.get("alias_of"):  # its content is its canonical page's: not reported
                 text, content_hash = None, f"alias:{adapter.get('alias_of')}"
         validators = None
@@ -239,6 +250,7 @@ class IncrementalStatePipeline:
                 final_url=adapter.get("final_url") or None,
                 content=text if self.config.keep_content else None,
                 hold=True,
+                memory=member.group.memory if member is not None else None,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
@@ -254,7 +266,7 @@ class IncrementalStatePipeline:
             200,
             seed=self.seed,
             key=key,
-            content_hash=self._fingerprint(item, member.text),
+            content_hash=self._fingerprint(member.text),
             content=member.text if self.config.keep_content else None,
             hold=True,
         )

@@ -146,6 +146,11 @@ class RekeyResult:
     merged: int  # rows dropped because another row has the same key under the new rules
 
 
+#: An item row (INCRECRAWL_ITEM_KEY) is keyed ``PAGE#item:KEY``: a label of its
+#: page's item, recorded with each fetch of the page and never due on its own.
+ITEM_MARK = "#item:"
+NEVER = 253_402_300_799.0  # 9999-12-31T23:59:59Z: an item row's next check
+
 #: A run's counts that are ``increcrawl/<name>`` stats of the crawl...
 CRAWL_COUNTS = ("discovered", "new", "changed", "unchanged", "gone", "errors", "due")
 #: ...and all of them, API usage included.

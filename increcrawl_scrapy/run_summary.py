@@ -15,10 +15,12 @@ def run_summary(
     listed: int,
     reason: str,
     verdicts: Sequence[Mapping[str, Any]] = (),
+    embedded: bool = False,
 ) -> str:
     """*value* reads the crawl's stats (``StatsCollector.get_value``); *listed* is
     the seed's live pages, what fetching every listed page would have cost;
-    *verdicts* are the seed's hosts' rows (``StateStore.lastmod_verdicts``)."""
+    *verdicts* are the seed's hosts' rows (``StateStore.lastmod_verdicts``);
+    *embedded*: a spider of the project's own (the add-on), not ``incremental``."""
 
     def count(key: str) -> int:
         return int(value(key, 0) or 0)
@@ -27,13 +29,20 @@ def run_summary(
     errors = count(stats.ERRORS)
     fetched = sum(changes.values()) + errors
     code = close_reasons.exit_code([reason])
-    lines = [
-        f"Run summary for {seed}: ended {reason} (exit code {code} from scrapy crawl)",
-        f"  discovered {count(stats.DISCOVERED):,} URLs{_unchanged(count)}; "
-        f"{count(stats.DUE):,} pages due, "
+    fetches = (
         f"{fetched:,} fetched: "
         + ", ".join(f"{n:,} {label}" for label, n in changes.items())
-        + f", {errors:,} errors",
+        + f", {errors:,} errors"
+    )
+    queue = (  # a project's own spider has no discovery and no queue
+        ""
+        if embedded
+        else f"discovered {count(stats.DISCOVERED):,} URLs{_unchanged(count)}; "
+        f"{count(stats.DUE):,} pages due, "
+    )
+    lines = [
+        f"Run summary for {seed}: ended {reason} (exit code {code} from scrapy crawl)",
+        f"  {queue}{fetches}",
     ]
     waiting = {
         "INCRECRAWL_MAX_FETCHES": count(stats.BUDGET_LEFT),
@@ -49,7 +58,9 @@ def run_summary(
             f"  Geonode: {count(stats.API_REQUESTS):,} requests, "
             f"{count(stats.API_TOKENS):,} tokens charged"
         )
-    if listed:
+    if embedded:
+        lines.extend(_embedded(count, fetched, listed))
+    elif listed:
         lines.append(f"  {saved(fetched, listed)}")
     for host in verdicts:
         lines.append(
@@ -59,6 +70,31 @@ def run_summary(
             f"{host['future_dates']} future dates seen so far)"
         )
     return "\n".join(lines)
+
+
+def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[str]:
+    """A project's own spider: what skipping did, and whether the crawl reached every
+    page it knows (else no claim of requests saved)."""
+    not_due = count(stats.SKIPPED.format(reason="not_due"))
+    lines = []
+    if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
+        lines.append(
+            f"  skipped {not_due:,} pages not due and "
+            f"{count(stats.SKIPPED.format(reason='not_modified')):,} not modified (304), "
+            f"replayed {count(stats.REPLAYED):,} requests they led to; "
+            f"{count(stats.ITEMS_UNCHANGED):,} unchanged items not delivered"
+        )
+    if not listed:
+        return lines
+    reached = min(fetched + not_due, listed)
+    if reached < listed:
+        lines.append(
+            f"  reached {reached:,} of the {listed:,} pages with state ({fetched:,} fetched, "
+            f"{not_due:,} skipped): {listed - reached:,} not reached by this run"
+        )
+    else:
+        lines.append(f"  {saved(fetched, listed)}")
+    return lines
 
 
 def _unchanged(count: Callable[[str], int]) -> str:

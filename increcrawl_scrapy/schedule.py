@@ -161,6 +161,11 @@ class LearnedPolicy(RevisitPolicy):
     def interval_after(
         self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
     ) -> float:
+        if verdict == TRUSTED and page.sitemap_lastmod and _first_unannounced(page, outcome):
+            # A change its date did not announce, held until the next fetch says
+            # whether it stood alone (evidence that the dates went stale) or was
+            # noise: that fetch comes soon, not after the trusted hosts' wait.
+            return self.bounded(self.default_interval)
         if verdict == TRUSTED and page.sitemap_lastmod:
             wanted = ceiling = self.trusted_max_interval
         elif outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
@@ -278,6 +283,16 @@ def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> His
 
 
 _OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
+
+
+def _first_unannounced(page: PageState, outcome: Outcome) -> bool:
+    """Whether this fetch finds the page's first change its date did not announce."""
+    return (
+        outcome is Outcome.CHANGED
+        and not page.lastmod_moved
+        and page.unannounced == 0
+        and page.last_fetched is not None
+    )
 
 
 def unannounced(page: PageState, outcome: Outcome) -> int:

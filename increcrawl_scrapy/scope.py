@@ -113,15 +113,43 @@ def site_of(host: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
-class Scope:
-    """The seed's host (or, if allowed, its subdomains): where pages may be requested."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
-    def __init__(self, seed_host: str, *, include_subdomains: bool = False) -> None:
+
+def port_of(requested: str) -> int | None:
+    """The port a requested URL (``requested_url``) names, None for its scheme's
+    default."""
+    scheme, _, rest = requested.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    _host, colon, digits = authority.rpartition(":")
+    if not colon or "]" in digits or not digits.isdigit():
+        return None
+    port = int(digits)
+    return None if port == _DEFAULT_PORTS.get(scheme.lower()) else port
+
+
+class Scope:
+    """The seed's host (or, if allowed, its subdomains) on the seed's port: where
+    pages may be requested. Another port of the same host is another service (an
+    admin console, a database's HTTP API), never the site."""
+
+    def __init__(
+        self, seed_host: str, *, include_subdomains: bool = False, port: int | None = None
+    ) -> None:
         self.host = seed_host.lower()
         self.include_subdomains = include_subdomains
+        #: The seed's port, None for the default ones (80 and 443: scheme may change).
+        self.port = port
+
+    def widened(self, include_subdomains: bool) -> Scope:
+        """The same scope, its subdomains included if *include_subdomains*."""
+        return Scope(self.host, include_subdomains=include_subdomains, port=self.port)
 
     def covers(self, host: str) -> bool:
         return host == self.host or (self.include_subdomains and host.endswith("." + self.host))
+
+    def on_port(self, requested: str) -> bool:
+        return port_of(requested) == self.port
 
     def request_url(self, url: str, skipped: Counter[str]) -> str | None:
         """The URL to request for *url* if it is in scope, else None (the reason
@@ -131,7 +159,7 @@ class Scope:
         except UrlRefused as refused:
             skipped[refused.reason] += 1
             return None
-        if not self.covers(host):
+        if not self.covers(host) or not self.on_port(requested):
             skipped["offsite"] += 1
             return None
         return requested
@@ -140,8 +168,10 @@ class Scope:
         """Whether a redirect to *location* stays on the seed's site (scheme and
         ``www.`` may change; nothing else)."""
         try:
-            _requested, host = request_target(location)
+            requested, host = request_target(location)
         except UrlRefused:
+            return False
+        if not self.on_port(requested):
             return False
         return self.covers(host) or site_of(host) == site_of(self.host)
 

@@ -14,7 +14,7 @@ from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
+
+    from increcrawl_scrapy.delivery import Delivery
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,8 @@ class CrawlState:
         #: Page URL -> (ETag, Last-Modified) of its last 200, for the pipeline
         #: (SkipNotDueMiddleware; the incremental spider's items carry their own).
         self.validators: dict[str, tuple[str | None, str | None]] = {}
+        #: The pipeline's delivery of held results (None without the pipeline).
+        self.delivery: Delivery | None = None
         if str(getattr(crawler.spider, "increcrawl_reset", "")).lower() in ("1", "true", "yes"):
             again = self.store.make_due(seed=self.seed)
             logger.info("increcrawl_reset: the schedule starts over (%d pages due now)", again)
@@ -139,6 +144,7 @@ class CrawlState:
                     listed=listed,
                     verdicts=self.store.lastmod_verdicts(self.seed),
                     reason=reason,
+                    embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
                 )
             )
         finally:
@@ -172,17 +178,31 @@ def crawl_state(crawler: Crawler) -> CrawlState:
         closing = _STATES.pop(crawler, None)
         if closing is None:
             return None
-        if not closing.store.shared:
-            closing.close(reason)  # a local file
-            return None
-        # A shared state: the last results are taken here (the feeds are flushed on
-        # this thread); counting, finishing the run and closing off it.
-        closing.store.results.hand_off()
-        return compat.in_thread(closing.close, reason)
+        uploads = closing.delivery.uploads_pending() if closing.delivery else None
+        if uploads is not None:  # remote feeds: their uploads decide what was delivered
+            return _after(uploads, closing, reason)
+        return _close(closing, reason)
 
     crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
     crawler.signals.connect(state.idle, signal=signals.spider_idle, weak=False)
     return state
+
+
+async def _after(uploads: Deferred[None], closing: CrawlState, reason: str) -> None:
+    await maybe_deferred_to_future(uploads)
+    done = _close(closing, reason)
+    if done is not None:
+        await done
+
+
+def _close(closing: CrawlState, reason: str) -> Coroutine[Any, Any, None] | None:
+    if not closing.store.shared:
+        closing.close(reason)  # a local file
+        return None
+    # A shared state: the last results are taken here (the feeds are flushed on
+    # this thread); counting, finishing the run and closing off it.
+    closing.store.results.hand_off()
+    return compat.in_thread(closing.close, reason)
 
 
 def _close_when_open(spider: Spider) -> None:

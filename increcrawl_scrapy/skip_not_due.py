@@ -4,10 +4,17 @@ Opt-in (``INCRECRAWL_SKIP_NOT_DUE = True``, or a spider attribute
 ``increcrawl_skip_not_due = True``). A request whose URL has state and produced items
 before is skipped while it is not due (``increcrawl/skipped/not_due``); when it is
 due it carries the stored validators (``If-None-Match`` / ``If-Modified-Since``), and
-a 304 is recorded as unchanged without calling the spider. Pages that produced only
-requests (listings, pagination) have no state, so they are always fetched and new
-items are still found. ``request.meta["increcrawl_always"] = True`` opts a request
-out; ``-a increcrawl_reset=1`` makes every page of the spider due again.
+a 304 is recorded as unchanged without calling the spider.
+
+Skipping never cuts the crawl: the requests the page's response produced last time
+(kept in its memory, ``page_memory.py``) are made again (``increcrawl/replayed``),
+so pages reached only through it are still requested when they are due. A page
+whose requests could not be kept (a callback that is not a spider method, meta that
+is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
+request skipped says so in the log. Pages that produced only requests (listings,
+pagination) have no state, so they are always fetched and new items are still found.
+``request.meta["increcrawl_always"] = True`` opts a request out;
+``-a increcrawl_reset=1`` makes every page of the spider due again.
 
 The ``incremental`` spider queues only due pages itself: this middleware leaves it
 alone.
@@ -22,6 +29,7 @@ from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from increcrawl_scrapy.rows import PageState
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +59,8 @@ class SkipNotDueMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.start_skipped = 0  # start requests skipped (logged the first time)
+        self.skipped: set[str] = set()  # pages skipped this run (counted once each)
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -67,42 +79,87 @@ class SkipNotDueMiddleware:
                 key = state.store.normalize(request.url)
             except ValueError:
                 return None  # not a page URL
-            if not state.store.known(key):  # read off the reactor's thread first
-                return self._after_loading(request, state, key)
-        return self._decide(request, state)
+            return self._after_loading(request, state, key)
+        page = self._page(request, state)
+        if page is not None:
+            self._decide(request, page, unpack(state.store.memory(request.url)))
+        return None
 
     async def _after_loading(self, request: Request, state: CrawlState, key: str) -> None:
-        await compat.in_thread(state.store.load, [key])
-        self._decide(request, state)
+        """The same on a shared state: rows and memories read off the reactor's thread."""
+        if not state.store.known(key):
+            await compat.in_thread(state.store.load, [key])
+        page = self._page(request, state)
+        if page is not None:
+            memory = unpack(await compat.in_thread(state.store.memory, request.url))
+            self._decide(request, page, memory)
 
-    def _decide(self, request: Request, state: CrawlState) -> None:
-        try:
-            page = state.store.get(request.url)
-        except ValueError:
-            return  # not a page URL
-        if page is None or not page.fetch_count:
-            return  # never produced items: a listing, or a new page
+    def _decide(self, request: Request, page: PageState, memory: Memory | None) -> None:
+        """Skip the request while its page is not due, once the requests its page led
+        to are made again; ask a due one conditionally. A page without kept requests
+        is fetched whole (skipping it, or a 304, could cut the crawl)."""
+        if memory is None or memory.requests is None:
+            return
         if page.next_check > self.config.clock():
-            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
-            raise IgnoreRequest(f"not due before {page.next_check:.0f} (increcrawl)")
+            self._skip(request, page, memory)
         headers = conditions(page)
         if headers:
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
             request.meta[_META_KEY] = page.normalized_url
 
+    def _page(self, request: Request, state: CrawlState) -> PageState | None:
+        """The request's page, if it has produced items before."""
+        try:
+            page = state.store.get(request.url)
+        except ValueError:
+            return None  # not a page URL
+        if page is None or not page.fetch_count:
+            return None  # never produced items: a listing, or a new page
+        return page
+
+    def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
+        replayed = self._replay(memory)
+        if page.normalized_url not in self.skipped:  # a page, not each request of it
+            self.skipped.add(page.normalized_url)
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
+        if request.meta.get("is_start_request"):
+            self.start_skipped += 1
+            if self.start_skipped == 1:
+                logger.info(
+                    "Start request %s is not due: not fetched, the %d requests it led "
+                    "to last time are made instead (INCRECRAWL_SKIP_NOT_DUE)",
+                    request.url,
+                    replayed,
+                )
+        raise IgnoreRequest("not due (increcrawl)")
+
+    def _replay(self, memory: Memory) -> int:
+        """Make the requests of *memory* again; how many could be."""
+        spider, engine = self.crawler.spider, self.crawler.engine
+        assert engine is not None
+        replayed = 0
+        for data in memory.requests or ():
+            try:
+                request = request_of(data, spider)
+            except (ValueError, KeyError, TypeError):
+                continue  # the spider no longer has its callback
+            engine.crawl(request)
+            replayed += 1
+        stats.inc(self.crawler.stats, stats.REPLAYED, replayed)
+        return replayed
+
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
-    ) -> Response:
+    ) -> Any:
         key = request.meta.get(_META_KEY)
         state = self._state() if key or self._active() else None
         if state is None:
             return response
         if key and response.status == 304:
-            state.store.record(request.url, 304, seed=state.seed, key=key)
-            stats.inc(self.crawler.stats, stats.UNCHANGED)
-            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
-            raise IgnoreRequest("not modified since the last fetch (increcrawl)")
+            if state.store.shared:
+                return self._not_modified_shared(request, state, key)
+            self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
         if response.status == 200:
             etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
@@ -112,6 +169,21 @@ class SkipNotDueMiddleware:
                     del state.validators[next(iter(state.validators))]
                 state.validators[response.url] = (etag, modified)
         return response
+
+    async def _not_modified_shared(self, request: Request, state: CrawlState, key: str) -> None:
+        memory = unpack(await compat.in_thread(state.store.memory, request.url))
+        self._not_modified(request, state, key, memory)
+
+    def _not_modified(
+        self, request: Request, state: CrawlState, key: str, memory: Memory | None
+    ) -> None:
+        """A 304: unchanged, the callback not called, the page's requests made again."""
+        state.store.record(request.url, 304, seed=state.seed, key=key)
+        stats.inc(self.crawler.stats, stats.UNCHANGED)
+        stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
+        if memory is not None:
+            self._replay(memory)
+        raise IgnoreRequest("not modified since the last fetch (increcrawl)")
 
     def _state(self) -> CrawlState | None:
         """The crawl's state; None while another crawl holds the database (the crawl

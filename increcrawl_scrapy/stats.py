@@ -66,6 +66,10 @@ SOFT_404 = "increcrawl/pages/soft_404"  # a 200 with the site's "not found" page
 NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, asked for
 PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
 REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
+#: Items not delivered: identical to one of their page's previous version.
+ITEMS_UNCHANGED = "increcrawl/items/unchanged"
+#: Requests a skipped (not due, or 304) page produced last time, made again.
+REPLAYED = "increcrawl/replayed"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

@@ -9,9 +9,9 @@ from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 
 
 class Canary:
-    """A server on 127.0.0.2 that counts every request it receives."""
+    """A server on 127.0.0.2 (or *host*) that counts every request it receives."""
 
-    def __init__(self, body: bytes = b"<p>another site</p>") -> None:
+    def __init__(self, body: bytes = b"<p>another site</p>", host: str = "127.0.0.2") -> None:
         self.hits: list[str] = []
         lock = threading.Lock()
         hits = self.hits
@@ -22,7 +22,7 @@ class Canary:
                     hits.append(self.path)
                 self.send_body(200, body, "text/html")
 
-        self.server = LoopbackServer(Handler, host="127.0.0.2")
+        self.server = LoopbackServer(Handler, host=host)
 
     @property
     def url(self) -> str:

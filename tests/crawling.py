@@ -61,9 +61,11 @@ def crawl_settings(db: str, clock: Any, api: Any = None, **extra: Any) -> dict[s
     return values
 
 
-async def run_crawl(settings: dict[str, Any], **spider_args: Any) -> CrawlResult:
+async def run_crawl(
+    settings: dict[str, Any], *, spider_class: type = IncrementalSpider, **spider_args: Any
+) -> CrawlResult:
     result = CrawlResult()
-    crawler = Crawler(IncrementalSpider, Settings(settings))
+    crawler = Crawler(spider_class, Settings(settings))
 
     def scraped(item: Any) -> None:
         result.items.append(dict(item))

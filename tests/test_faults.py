@@ -189,9 +189,9 @@ async def test_map_answers_off_the_site_are_not_followed(
     result = await run_crawl(crawl_settings(db, clock, api), site_url=f"{site.url}/")
     assert result.stats["increcrawl/map/skipped/offsite"] == 2
     assert result.stats["increcrawl/map/skipped/bad_scheme"] == 1
-    assert all(item["url"].startswith(site.url) for item in result.items)
+    assert all(item["url"].startswith(site.url + "/") for item in result.items)
     bodies = [entry["body"] for entry in api.counters()["bodies"] if "url" in entry["body"]]
-    assert all(body["url"].startswith(site.url) for body in bodies)
+    assert all(body["url"].startswith(site.url + "/") for body in bodies)
 
 
 @pytest_twisted.ensureDeferred

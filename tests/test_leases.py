@@ -145,3 +145,108 @@ def test_workers_are_counted_by_heartbeat(shared) -> None:
     assert beat(connection, "b", SEED, now=T + 7, ttl=6) == (1, 2)
     leave(connection, "b")
     assert beat(connection, "c", "https://other.example/sitemap.xml", now=T + 8, ttl=6) == (1, 1)
+
+
+def test_leases_long_expired_are_cleaned_up_by_a_claim(shared) -> None:
+    # Leases kept after failed fetches on rows no longer due, and leases of a dead
+    # worker no one took over: gone once expired for longer than a lease lasts.
+    connection = shared()
+    held = claim(connection, SEED, "dead", 100, now=T, seconds=MINUTE)
+    connection.execute("UPDATE pages SET next_check = %s", (T + 86_400,))  # none due now
+    connection.execute("UPDATE leases SET kept = 1 WHERE normalized_url LIKE '%%1'")
+    assert claim(connection, SEED, "b", 10, now=T + 1.5 * MINUTE, seconds=MINUTE) == []
+    assert connection.execute("SELECT count(*) FROM leases").fetchone()[0] == len(held)
+    assert claim(connection, SEED, "b", 10, now=T + 2 * MINUTE + 1, seconds=MINUTE) == []
+    assert connection.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_a_lease_does_not_block_a_normalization_change(postgres_dsn: str) -> None:
+    # A page whose fetch failed keeps its lease; the next crawl, with other
+    # normalization settings, re-keys the page and its lease with it.
+    from functools import partial
+
+    from increcrawl_scrapy.state import StateStore
+    from increcrawl_scrapy.urls import normalize_url
+
+    def opened(strip: bool) -> StateStore:
+        return StateStore(
+            postgres_dsn,
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    with opened(False) as store:
+        store.start_run(SEED).upsert([("https://example.com/docs/", None)])
+        (page,) = store.due(SEED)
+        store.record(page.url, None, seed=SEED, key=page.normalized_url)  # stays due
+    with opened(True) as store:
+        assert store.rekeyed.rekeyed == 1
+        assert store.get("https://example.com/docs") is not None
+        keys = store.database.execute("SELECT normalized_url FROM leases").fetchall()
+        assert [key for (key,) in keys] == ["https://example.com/docs"]
+
+
+def test_a_fetch_budget_is_shared_out_in_claims_of_the_usual_size(postgres_dsn: str) -> None:
+    # INCRECRAWL_MAX_FETCHES on a shared state: each worker claims the budget's rows
+    # 100 at a time, as the queue's, so a second worker gets its share.
+    from increcrawl_scrapy.state import StateStore
+
+    first, second = StateStore(postgres_dsn), StateStore(postgres_dsn)
+    try:
+        first.start_run(SEED).upsert([(f"https://example.com/p{i}", None) for i in range(300)])
+        mine = first.due_chunks(SEED, limit=250)
+        assert len(next(mine)) == 100
+        theirs = [page for chunk in second.due_chunks(SEED, limit=250) for page in chunk]
+        assert len(theirs) == 150  # the rest of the budget's rows
+        assert sum(len(chunk) for chunk in mine) == 0  # all leased by the other now
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_worker_whose_clock_is_ahead_takes_no_live_lease(postgres_dsn: str) -> None:
+    # Leases are timed by the server's clock: a worker 11 minutes ahead (its leases
+    # of 600 s would all look expired to it) takes none of another's live leases,
+    # and the workers count each other alive.
+    from increcrawl_scrapy.state import StateStore
+    from tests.conftest import Clock
+
+    on_time = Clock()
+    ahead = Clock(on_time.now + 11 * MINUTE)
+    first = StateStore(postgres_dsn, clock=on_time)
+    second = StateStore(postgres_dsn, clock=ahead)
+    try:
+        first.start_run(SEED).upsert([(f"https://example.com/p{i}", None) for i in range(50)])
+        assert len(first.due(SEED)) == 50
+        assert second.due(SEED) == []
+        assert first.heartbeat(SEED, ttl=6.0) == (1, 1)
+        assert second.heartbeat(SEED, ttl=6.0) == (2, 2)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_leases_of_pages_in_flight_are_renewed_by_the_heartbeat(postgres_dsn: str) -> None:
+    # A batch job that takes longer than a lease: its worker beats, and the leases of
+    # the pages it still fetches are renewed, so no other worker takes them.
+    import time
+
+    from increcrawl_scrapy.state import StateStore
+
+    slow = StateStore(postgres_dsn, lease_seconds=2.0)
+    other = StateStore(postgres_dsn, lease_seconds=2.0)
+    try:
+        slow.start_run(SEED).upsert([(f"https://example.com/p{i}", None) for i in range(10)])
+        pages = slow.due(SEED)
+        assert len(pages) == 10
+        for _ in range(8):  # 4 s: twice the lease
+            slow.heartbeat(SEED, ttl=6.0)
+            time.sleep(0.5)
+        assert other.due(SEED) == []
+        for page in pages:
+            slow.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+        assert slow.flush() == 10  # none lost to a takeover
+        assert slow.results.leases_lost == 0
+    finally:
+        slow.close()
+        other.close()

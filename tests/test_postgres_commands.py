@@ -75,6 +75,12 @@ def test_a_postgresql_state_that_cannot_be_read_is_one_line_without_its_password
     assert done.returncode == 1
     assert "cannot connect to postgresql://crawler:***@127.0.0.1:9/state" in done.stdout
     assert "s3cret" not in done.stdout + done.stderr
+    in_query = "postgresql://crawler@127.0.0.1:9/state?sslmode=disable&password=s3cret"
+    for command in (("status",), ("due", "--all"), ("report", "-o", str(tmp_path / "x.html"))):
+        done = scrapy(in_query, tmp_path, *command)
+        assert done.returncode == 1, command
+        assert "s3cret" not in done.stdout + done.stderr, command
+        assert "password=***" in done.stdout, command
     empty = postgres_dsn.rsplit("/", 1)[0] + "/postgres"  # a database without a state
     done = scrapy(empty, tmp_path, "report", "-o", str(tmp_path / "r.html"))
     assert done.returncode == 1 and "no increcrawl state in" in done.stdout

@@ -174,7 +174,23 @@ def test_a_wave_is_not_taken_as_changes(store: StateStore, clock: Clock) -> None
     assert store.get(PAGES[1]).lastmod_moved is False  # a wave is no evidence either
 
 
-def test_a_trusted_host_that_starts_lying_is_demoted(store: StateStore, clock: Clock) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_trusted_host_that_starts_lying_is_demoted(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock, backend: str
+) -> None:
+    # On PostgreSQL too: the demotion's statement is run there (it once stopped every
+    # later write of the crawl, the statement being SQLite's).
+    where = (
+        request.getfixturevalue("postgres_dsn")
+        if backend == "postgresql"
+        else str(tmp_path / "p.sqlite")
+    )
+    rules = LastmodRules(min_evidence=10, wave_share=0.5, sample=0.0)
+    with StateStore(where, clock=clock, policy=LearnedPolicy(), lastmod=rules) as store:
+        _lying_host_is_demoted(store, clock)
+
+
+def _lying_host_is_demoted(store: StateStore, clock: Clock) -> None:
     story = Story(store, clock)
     story.earn_trust()
     # A quiet page fetched while the dates were trusted waits for them (two years)...
@@ -259,3 +275,45 @@ async def test_a_deploy_wave_fetches_nothing_extra_and_real_edits_are_caught(
     assert "1 waves" in verdicts[0]
     assert second.stats["increcrawl/due"] == 2  # the wave made nothing else due
     assert second.changes("changed") == edited
+
+
+def test_a_date_only_lastmod_of_a_day_begun_east_of_utc_is_not_a_move(
+    store: StateStore, clock: Clock
+) -> None:
+    # 22:30 UTC: in UTC+10 it is already the next day, whose date a site there
+    # writes. That date is no date in the future, and no move once UTC reaches it.
+    day = 86_400
+    clock.now = (clock.now // day) * day + 22.5 * HOUR
+    tomorrow = datetime.fromtimestamp(clock.now + day, timezone.utc).strftime("%Y-%m-%d")
+    lastmod = f"{tomorrow}T00:00:00Z"
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], lastmod)])
+    assert store.get(PAGES[0]).sitemap_lastmod == lastmod
+    clock.advance(3 * HOUR)  # 01:30 UTC, the next day
+    run = store.start_run(SEED)
+    run.upsert([(PAGES[0], lastmod)])
+    assert run.apply_lastmod().moved == 0
+    row = store.database.execute("SELECT future_dates FROM hosts").fetchone()
+    assert row is None or row[0] == 0
+
+
+def test_a_trusted_host_whose_dates_go_stale_is_demoted(store: StateStore, clock: Clock) -> None:
+    # Quiet pages edited without their dates moving: each such change is held until
+    # the page's next fetch confirms it stood alone. That fetch comes within a day,
+    # not after the trusted hosts' two years, so the evidence counts and the host
+    # loses its trust.
+    story = Story(store, clock)
+    story.earn_trust()
+    quiet = PAGES[10:30]
+    for url in quiet:  # edited, their dates standing still
+        story.versions[url] += 1
+        store.make_due(url=url)  # as the trusted hosts' daily sample would
+    assert story.run() == len(quiet)
+    for url in quiet:
+        page = store.get(url)
+        assert page.unannounced == 1
+        assert page.next_check - page.last_fetched <= 2 * DAY
+    for _ in range(48):
+        story.run()
+    assert store.hosts._load("example.com")[2] >= len(quiet)
+    assert story.verdict() != TRUSTED

@@ -71,7 +71,7 @@ def test_the_checked_url_is_the_requested_url() -> None:
     skipped: Counter[str] = Counter()
     for url in (
         "https://example.com/a",
-        "HTTP://EXAMPLE.COM:8080/a?b#c",
+        "HTTP://EXAMPLE.COM:80/a?b#c",  # the scheme's own port
         "https://example.com",
         "https://example.com/a@b/c",  # "@" in the path is fine
         "https://example.com/caf\u00e9 au lait",
@@ -82,6 +82,7 @@ def test_the_checked_url_is_the_requested_url() -> None:
         assert requested == Request(url).url
     for bad in (
         "https://example.com.evil.org/",
+        "HTTP://EXAMPLE.COM:8080/a?b#c",  # another port: another service
         "https://evil.org/?example.com",
         "https://sub.example.com/",
         "ftp://example.com/",
@@ -201,4 +202,37 @@ async def test_map_links_in_disguise_reach_no_other_host(
         result = await run_crawl(settings, site_url=f"{site.url}/")
         assert canary.hits == []
     assert set(site.page_urls()) <= result.changes("new")
-    assert all(item["url"].startswith(site.url) for item in result.items)
+    assert all(item["url"].startswith(site.url + "/") for item in result.items)
+
+
+def test_another_port_is_off_the_site() -> None:
+    skipped: Counter[str] = Counter()
+    scope = Scope("example.com")
+    assert scope.request_url("http://example.com:80/a", skipped) == "http://example.com:80/a"
+    assert scope.request_url("https://example.com:443/a", skipped) is not None
+    assert scope.request_url("http://example.com:8081/admin", skipped) is None
+    assert scope.request_url("https://example.com:9200/_cat", skipped) is None
+    assert skipped["offsite"] == 2
+    assert not scope.follows_redirect("http://example.com:8081/admin")
+    assert scope.follows_redirect("https://www.example.com/a")  # scheme and www. may change
+    with_port = Scope("127.0.0.1", port=8080)
+    assert with_port.request_url("http://127.0.0.1:8080/a", skipped) is not None
+    assert with_port.request_url("http://127.0.0.1/a", skipped) is None
+    assert not with_port.follows_redirect("http://127.0.0.1:8081/")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_entry_or_redirect_to_another_port_is_not_fetched(
+    site: SampleSite, tmp_path: Path, clock: Clock
+) -> None:
+    with Canary(host="127.0.0.1") as canary:  # the seed's host, another port
+        admin = f"{canary.url}/admin"
+        safe, moved = site.page_url(1), site.page_url(2)
+        entries = "".join(f"<url><loc>{u}</loc></url>" for u in (admin, safe, moved))
+        urlset = site.serve("/ports.xml", f"<urlset {NS}>{entries}</urlset>".encode())
+        site.redirect(2, f"{canary.url}/console")
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        result = await run_crawl(settings, sitemap_url=urlset)
+        assert canary.hits == []
+    assert result.changes("new") == {safe}
+    assert all(item["url"].startswith(site.url + "/") for item in result.items)

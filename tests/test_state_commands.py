@@ -119,3 +119,55 @@ def test_edits_wait_for_a_crawl_in_progress(crawled) -> None:
         done = scrapy(db, "due", "--all")
         assert done.returncode == 75 and "Try later" in done.stdout
         assert scrapy(db, "status").returncode == 0  # reading never waits
+
+
+@pytest.mark.parametrize("action", ["due", "forget"])
+def test_edits_keep_the_keys_the_crawls_made(tmp_path: Path, action: str) -> None:
+    # A state crawled with INCRECRAWL_STRIP_TRAILING_SLASH = False, edited from a
+    # shell without that setting: the command takes the URL by the stored settings
+    # and never re-keys the rows (which would merge /docs/ into /docs).
+    from scrapy.settings import Settings
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.state import StateStore
+
+    db = tmp_path / "s.sqlite"
+    seed, slashed, plain = (
+        "https://example.com/sitemap.xml",
+        "https://example.com/docs/",
+        "https://example.com/docs",
+    )
+    crawled = Settings({"INCRECRAWL_DB": str(db), "INCRECRAWL_STRIP_TRAILING_SLASH": False})
+    with StateStore.from_config(IncrecrawlConfig.from_settings(crawled)) as store:
+        store.start_run(seed).upsert([(slashed, None), (plain, None)])
+        for url in (slashed, plain):
+            store.record(url, 200, seed=seed, content_hash=url)
+    settings = sqlite3.connect(db).execute("SELECT value FROM settings").fetchall()
+    done = scrapy(db, action, slashed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    connection = sqlite3.connect(db)
+    rows = dict(connection.execute("SELECT normalized_url, next_check FROM pages"))
+    if action == "due":
+        assert set(rows) == {slashed, plain} and rows[slashed] == 0 and rows[plain] > 0
+    else:
+        assert set(rows) == {plain}
+    assert connection.execute("SELECT value FROM settings").fetchall() == settings
+
+
+def test_diff_finds_a_page_by_the_keys_the_crawls_made(tmp_path: Path) -> None:
+    # As the edits: a state crawled with INCRECRAWL_STRIP_TRAILING_SLASH = False,
+    # read from a shell without that setting.
+    from scrapy.settings import Settings
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.state import StateStore
+
+    db, seed = tmp_path / "s.sqlite", "https://example.com/sitemap.xml"
+    slashed = "https://example.com/docs/"
+    crawled = Settings({"INCRECRAWL_DB": str(db), "INCRECRAWL_STRIP_TRAILING_SLASH": False})
+    with StateStore.from_config(IncrecrawlConfig.from_settings(crawled)) as store:
+        store.start_run(seed).upsert([(slashed, None)])
+        store.record(slashed, 200, seed=seed, content_hash="h", content="the docs")
+    done = scrapy(db, "diff", slashed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "has not changed since its text was first kept" in done.stdout

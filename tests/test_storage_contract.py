@@ -6,12 +6,16 @@ safety) is tested in test_state.py."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.contents import last_change
+from increcrawl_scrapy.urls import normalize_url
 from tests.conftest import Clock
 
 SEED = "https://example.com/sitemap.xml"
@@ -19,7 +23,7 @@ OTHER = "https://example.com/robots.txt"
 DAY = 86_400.0
 
 BACKENDS = ["sqlite", "postgresql"]
-Factory = Callable[[], StateStore]
+Factory = Callable[..., StateStore]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -31,8 +35,8 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock):
         else str(tmp_path / "contract.sqlite")
     )
 
-    def factory() -> StateStore:
-        store = StateStore(where, clock=clock, flush_items=1000)
+    def factory(**options: Any) -> StateStore:
+        store = StateStore(where, clock=clock, flush_items=1000, **options)
         opened.append(store)
         return store
 
@@ -215,3 +219,82 @@ def test_rows_seen_again_take_their_date_and_sitemap(open_store: Factory, clock:
     assert (first.sitemap_url, first.sitemap_lastmod) == (b, "2020-01-01T00:00:00Z")
     assert (first.last_seen, first.missing_runs) == (clock.now, 0)
     assert (second.sitemap_url, second.sitemap_lastmod) == (feed, "2021-01-01T00:00:00Z")
+
+
+def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock) -> None:
+    # Two workers at once, each observing ten pages whose date moved and which
+    # changed: the host's stored evidence is their sum (increments, not the absolute
+    # counts each worker had in memory), and the verdict is the stored totals'.
+    first, second = open_store(), open_store()
+    pages = urls(20)
+    run = first.start_run(SEED)
+    run.upsert([(u, "2020-01-01T00:00:00Z") for u in pages])
+    for page in first.due(SEED):
+        first.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="v0")
+    run.finish({}, discovery_complete=True)
+    clock.advance(DAY)
+    run = first.start_run(SEED)
+    run.upsert([(u, f"2020-02-{at + 1:02d}T00:00:00Z") for at, u in enumerate(pages)])
+    assert run.apply_lastmod().moved == 20  # each its own date: no wave
+    run.finish({}, discovery_complete=True)
+    first.flush()
+    for store, share in ((first, pages[:10]), (second, pages[10:])):
+        for url in share:
+            store.record(url, 200, seed=SEED, key=url, content_hash="v1")
+    first.flush()
+    second.flush()
+    row = first.database.execute(
+        "SELECT moved_changed, verdict FROM hosts WHERE host = ?", ("example.com",)
+    ).fetchone()
+    assert (row[0], row[1]) == (20, "trusted")
+    third = open_store()
+    assert third.hosts.verdict("example.com") == "trusted"
+
+
+def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) -> None:
+    # A URL no discovery listed (a redirect's target, an item row), recorded by two
+    # workers at once: the second insert meets the first's row and becomes an update;
+    # neither store stops writing.
+    first, second = open_store(), open_store()
+    shared_key, other = "https://example.com/new", "https://example.com/after"
+    first.record(shared_key, 200, seed=SEED, key=shared_key, content_hash="a")
+    second.record(shared_key, 200, seed=SEED, key=shared_key, content_hash="b")
+    assert first.flush() == 1
+    assert second.flush() == 1
+    second.record(other, 200, seed=SEED, key=other, content_hash="c")
+    assert second.flush() == 1
+    third = open_store()
+    assert third.get(shared_key).content_hash == "b"
+    assert third.get(other).content_hash == "c"
+    assert third.count() == 2
+
+
+def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:
+    # A normalization change that moves a page's key: its item rows
+    # (INCRECRAWL_ITEM_KEY, ``PAGE#item:KEY``) move with it rather than merging into
+    # the page's row, and the texts kept for both move to their new keys.
+    def opened(strip: bool) -> StateStore:
+        return open_store(
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    page, plain = "https://example.com/docs/", "https://example.com/a"
+    store = opened(False)
+    store.start_run(SEED).upsert([(page, None), (plain, None)])
+    item = f"{page}#item:42"
+    for key, text in ((page, "the page"), (item, "the item"), (plain, "another page")):
+        url = plain if key == plain else page
+        store.record(url, 200, seed=SEED, key=key, content_hash=text, content=text)
+    store.close()
+    store = opened(True)
+    assert store.rekeyed.rekeyed == 2  # the page and its item row
+    moved, moved_item = "https://example.com/docs", "https://example.com/docs#item:42"
+    assert store.count() == 3
+    assert store.get(moved).content_hash == "the page"
+    assert store.results.lookup(moved_item).content_hash == "the item"
+    for key, text in ((moved, "the page"), (moved_item, "the item"), (plain, "another page")):
+        kept = last_change(store.database.connection, key)
+        assert kept is not None and kept.text == text, key
+    rows = store.database.execute("SELECT count(*) FROM contents").fetchone()
+    assert rows[0] == 3

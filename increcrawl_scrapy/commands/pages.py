@@ -10,6 +10,7 @@ import json
 import shlex
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from scrapy.settings import BaseSettings
@@ -19,7 +20,8 @@ from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_o
 from increcrawl_scrapy.noise import differing_lines, propose
 from increcrawl_scrapy.state.contents import KeptVersions, last_change
 from increcrawl_scrapy.state.locations import shown
-from increcrawl_scrapy.urls import normalization_settings, normalize_url
+from increcrawl_scrapy.state.rekey import stored_normalize
+from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"
 
@@ -35,12 +37,20 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     if not exists(config):
         return 1
     try:
-        key = normalize_url(url, **normalization_settings(config))
+        db = read_only(config)
+        # The URL is keyed as the state's keys were made (the settings stored with
+        # it), not by the shell's settings.
+        shell = partial(normalize_url, **normalization_settings(config))
+        normalize = stored_normalize(db, RULES_VERSION, shell)
+    except ERRORS as exc:
+        print(f"Cannot read {shown(config.db_path)}: {exc}")
+        return 1
+    try:
+        key = normalize(url)
     except ValueError as exc:
         print(f"Not a page URL: {url} ({exc})")
         return close_reasons.BAD_INPUT
     try:
-        db = read_only(config)
         known = db.execute("SELECT 1 FROM pages WHERE normalized_url = ?", (key,)).fetchone()
         kept = last_change(db, key) if known else None
     except ERRORS as exc:

@@ -3,7 +3,9 @@
 ``status`` opens the database read-only; ``due`` and ``forget`` take the crawl lock,
 so they never change a database under a running crawl (exit code 75: try later). A
 PostgreSQL state has no such lock (several crawls share it): there they apply at
-once, under running crawls, which see them at their next claim.
+once, under running crawls, which see them at their next claim. Either way a URL is
+keyed by the normalization settings stored with the state, never the shell's: an
+edit never re-keys (nor re-fingerprints) the state.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str
     if not exists(config):
         return 1
     try:
-        with StateStore.from_config(config, exclusive=True) as store:
+        with StateStore.from_config(config, exclusive=True, keys_as_stored=True) as store:
             if opts.seed and not store.count(opts.seed):
                 print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
                 return 1

@@ -4,9 +4,11 @@ after a complete discovery) the rows it did not list."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.state.database import RunOver, StateError
+from increcrawl_scrapy.state.migrate import driver_errors
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -14,6 +16,23 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import Run
 
 logger = logging.getLogger(__name__)
+
+#: What stops a discovery on the state's side (the run then fetches the queue).
+STOPPED: tuple[type[Exception], ...] = (*driver_errors(), StateError, RunOver)
+
+
+def discovery_stopped(state: Any, error: Exception, collector: StatsCollector | None) -> bool:
+    """The database stopped this discovery (a lock held too long, a lost
+    connection): what it wrote stands, nothing is marked missing, and the run
+    fetches what is due. Returns whether discovery was complete (no)."""
+    logger.error(
+        "Discovery stopped: the state could not take it (%s); the run fetches the queue "
+        "as it stands",
+        error,
+    )
+    state.discovery_complete = False
+    stats.inc(collector, stats.DISCOVERY_INCOMPLETE)
+    return False
 
 
 async def after_discovery(run: Run, complete: bool, collector: StatsCollector | None) -> None:

@@ -32,9 +32,9 @@ from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS, formats_for
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
-from increcrawl_scrapy.scope import Scope
+from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.spiders.after_discovery import after_discovery
+from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, discovery_stopped
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
@@ -105,7 +105,7 @@ class IncrementalSpider(scrapy.Spider):
         self._origin = "{0.scheme}://{0.netloc}".format(urlsplit(first))
         # Sitemaps themselves must be on the seed's host (the sitemaps protocol),
         # unless the seed's robots.txt declares them (cross-submission).
-        self._sitemap_scope = Scope(self.seed_host)
+        self._sitemap_scope = Scope(self.seed_host, port=port_of(requested_url(first)))
         #: Where pages may be requested; widened from settings in from_crawler.
         #: SiteRedirectMiddleware reads it for redirects.
         self.increcrawl_scope = self._sitemap_scope
@@ -128,15 +128,13 @@ class IncrementalSpider(scrapy.Spider):
         config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
-        spider.increcrawl_scope = Scope(
-            spider.seed_host, include_subdomains=config.include_subdomains
-        )
+        spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
         spider._content = PageContent.of(crawler, config, spider._origin, spider.increcrawl_scope)
         # Whatever changes what a sitemap yields: an identical sitemap read under
         # other settings must be applied again.
         spider._digest_salt = json.dumps(
             {
-                "scope": [spider.seed_host, config.include_subdomains],
+                "scope": [spider.seed_host, config.include_subdomains, spider._sitemap_scope.port],
                 "normalization": normalization_settings(config),
                 "rules": RULES_VERSION,
                 "parser": PARSER_VERSION,
@@ -177,6 +175,8 @@ class IncrementalSpider(scrapy.Spider):
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
                 await self._discover_and_judge(run, state)
+            except STOPPED as exc:
+                self.discovery_complete = discovery_stopped(state, exc, self.crawler.stats)
             finally:
                 await compat.in_thread(state.store.end_discovery, self.increcrawl_seed)
         else:  # one reader of a seed's sources at a time on a shared state

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from protego import Protego
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.rows import ITEM_MARK, PageState
 from increcrawl_scrapy.url_rules import UrlRules
 
 if TYPE_CHECKING:
@@ -33,7 +33,10 @@ def without_excluded(
     pages: list[PageState], rules: UrlRules, roots: set[str], collector: StatsCollector | None
 ) -> list[PageState]:
     """*pages* less those *rules* refuse, or whose child sitemap they no longer
-    follow (*roots*, the sitemaps given, are always followed)."""
+    follow (*roots*, the sitemaps given, are always followed), and less item rows
+    (``INCRECRAWL_ITEM_KEY``: labels, recorded when their page is fetched; a state of
+    an older version has them due)."""
+    pages = [page for page in pages if ITEM_MARK not in page.normalized_url]
     if not rules.active and not rules.follow:
         return pages
     kept = [

@@ -5,17 +5,24 @@ never waits on them."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
-from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release
+from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release, renew
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.workers import beat, leave
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+#: How long claims (and the last write) wait for an unreachable server to come back.
+OUTAGE_SECONDS = 60.0
 
 
 class Claims:
@@ -30,6 +37,7 @@ class Claims:
         #: the store's mutex: results take their tokens when they are written).
         self.tokens: dict[str, int] = {}
         self.lost = 0  # results not written: their lease was taken over
+        self.outage_seconds = OUTAGE_SECONDS
 
     def claim(
         self,
@@ -44,48 +52,84 @@ class Claims:
         of *keys* that are (a budget's choice), none of *skip*: the rows, their leases
         and their hosts' counts, for the caller to keep."""
         with self.lock:
-            if seed is None:  # a budget's keys: their seed is the rows' own
-                found = None
-                if keys:
-                    query = "SELECT seed FROM pages WHERE normalized_url = ?"
-                    found = self.io.tuples(query, keys[:1]).fetchone()
-                if found is None:
-                    return [], [], {}
-                seed = found[0]
-            now = self.clock()
-            leases = claim(
-                self.io.raw,
-                seed,
-                self.owner,
-                size,
-                now=now,
-                seconds=self.seconds,
-                keys=keys,
-                due_by=until if until is not None else now,
-                skip=skip,
-            )
-            wanted = [lease.key for lease in leases]
-            found = rows_by_key(self.io, wanted) if wanted else {}
-            pages = [found[key] for key in wanted if key in found]
-            counts = self.hosts.read(self.io, {page.host or "" for page in pages})
+            return self.patiently(lambda: self._claim(seed, size, until, keys, skip))
+
+    def _claim(
+        self,
+        seed: str | None,
+        size: int,
+        until: float | None,
+        keys: list[str] | None,
+        skip: list[str] | None,
+    ) -> tuple[list[PageState], list[Lease], dict[str, list[float]]]:
+        if seed is None:  # a budget's keys: their seed is the rows' own
+            found = None
+            if keys:
+                query = "SELECT seed FROM pages WHERE normalized_url = ?"
+                found = self.io.tuples(query, keys[:1]).fetchone()
+            if found is None:
+                return [], [], {}
+            seed = found[0]
+        due_by = until if until is not None else self.clock()  # the schedule's clock
+        leases = claim(
+            self.io.raw,
+            seed,
+            self.owner,
+            size,
+            now=None,  # leases on the server's clock: one for every worker
+            seconds=self.seconds,
+            keys=keys,
+            due_by=due_by,
+            skip=skip,
+        )
+        wanted = [lease.key for lease in leases]
+        found = rows_by_key(self.io, wanted) if wanted else {}
+        pages = [found[key] for key in wanted if key in found]
+        counts = self.hosts.read(self.io, {page.host or "" for page in pages})
         return pages, leases, counts
+
+    def patiently(self, work: Callable[[], _T]) -> _T:
+        """*work* on the io connection; while the server is unreachable (a restart),
+        tried again every second for up to ``outage_seconds`` (on a worker thread:
+        the crawl's thread never waits here)."""
+        deadline = time.monotonic() + self.outage_seconds
+        warned = False
+        while True:
+            try:
+                return self.io.retrying(work)
+            except Exception:
+                if not self.io.broken() or time.monotonic() >= deadline:
+                    raise
+                if not warned:
+                    logger.warning(
+                        "The state's server cannot be reached: waiting for it (at most %.0f s)",
+                        self.outage_seconds,
+                    )
+                    warned = True
+                time.sleep(1.0)
 
     def others_hold(self, seed: str) -> bool:
         with self.lock:
-            return held_by_others(self.io.raw, seed, self.owner, now=self.clock())
+            return self.patiently(lambda: held_by_others(self.io.raw, seed, self.owner, now=None))
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""
         if not leases:
             return 0
         with self.lock:
-            return release(self.io.raw, leases)
+            return self.io.retrying(lambda: release(self.io.raw, leases))
 
-    def beat(self, seed: str, ttl: float) -> tuple[int, int]:
-        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all."""
+    def beat(self, seed: str, ttl: float, held: dict[str, int] | None = None) -> tuple[int, int]:
+        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all.
+        The leases *held* (key -> token: pages in flight) are renewed with it."""
         with self.lock:
-            return beat(self.io.raw, self.owner, seed, now=self.clock(), ttl=ttl)
+            counts = self.io.retrying(
+                lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl)
+            )
+            if held:
+                self.io.retrying(lambda: renew(self.io.raw, held, seconds=self.seconds))
+        return counts
 
     def leave(self) -> None:
         with self.lock:
-            leave(self.io.raw, self.owner)
+            self.io.retrying(lambda: leave(self.io.raw, self.owner))

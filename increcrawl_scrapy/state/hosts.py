@@ -18,6 +18,11 @@ _COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_uncha
 #: Evidence is a moving window: past this many informative fetches (times the
 #: minimum), every count is halved, so a host that starts lying is demoted.
 _WINDOW = 10
+#: A demoted host's pages: checked within the wait after their last fetch.
+DEMOTE = (
+    "UPDATE pages SET next_check = min(next_check, "
+    "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0"
+)
 
 
 class Hosts:
@@ -27,8 +32,11 @@ class Hosts:
         #: A host whose dates lose their trust: its pages wait no longer than this
         #: after their last fetch (they waited for dates that no longer count).
         self.demoted_wait = demoted_wait
+        #: Per host, the stored totals as last read, plus this store's evidence since.
         self._counts: dict[str, list[float]] = {}
-        self._dirty: set[str] = set()
+        #: Per host, this store's evidence not yet taken for writing: written as
+        #: increments, so that workers sharing a state add theirs up.
+        self._delta: dict[str, list[float]] = {}
 
     def _load(self, host: str) -> list[float]:
         if host not in self._counts:
@@ -63,23 +71,36 @@ class Hosts:
             # ones are the page's habit, not news about the host's dates.
             return
         counts = self._load(host)
+        delta = self._delta.setdefault(host, [0.0] * 4)
         if page.unannounced == 1 and page.last_changed == page.last_fetched:
             counts[2] += 1  # the held change stood alone: the date missed an edit
-        counts[(0 if changed else 1) if moved else 3] += 1
-        if counts[0] + counts[1] + counts[2] > _WINDOW * self.min_evidence:
-            counts[:] = [value / 2 for value in counts]
-        self._dirty.add(host)
+            delta[2] += 1
+        at = (0 if changed else 1) if moved else 3
+        counts[at] += 1
+        delta[at] += 1
+        if _beyond_window(counts, self.min_evidence):
+            counts[:] = [value / 2 for value in counts]  # as the write will halve them
 
     def take(self) -> list[tuple[object, ...]]:
-        """The rows of hosts whose counts moved, ``(host, *counts, verdict)``, for
-        ``write_hosts`` with the results they came from."""
-        rows = [(host, *self._counts[host], self.verdict(host)) for host in self._dirty]
-        self._dirty.clear()
+        """The evidence gathered since the last take, ``(host, *increments)``, for
+        ``write_hosts`` with the results it came from."""
+        rows = [(host, *delta) for host, delta in sorted(self._delta.items())]
+        self._delta.clear()
         return rows
 
     def restore(self, rows: list[tuple[object, ...]]) -> None:
-        """Rows whose write failed: written again next time (the counts stand)."""
-        self._dirty.update(str(row[0]) for row in rows)
+        """Increments whose write failed: written again next time."""
+        for host, *values in rows:
+            delta = self._delta.setdefault(str(host), [0.0] * 4)
+            for at, value in enumerate(values):
+                delta[at] += float(value)  # type: ignore[arg-type]
+
+    def written(self, totals: dict[str, list[float]]) -> None:
+        """The stored totals a write left (every worker's evidence): the counts to
+        judge by, plus what this store gathered since."""
+        for host, stored in totals.items():
+            delta = self._delta.get(host, [0.0] * 4)
+            self._counts[host] = [a + b for a, b in zip(stored, delta, strict=True)]
 
     def read(self, database: Database, hosts: set[str]) -> dict[str, list[float]]:
         """The stored counts of *hosts* not known yet (on the caller's thread and
@@ -100,12 +121,36 @@ class Hosts:
             self._counts.setdefault(host, values)
 
 
-def write_hosts(db: Any, rows: list[tuple[Any, ...]], demoted_wait: float) -> None:
-    """Write hosts' counts and verdicts (inside the results' transaction); a host
-    whose dates lose their trust has its pages checked within *demoted_wait*."""
-    for host, *counts, verdict in rows:
-        before = db.execute("SELECT verdict FROM hosts WHERE host = ?", (host,)).fetchone()
-        if before is not None and before[0] == TRUSTED and verdict != TRUSTED:
+def _beyond_window(counts: list[float], min_evidence: int) -> bool:
+    return counts[0] + counts[1] + counts[2] > _WINDOW * min_evidence
+
+
+_ADD = (
+    f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
+    "VALUES (?, ?, ?, ?, ?, 'unknown') ON CONFLICT (host) DO UPDATE SET "
+    + ", ".join(f"{c} = hosts.{c} + excluded.{c}" for c in _COUNTS)
+    + f" RETURNING {', '.join(_COUNTS)}, verdict"
+)
+_SET = f"UPDATE hosts SET {', '.join(f'{c} = ?' for c in _COUNTS)}, verdict = ? WHERE host = ?"
+
+
+def write_hosts(
+    db: Any, rows: list[tuple[Any, ...]], demoted_wait: float, min_evidence: int
+) -> dict[str, list[float]]:
+    """Add hosts' evidence to the stored counts (inside the results' transaction, the
+    hosts' rows locked in name order), then judge each host on the stored totals; a
+    host whose dates lose their trust has its pages checked within *demoted_wait*.
+    Returns the stored totals."""
+    totals: dict[str, list[float]] = {}
+    for host, *increments in sorted(rows, key=lambda row: str(row[0])):
+        *stored, before = db.execute(_ADD, (host, *increments)).fetchone()
+        counts = [float(value) for value in stored]
+        if _beyond_window(counts, min_evidence):
+            counts = [value / 2 for value in counts]
+        verdict = lastmod_verdict(counts[0], counts[1], counts[2], min_evidence)
+        db.execute(_SET, (*counts, verdict, host))
+        totals[str(host)] = counts
+        if before == TRUSTED and verdict != TRUSTED:
             logger.warning(
                 "Sitemap dates of %s are no longer trusted (%s): its pages are "
                 "checked within %.0f days of their last fetch",
@@ -113,17 +158,8 @@ def write_hosts(db: Any, rows: list[tuple[Any, ...]], demoted_wait: float) -> No
                 verdict,
                 demoted_wait / 86_400,
             )
-            db.execute(
-                "UPDATE pages SET next_check = min(next_check, "
-                "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0",
-                (demoted_wait, host),
-            )
-        db.execute(
-            f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in (*_COUNTS, "verdict")),
-            (host, *counts, verdict),
-        )
+            db.execute(DEMOTE, (demoted_wait, host))
+    return totals
 
 
 def _same_day(lastmod: str, fetched: float) -> bool:

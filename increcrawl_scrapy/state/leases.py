@@ -64,13 +64,19 @@ _CLAIM_KEYS = _CLAIM.replace(
 assert _CLAIM_KEYS != _CLAIM
 
 
+def server_now(connection: Any) -> float:
+    """The server's clock (Unix seconds): leases and heartbeats are timed by it, one
+    clock for every worker, whatever their own say."""
+    return float(connection.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+
+
 def claim(
     connection: Any,
     seed: str,
     owner: str,
     size: int,
     *,
-    now: float,
+    now: float | None,
     seconds: float,
     keys: list[str] | None = None,
     due_by: float | None = None,
@@ -78,7 +84,9 @@ def claim(
 ) -> list[Lease]:
     """Lease up to *size* pages of *seed* due by *due_by* (default *now*; of *keys*
     only, if given; none of *skip*) to *owner* until ``now + seconds``, in the
-    queue's order."""
+    queue's order. *now* None: the server's clock."""
+    if now is None:
+        now = server_now(connection)
     params = {
         "seed": seed,
         "owner": owner,
@@ -90,6 +98,11 @@ def claim(
         "skip": skip or [],
     }
     statement = _CLAIM if keys is None else _CLAIM_KEYS
+    # Leases expired for longer than a lease lasts (a dead worker's no one took over,
+    # leases kept after failed fetches of rows no longer due) go first, in a statement
+    # of its own that never waits: rows another transaction holds are left for later.
+    # A worker that late was long presumed dead: its results are refused (lost).
+    connection.execute(_CLEAN, (now - seconds,))
     with connection.transaction():
         # Live rows, then gone rows still listed: each an index range in the queue's
         # order (one query with OR could use neither: it sorted every due row).
@@ -100,6 +113,10 @@ def claim(
     return sorted((Lease(key, token, expires) for key, token, expires in rows), key=_order)
 
 
+_CLEAN = (
+    "DELETE FROM leases WHERE normalized_url IN (SELECT normalized_url FROM leases "
+    "WHERE expires_at < %s FOR UPDATE SKIP LOCKED)"
+)
 _LIVE = "p.gone = 0"
 _LISTED = "p.gone = 1 AND p.missing_runs = 0"
 
@@ -134,10 +151,34 @@ _END = f"DELETE FROM leases WHERE {_PAIRS} RETURNING normalized_url"
 _KEEP = f"UPDATE leases SET kept = 1 WHERE {_PAIRS} RETURNING normalized_url"
 
 
-def held_by_others(connection: Any, seed: str, owner: str, *, now: float) -> bool:
+#: Leases of pages still in flight, renewed once past half their length (never
+#: waiting on a row another transaction holds: renewed at the next beat then).
+_RENEW = f"""
+UPDATE leases SET expires_at = %s WHERE normalized_url IN (
+    SELECT normalized_url FROM leases WHERE {_PAIRS} AND kept = 0 AND expires_at < %s
+    FOR UPDATE SKIP LOCKED)
+"""
+
+
+def renew(connection: Any, leases: dict[str, int], *, seconds: float) -> int:
+    """Extend the leases (key -> token) of pages this worker still fetches (a batch
+    job may take longer than a lease) to ``seconds`` from now on the server's clock,
+    those past half their length; how many. A lease taken over is not renewed."""
+    if not leases:
+        return 0
+    keys = sorted(leases)
+    now = server_now(connection)
+    params = (now + seconds, keys, [leases[key] for key in keys], now + seconds / 2)
+    return int(connection.execute(_RENEW, params).rowcount)
+
+
+def held_by_others(connection: Any, seed: str, owner: str, *, now: float | None) -> bool:
     """Whether other workers hold live leases on *seed*'s pages that they are still
     fetching (not those kept after a failure): they may come back to the queue (a
-    dead worker's, when they expire), so a worker with nothing to claim waits."""
+    dead worker's, when they expire), so a worker with nothing to claim waits.
+    *now* None: the server's clock."""
+    if now is None:
+        now = server_now(connection)
     row = connection.execute(
         "SELECT 1 FROM leases AS l JOIN pages AS p ON p.normalized_url = l.normalized_url "
         "WHERE p.seed = %s AND l.owner <> %s AND l.kept = 0 AND l.expires_at > %s LIMIT 1",

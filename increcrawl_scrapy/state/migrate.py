@@ -27,6 +27,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "settings": ("name",),
     "hosts": ("host",),
     "contents": ("normalized_url",),
+    "memories": ("normalized_url",),
 }
 _BATCH = 5000
 

@@ -7,9 +7,10 @@ store's mutex), in autocommit mode outside ``transaction()``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from increcrawl_scrapy.state import (
     pg_overrides,  # noqa: F401  (registers PostgreSQL's own statements)
@@ -18,6 +19,9 @@ from increcrawl_scrapy.state import (
 from increcrawl_scrapy.state.database import StateError
 from increcrawl_scrapy.state.dialect import postgres
 from increcrawl_scrapy.state.locations import shown
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class Row(tuple):
@@ -117,7 +121,14 @@ def read_only(dsn: str) -> Connection:
 
 
 class PostgresDatabase:
-    """An open, migrated state on a PostgreSQL server."""
+    """An open, migrated state on a PostgreSQL server.
+
+    A connection that dropped (a server restart, ``pg_terminate_backend``, a network
+    cut) is opened again at its next use outside a transaction; ``retrying`` runs a
+    unit of work again once when the connection broke under it. A reconnection ends
+    the connection's session: the current run's discovery tables and its discovery
+    lock go with it (that run's discovery stops, its fetches go on).
+    """
 
     dialect = "postgresql"
 
@@ -125,14 +136,47 @@ class PostgresDatabase:
         self.path = dsn
         self.lock_timeout = lock_timeout
         self.mutex = threading.RLock()
-        raw = connect(dsn)
-        raw.execute(
-            "SELECT set_config('lock_timeout', %s, false)", (f"{int(lock_timeout * 1000)}ms",)
-        )
-        self.raw = raw
-        self.connection = Connection(raw)
+        self._raw = self._open()
+        self.connection = Connection(self._raw)
         self.current_run: Any = None
         self.closed = False
+        self.reconnections = 0
+        self._depth = 0  # transactions open on the connection
+
+    def _open(self) -> Any:
+        raw = connect(self.path)
+        raw.execute(
+            "SELECT set_config('lock_timeout', %s, false)", (f"{int(self.lock_timeout * 1000)}ms",)
+        )
+        return raw
+
+    @property
+    def raw(self) -> Any:
+        """The connection, opened again if it dropped (never inside a transaction)."""
+        if self._depth == 0 and not self.closed and self.broken():
+            with contextlib.suppress(Exception):
+                self._raw.close()
+            self._raw = self._open()
+            self.connection.raw = self._raw
+            self.current_run = None  # its temporary tables were the old session's
+            self.reconnections += 1
+        return self._raw
+
+    def broken(self) -> bool:
+        """Whether the connection dropped (the last error was the connection's)."""
+        return bool(self._raw.closed or self._raw.broken)
+
+    def retrying(self, work: Callable[[], _T]) -> _T:
+        """*work* (statements on this connection), run again once on a new
+        connection if the connection dropped under it (a transaction rolled back
+        with it: nothing was written)."""
+        try:
+            return work()
+        except Exception:
+            if not self.broken() or self._depth or self.closed:
+                raise
+            logger.warning("Connection to %s lost: connecting again", shown(self.path))
+        return work()
 
     @contextlib.contextmanager
     def locked_errors(self) -> Iterator[None]:
@@ -140,17 +184,26 @@ class PostgresDatabase:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
-        with self.raw.transaction():
-            yield self.connection
+        raw = self.raw
+        self._depth += 1
+        try:
+            with raw.transaction():
+                yield self.connection
+        finally:
+            self._depth -= 1
 
     def tuples(self, sql: str, params: Any = ()) -> Any:
-        return self.connection.tuples(sql, params)
+        return self.retrying(lambda: self._statement().tuples(sql, params))
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        return self.connection.execute(sql, params)
+        return self.retrying(lambda: self._statement().execute(sql, params))
+
+    def _statement(self) -> Connection:
+        self.raw  # noqa: B018 - opened again if it dropped
+        return self.connection
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self.current_run = None
-            self.raw.close()
+            self._raw.close()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from increcrawl_scrapy.state import dialect
+from increcrawl_scrapy.state.hosts import DEMOTE
 from increcrawl_scrapy.state.runs import _APPLY_CHUNK, _APPLY_FEED_CHUNK, _FILL_CHUNK
 
 dialect.OVERRIDES[_FILL_CHUNK] = (
@@ -29,3 +30,9 @@ for _chunk_statements, _sitemap in (
 ):
     dialect.OVERRIDES[_chunk_statements[1]] = _PG_SEEN
     dialect.OVERRIDES[_chunk_statements[2]] = _PG_ATTACH.replace("SITEMAP", _sitemap)
+
+# PostgreSQL's min() is an aggregate: two values take LEAST.
+dialect.OVERRIDES[DEMOTE] = (
+    "UPDATE pages SET next_check = LEAST(next_check, "
+    "coalesce(last_fetched, first_seen) + %s) WHERE host = %s AND gone = 0"
+)

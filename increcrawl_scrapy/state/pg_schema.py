@@ -140,10 +140,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 4: a lease follows its page's key when re-keying moves it (any lease blocked a
+    # normalization change), and leases long expired are deleted by expiry.
+    (
+        "ALTER TABLE leases DROP CONSTRAINT IF EXISTS leases_normalized_url_fkey",
+        """
+        ALTER TABLE leases ADD CONSTRAINT leases_normalized_url_fkey
+            FOREIGN KEY (normalized_url) REFERENCES pages (normalized_url)
+            ON DELETE CASCADE ON UPDATE CASCADE
+        """,
+        "CREATE INDEX leases_expiry ON leases (expires_at)",
+    ),
+    # 5: SQLite schema 8: what a page's last fetch leaves for the next.
+    (
+        """
+        CREATE TABLE memories (
+            normalized_url TEXT PRIMARY KEY,
+            body           BYTEA NOT NULL
+        )
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.
-SQLITE_VERSION = 7
+SQLITE_VERSION = 8
 #: One key for every increcrawl database on a server: migrations never overlap.
 _MIGRATION_LOCK = 0x49434352
 

@@ -22,16 +22,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
-from typing import Any
 
-from increcrawl_scrapy.rows import FetchResult, Outcome, PageState, Recorded
+from increcrawl_scrapy.rows import ITEM_MARK, NEVER, FetchResult, Outcome, PageState, Recorded
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents
 from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
+from increcrawl_scrapy.state.loads import CACHE, RowLoads
+from increcrawl_scrapy.state.memories import Memories
+from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
 from increcrawl_scrapy.state.refingerprint import taken_another_way
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
@@ -42,10 +43,9 @@ _GET_PAGE = f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ?"
 #: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
 _KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
 _EVIDENCE = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)  # about the host's dates
-_CACHE = 50_000  # rows handed out or loaded, kept for record(), at most
 
 
-class Results:
+class Results(RowLoads):
     """The result buffer of one store."""
 
     def __init__(
@@ -71,6 +71,7 @@ class Results:
         self._queued: dict[str, PageState] = {}  # handed out or loaded, not recorded
         self._absent: dict[str, None] = {}  # read by load(): not in the table
         self.contents = KeptContents()  # texts, written with their results
+        self.memories = Memories()  # pages' memories, written with their results
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
@@ -82,7 +83,7 @@ class Results:
         self.shared = claims is not None
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
-        self.writer = Writer(self.io, io_lock, hosts.demoted_wait)
+        self.writer = Writer(self.io, io_lock, hosts.demoted_wait, hosts.min_evidence)
         self._wanted: dict[str, None] = {}  # keys load() callers wait for
         self._loads = threading.Condition()  # taken with no other lock awaited
         self._reading = False  # a load() caller reads for all
@@ -100,7 +101,7 @@ class Results:
     def keep_queued(self, pages: list[PageState]) -> None:
         """Rows the queue hands out: the crawl records these next, so recording
         needs no lookup (under the store's mutex)."""
-        if len(self._queued) + len(pages) <= _CACHE:
+        if len(self._queued) + len(pages) <= CACHE:
             self._queued.update((page.normalized_url, page) for page in pages)
 
     def keep_claimed(
@@ -151,59 +152,6 @@ class Results:
         host's counts are at hand)."""
         return self._in_memory(key) and self.hosts.known(host_of(key))
 
-    def load(self, keys: list[str]) -> None:
-        """Read the rows of *keys* and their hosts' counts on the io connection, so
-        that recording them reads nothing (a shared state: off the reactor's thread).
-        Callers at once share one read: each round trip reads what all of them want.
-        The store's mutex is never awaited while the io lock is held (a flush holds
-        them the other way round)."""
-        with self.database.mutex:
-            wanted = [key for key in keys if not self.known(key)]
-        with self._loads:
-            self._wanted.update((key, None) for key in wanted)
-            while not all(self.known(key) for key in wanted):
-                if not self._reading:  # read what every caller waits for
-                    self._reading = True
-                    self._wanted.update((key, None) for key in wanted)  # if not read
-                    keys = [key for key in self._wanted if not self.known(key)]
-                    self._wanted = {}
-                    break
-                self._loads.wait()  # another caller is reading, perhaps these
-            else:
-                return
-        try:
-            if keys:
-                self._read(keys)
-        finally:
-            with self._loads:
-                self._reading = False
-                self._loads.notify_all()
-
-    def _read(self, keys: list[str]) -> None:
-        with self.writer.lock:
-            # Batches written after this point are told apart below: a row of one of
-            # them read here may be older than its result.
-            start, epoch = self._writes_done, self._epoch
-            found = rows_by_key(self.io, keys)
-            hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
-            counts = self.hosts.read(self.io, hosts)
-        with self.database.mutex:
-            if epoch != self._epoch or (self._done_log and self._done_log[0][0] > start + 1):
-                return  # discovery wrote, or too many batches to tell: read again later
-            written = set().union(*(keys for at, keys in self._done_log if at > start))
-            self.hosts.learn(counts)
-            for key in keys:
-                if key not in written and not self._in_memory(key):
-                    self._remember(key, found.get(key))
-
-    def _remember(self, key: str, page: PageState | None) -> None:
-        """A loaded row, or its absence; the oldest forgotten past the cache's size
-        (loaded rows a crawl never records: pages skipped, listings)."""
-        kept: dict[str, Any] = self._queued if page is not None else self._absent
-        if len(kept) >= _CACHE:
-            del kept[next(iter(kept))]
-        kept[key] = page
-
     # -- results -----------------------------------------------------------------
 
     @serialized
@@ -220,6 +168,7 @@ class Results:
         final_url: str | None = None,
         hold: bool = False,
         content: str | None = None,
+        memory: bytes | None = None,
     ) -> Recorded:
         now = self.clock()
         self._collect()
@@ -245,6 +194,8 @@ class Results:
         page = apply_result(previous, result, now, self.policy, verdict)
         if rebaselined:
             page = page._replace(content_hash=content_hash)
+        if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
+            page = page._replace(next_check=NEVER)
         if outcome in _EVIDENCE and not rebaselined:
             self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
         self._pending.pop(key, None)
@@ -252,6 +203,8 @@ class Results:
         (self._held if hold else self._pending)[key] = page
         if content is not None and outcome in _KEPT:
             self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
+        if memory is not None and outcome is not Outcome.ERROR:
+            self.memories.add(key, memory)
         if (
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -278,6 +231,7 @@ class Results:
             if key not in self.writer.in_flight:  # else an earlier result inserts it
                 self._new_keys.discard(key)
             self.contents.discard(key)
+            self.memories.discard(key)
         return page is not None
 
     @property
@@ -384,6 +338,7 @@ class Results:
             new={key for key in pages if key in self._new_keys},
             hosts=self.hosts.take(),
             contents=self.contents.take(list(pages)),
+            memories=self.memories.take(list(pages)),
             leased=leased,
             # A result that leaves its row due keeps its lease (not retried at once).
             keep={key for key in leased if pages[key].next_check <= now},
@@ -391,6 +346,7 @@ class Results:
 
     def _done(self, batch: Batch) -> None:
         self._new_keys.difference_update(batch.pages)
+        self.hosts.written(batch.host_totals)
         self._writes_done += 1
         self._done_log.append((self._writes_done, frozenset(batch.pages)))
         if batch.lost and self.claims is not None:
@@ -407,6 +363,7 @@ class Results:
             if key not in self._pending and key not in self._held:
                 self._pending[key] = page
         self.contents.restore(batch.contents)
+        self.memories.restore(batch.memories)
         self.hosts.restore(batch.hosts)
         if self.claims is not None:
             for key, token in batch.leased.items():
@@ -422,9 +379,14 @@ class Results:
         self._epoch += 1
 
     def close(self) -> None:
-        """Write what is pending, give back unanswered leases, stop the writer."""
+        """Write what is pending, give back unanswered leases, stop the writer. On a
+        shared state whose server is unreachable (a restart), the last write waits
+        for it (``Claims.patiently``: nothing records any more)."""
         try:
-            self.flush()
+            if self.claims is not None:
+                self.claims.patiently(self.flush)
+            else:
+                self.flush()
             self.release()
         finally:
             self.writer.shutdown()

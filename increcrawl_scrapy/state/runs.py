@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
-from increcrawl_scrapy.state.database import Database
+from increcrawl_scrapy.state.database import Database, RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
 
@@ -34,7 +34,7 @@ def _step(method: _F) -> _F:
     def wrapper(self: Run, *args: Any, **kwargs: Any) -> Any:
         with self.database.mutex:
             if self.database.current_run is not self:
-                raise ValueError(
+                raise RunOver(
                     f"run {self.id} is over: a later run started on this store "
                     "(its discovery tables belong to that run now)"
                 )
@@ -102,6 +102,9 @@ class Run:
         it, one a sitemap lists stays with the sitemap. Returns how many were recorded."""
         now = self._clock()
         latest = _iso(now)
+        # A date without a time names a day that begins up to 14 hours before UTC's
+        # (UTC+14): a site east of UTC writes tomorrow's date before UTC reaches it.
+        latest_day = _iso(now + _EAST_OF_UTC)
         future: Counter[str] = Counter()
         rows: dict[str, tuple[str, str, str | None, str | None, str, bool]] = {}
         for url, lastmod in entries:
@@ -110,7 +113,11 @@ class Run:
             except ValueError:
                 continue
             host = host_of(key)
-            ahead = lastmod is not None and lastmod > latest
+            ahead = (
+                lastmod is not None
+                and lastmod > latest
+                and not (lastmod.endswith(_DAY_ONLY) and lastmod <= latest_day)
+            )
             if ahead:
                 # A date in the future: counted, clamped to now for a new row, and
                 # never a move (it would move again on every run).
@@ -126,7 +133,7 @@ class Run:
             "run": self.id,
         }
         with self.database.transaction() as db:
-            for host, count in future.items():
+            for host, count in sorted(future.items()):  # hosts first, by name, as batches
                 db.execute(_COUNT_FUTURE, (host, count))
             if sitemap_url is not None:
                 # Known from now on, so its rows are checked for absence even if it is
@@ -140,6 +147,10 @@ class Run:
             # One statement, not a step per row: SQLite then runs the whole chunk
             # without the GIL while discovery parses the next one.
             db.execute(_FILL_CHUNK, (json.dumps(list(rows.values())),))
+            if self.database.dialect != "sqlite":
+                # Rows locked in key order, as a results batch locks them (fence):
+                # a writer and discovery wait for each other, never in a circle.
+                db.execute(_LOCK_CHUNK_ROWS)
             for statement in _APPLY_FEED_CHUNK if feed else _APPLY_CHUNK:
                 db.execute(statement, params)
         return len(rows)
@@ -369,7 +380,14 @@ _APPLY_CHUNK = (
            c.host, :run
     FROM temp.chunk AS c
     WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+    ON CONFLICT (normalized_url) DO NOTHING
     """,
+)
+# (A row another worker inserted meanwhile, a result of a URL not yet discovered, is
+# left as it is: the next discovery attaches it.)
+_LOCK_CHUNK_ROWS = (
+    "SELECT 1 FROM pages WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk) "
+    "ORDER BY normalized_url FOR UPDATE"
 )
 
 #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
@@ -384,6 +402,8 @@ _APPLY_FEED_CHUNK = tuple(
 )
 assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
 
+_EAST_OF_UTC = 14 * 3600.0
+_DAY_ONLY = "T00:00:00Z"  # how a date-only lastmod is stored
 _COUNT_FUTURE = (
     "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
     "ON CONFLICT (host) DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"

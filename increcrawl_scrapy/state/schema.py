@@ -148,5 +148,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # discovery are missing): kept on the row, not in a per-run table in memory that
     # grows with the site.
     ("ALTER TABLE pages ADD COLUMN seen_run INTEGER",),
+    # 8: what a page's last fetch leaves for the next (state/memories.py): its items'
+    # prints, matched against the next version's, and its outgoing requests,
+    # replayed when the page is skipped.
+    (
+        """
+        CREATE TABLE memories (
+            normalized_url TEXT PRIMARY KEY,
+            body           BLOB NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -23,20 +23,19 @@ from increcrawl_scrapy.content.page_text import ContentOptions
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
+from increcrawl_scrapy.state import memories
 from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.database import Database, serialized
+from increcrawl_scrapy.state.edits import OperatorEdits
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, ChangeQueue
-from increcrawl_scrapy.state.refingerprint import (
-    check_content_scheme,
-    check_volatile_rules,
-)
-from increcrawl_scrapy.state.rekey import check_normalization
+from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
+from increcrawl_scrapy.state.refingerprint import check_content_scheme, check_volatile_rules
+from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
 
-class StateStore:
+class StateStore(OperatorEdits):
     """SQLite state for one database file."""
 
     def __init__(
@@ -66,6 +65,7 @@ class StateStore:
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
         content_scheme: str | None = None,
+        keys_as_stored: bool = False,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -114,6 +114,9 @@ class StateStore:
         )
         self.queue = ChangeQueue(self.results)
         try:
+            if keys_as_stored:  # the operator's commands: the state's keys as they are
+                self.normalize = stored_normalize(self.database, RULES_VERSION, normalize)
+                normalization = volatile_patterns = content_scheme = None
             if normalization is not None:
                 self.rekeyed = check_normalization(self.database, normalization, normalize)
             if volatile_patterns is not None:
@@ -135,7 +138,11 @@ class StateStore:
         *,
         clock: Callable[[], float] | None = None,
         exclusive: bool = False,
+        keys_as_stored: bool = False,
     ) -> StateStore:
+        """A store as *config* says; with *keys_as_stored* (the operator's commands),
+        URLs are keyed by the settings stored with the state, which is neither
+        re-keyed nor re-fingerprinted under *config*'s."""
         return cls(
             config.db_path,
             policy=policy_from_config(config),
@@ -156,6 +163,7 @@ class StateStore:
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
             content_scheme=ContentOptions.from_config(config).scheme(),
+            keys_as_stored=keys_as_stored,
         )
 
     @property
@@ -190,54 +198,6 @@ class StateStore:
             (seed,),
         )
         return [dict(row) for row in rows]
-
-    # -- the operator's edits ---------------------------------------------------
-
-    @serialized
-    def make_due(self, *, url: str | None = None, seed: str | None = None) -> int:
-        """Make one page (*url*), a seed's pages, or every page (neither) due now;
-        how many rows. A gone page made due is checked again too (the queue takes
-        gone rows only while listed); a live row keeps its count of missing runs."""
-        where, params = self._target(url, seed)
-        with self.database.transaction() as db:
-            return int(
-                db.execute(
-                    "UPDATE pages SET next_check = 0, "
-                    f"missing_runs = iif(gone, 0, missing_runs) {where}",
-                    params,
-                ).rowcount
-            )
-
-    @serialized
-    def forget(self, *, url: str | None = None, seed: str | None = None) -> int:
-        """Drop one page (*url*) or a seed's pages; how many rows. The sitemaps that
-        listed them are read whole again next time, so a page still listed comes
-        back as new."""
-        if url is None and seed is None:
-            raise ValueError("forget needs a URL or a seed")
-        where, params = self._target(url, seed)
-        with self.database.transaction() as db:
-            db.execute(
-                "UPDATE sitemaps SET digest = '', etag = NULL, last_modified = NULL "
-                f"WHERE url IN (SELECT sitemap_url FROM pages {where})",
-                params,
-            )
-            if seed is not None:
-                db.execute("DELETE FROM sitemaps WHERE seed = ?", (seed,))
-            db.execute(
-                "DELETE FROM contents WHERE normalized_url IN "
-                f"(SELECT normalized_url FROM pages {where})",
-                params,
-            )
-            return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
-
-    def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:
-        self.results.settle()  # nothing buffered or handed out may outlive the edit
-        if url is not None:
-            return "WHERE normalized_url = ?", (self.normalize(url),)
-        if seed is not None:
-            return "WHERE seed = ?", (seed,)
-        return "", ()
 
     @serialized
     def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
@@ -285,6 +245,8 @@ class StateStore:
         if budget is None or budget.chosen is None:
             return self.queue.chunks(seed, limit, size, wait=wait)
         chosen = budget.chosen
+        if self.shared:  # claimed as the queue's rows are: a share at a time
+            size = min(size, SHARED_CHUNK)
         return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
 
     @serialized
@@ -329,6 +291,7 @@ class StateStore:
         lease: str | None = None,
         hold: bool = False,
         content: str | None = None,
+        memory: bytes | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -339,7 +302,8 @@ class StateStore:
         any other failure leaves it due. *validators* is ``(etag, last_modified)``
         as the origin sent them; None means the fetcher cannot see them (Geonode).
         With *hold*, the result is written only once :meth:`deliver` is called.
-        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT).
+        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT);
+        *memory* what the fetch leaves for the next one (``page_memory.py``).
         *lease* is the token a shared backend checks; one SQLite file has one
         crawl (the crawl lock), so it has no leases to check.
         """
@@ -354,7 +318,14 @@ class StateStore:
             final_url=final_url,
             hold=hold,
             content=content,
+            memory=memory,
         )
+
+    @serialized
+    def memory(self, url: str) -> bytes | None:
+        """What *url*'s last fetch left for the next one (``page_memory.py``);
+        on a shared state a read: call it off the reactor's thread."""
+        return memories.lookup(self.results, self.database, self.normalize(url))
 
     def deliver(self, key: str) -> None:
         self.results.deliver(key)
@@ -397,11 +368,14 @@ class StateStore:
 
     def heartbeat(self, seed: str, ttl: float) -> tuple[int, int]:
         """Live crawls on *seed* and on the whole state, this one included (one and
-        one with SQLite: a file has one crawl)."""
+        one with SQLite: a file has one crawl). On a shared state the leases of the
+        pages this crawl still fetches are renewed (a batch job outlives a lease)."""
         claims = self.results.claims
         if claims is None or self.database.closed:
             return 1, 1
-        return claims.beat(seed, ttl)
+        with self.database.mutex:  # the leases of pages in flight, renewed with the beat
+            held = dict(claims.tokens)
+        return claims.beat(seed, ttl, held)
 
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""

@@ -20,8 +20,15 @@ WHERE heartbeat > %(now)s - %(ttl)s
 """
 
 
-def beat(connection: Any, owner: str, seed: str, *, now: float, ttl: float) -> tuple[int, int]:
-    """Record that *owner* works on *seed*; the live workers on the seed, and in all."""
+def beat(
+    connection: Any, owner: str, seed: str, *, now: float | None, ttl: float
+) -> tuple[int, int]:
+    """Record that *owner* works on *seed*; the live workers on the seed, and in all.
+    *now* None: the server's clock (every worker's beats on one clock)."""
+    if now is None:
+        now = float(
+            connection.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+        )
     params = {"owner": owner, "seed": seed, "now": now, "ttl": ttl}
     with connection.transaction():
         connection.execute(_BEAT, params)

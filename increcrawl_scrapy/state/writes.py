@@ -15,11 +15,16 @@ from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
 from increcrawl_scrapy.state.contents import KEEP
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.leases import fence
+from increcrawl_scrapy.state.memories import UPSERT as REMEMBER
 
 _RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
+#: A row not in the table when its result was recorded; another store may have
+#: inserted it since (two workers recording one new URL): then the result is an update.
 _INSERT_RESULT = (
     f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
-    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)})"
+    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)}) "
+    "ON CONFLICT (normalized_url) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in RESULT_COLUMNS)
 )
 _UPDATE_RESULT = (
     "UPDATE pages SET "
@@ -38,26 +43,32 @@ class Batch:
 
     pages: dict[str, PageState]  # key -> result
     new: set[str]  # keys not in the table yet: inserted
-    hosts: list[tuple[Any, ...]]  # (host, *counts, verdict) of hosts whose counts moved
+    hosts: list[tuple[Any, ...]]  # (host, *increments) of hosts with new evidence
     contents: list[tuple[Any, ...]]  # kept texts (contents.py)
+    memories: list[tuple[str, bytes]] = field(default_factory=list)  # memories.py
     #: On a shared state: key -> fencing token of the leases under which the results
     #: were fetched, and the keys whose lease is kept (the row stays due).
     leased: dict[str, int] = field(default_factory=dict)
     keep: set[str] = field(default_factory=set)
     #: After writing: results not written, their lease taken over by another worker.
     lost: set[str] = field(default_factory=set)
+    #: After writing: the hosts' stored counts (every worker's evidence).
+    host_totals: dict[str, list[float]] = field(default_factory=dict)
 
 
-def write_batch(database: Any, batch: Batch, *, demoted_wait: float) -> None:
+def write_batch(database: Any, batch: Batch, *, demoted_wait: float, min_evidence: int) -> None:
     """Write *batch* in one transaction of *database* (a ``Database`` or a
     ``PostgresDatabase``); on a shared state, only results whose lease is current."""
     with database.transaction() as db:
-        pages = list(batch.pages.values())
+        # In key order, as a claim and a fence lock rows: two writers never deadlock.
+        pages = [batch.pages[key] for key in sorted(batch.pages)]
+        # The hosts' rows first (a demotion then updates their pages): every batch
+        # locks hosts before pages, so two never wait on each other in a circle.
+        batch.host_totals = write_hosts(db, batch.hosts, demoted_wait, min_evidence)
         if batch.leased:
             ours = fence(database.raw, batch.leased, batch.keep)
             batch.lost = set(batch.leased) - ours
             pages = [p for p in pages if p.normalized_url not in batch.lost]
-        write_hosts(db, batch.hosts, demoted_wait)
         new = [p for p in pages if p.normalized_url in batch.new]
         if new:
             db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
@@ -69,16 +80,20 @@ def write_batch(database: Any, batch: Batch, *, demoted_wait: float) -> None:
         rows = [row for row in batch.contents if row[0] in written]
         if rows:
             db.executemany(KEEP, rows)
+        remembered = [row for row in batch.memories if row[0] in written]
+        if remembered:
+            db.executemany(REMEMBER, remembered)
 
 
 class Writer:
     """Writes batches with a connection (*io*) under its lock: in place (``write``),
     or on a thread of its own, one batch at a time (``start``, then ``finished``)."""
 
-    def __init__(self, io: Any, lock: Any, demoted_wait: float) -> None:
+    def __init__(self, io: Any, lock: Any, demoted_wait: float, min_evidence: int) -> None:
         self.io = io
         self.lock = lock
         self.demoted_wait = demoted_wait
+        self.min_evidence = min_evidence
         self._executor: ThreadPoolExecutor | None = None
         self._writing: tuple[Batch, Future[None]] | None = None
 
@@ -91,9 +106,21 @@ class Writer:
         """The results of the batch being written (still unwritten, for lookups)."""
         return self._writing[0].pages if self._writing is not None else {}
 
+    @property
+    def in_flight_memories(self) -> list[tuple[str, bytes]]:
+        return self._writing[0].memories if self._writing is not None else []
+
     def write(self, batch: Batch) -> None:
+        def work() -> None:
+            write_batch(
+                self.io, batch, demoted_wait=self.demoted_wait, min_evidence=self.min_evidence
+            )
+
         with self.lock:
-            write_batch(self.io, batch, demoted_wait=self.demoted_wait)
+            # A shared state's connection may have dropped: written again once on a
+            # new one (the failed transaction wrote nothing).
+            retrying = getattr(self.io, "retrying", None)
+            retrying(work) if retrying is not None else work()
 
     def start(self, batch: Batch) -> None:
         assert self._writing is None, "one batch at a time"

@@ -1,0 +1,176 @@
+"""What a page's fetch leaves for the next one, and how a page's items are matched
+across its versions without ``INCRECRAWL_ITEM_KEY``.
+
+A page's memory holds a print of each of its items (the hash of the whole item, a
+hash of each field, and the short values that identify it when it is gone) and the
+requests its response produced (Scrapy's ``request_to_dict``, as ``JOBDIR`` keeps
+them), so that a page skipped as not due, or answered 304, still leads where it led.
+Both are bounded: ``MAX_ITEMS`` prints and ``MAX_REQUESTS`` requests a page.
+
+The matching rule, between the page's items now and its previous version's:
+
+1. an item identical to one of the previous version's (all fields, less the volatile
+   ones) is that item, unchanged;
+2. of the rest, in page order, each is the previous item (not yet matched) sharing
+   the most equal field values, if at least half of its fields are equal (ties: the
+   nearest in position): it is ``changed``, with the fields that differ in
+   ``changed_fields``;
+3. a page that had one item and has one item: it is the same item;
+4. what is left is ``new`` now, or ``gone`` from before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from itemadapter import ItemAdapter
+
+from increcrawl_scrapy.item_fingerprint import ADDED_FIELDS, item_text, plain
+
+MAX_ITEMS = 1_000
+MAX_REQUESTS = 1_000
+#: A field value kept to identify a gone item: its JSON at most this long.
+MAX_VALUE = 300
+NEW, CHANGED, UNCHANGED, GONE = "new", "changed", "unchanged", "gone"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ItemPrint:
+    whole: str  # the hash of the item's canonical text
+    fields: dict[str, str]  # field -> hash of its value
+    values: dict[str, Any]  # short field values (what identifies the item when gone)
+
+    def as_json(self) -> list[Any]:
+        return [self.whole, self.fields, self.values]
+
+
+def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPrint:
+    left_out = ADDED_FIELDS | frozenset(skip) | {"changed_fields"}
+    fields: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for name, value in ItemAdapter(item).items():
+        if name in left_out:
+            continue
+        text = json.dumps(plain(value), sort_keys=True, ensure_ascii=False, default=str)
+        fields[name] = _digest(text)
+        if len(text) <= MAX_VALUE:
+            values[name] = json.loads(text)
+    return ItemPrint(_digest(item_text(item, skip)), fields, values)
+
+
+@dataclass
+class Memory:
+    items: list[ItemPrint] = field(default_factory=list)
+    #: The response's requests; None when one could not be kept (its callback not a
+    #: spider method, say, or too many): the page is then never skipped.
+    requests: list[dict[str, Any]] | None = field(default_factory=list)
+
+    def pack(self) -> bytes:
+        body = {"items": [p.as_json() for p in self.items], "requests": self.requests}
+        return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
+
+
+def unpack(blob: bytes | None) -> Memory | None:
+    if blob is None:
+        return None
+    try:
+        body = json.loads(zlib.decompress(blob).decode("utf-8"))
+        items = [ItemPrint(whole, fields, values) for whole, fields, values in body["items"]]
+        requests = body["requests"]
+    except (ValueError, KeyError, TypeError, zlib.error):
+        return None  # unreadable: as if none was kept (the page is fetched)
+    return Memory(items, requests)
+
+
+@dataclass
+class Match:
+    """The label of each current item (by position) and the previous items gone."""
+
+    labels: list[tuple[str, list[str]]]  # (change, changed_fields)
+    gone: list[ItemPrint]
+
+
+def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
+    """The rule of this module's docstring."""
+    labels: list[tuple[str, list[str]] | None] = [None] * len(current)
+    left = dict(enumerate(previous))  # previous items not matched yet
+    by_whole: dict[str, list[int]] = {}
+    for index, old in left.items():
+        by_whole.setdefault(old.whole, []).append(index)
+    rest = []
+    for position, now in enumerate(current):  # 1. identical
+        same = by_whole.get(now.whole)
+        if same:
+            del left[same.pop(0)]
+            labels[position] = (UNCHANGED, [])
+        else:
+            rest.append(position)
+    if len(previous) == 1 and len(current) == 1 and rest and left:  # 3. one and one
+        (index,) = left
+        labels[0] = (CHANGED, _differing(left.pop(index), current[0]))
+        rest = []
+    for position in rest:  # 2. the most equal fields, at least half
+        now = current[position]
+        best, best_key = None, None
+        for index, old in left.items():
+            equal = sum(1 for name, value in now.fields.items() if old.fields.get(name) == value)
+            if 2 * equal < max(len(now.fields), 1):
+                continue
+            key = (equal, -abs(index - position))
+            if best_key is None or key > best_key:
+                best, best_key = index, key
+        if best is None:
+            labels[position] = (NEW, [])
+        else:
+            labels[position] = (CHANGED, _differing(left.pop(best), now))
+    return Match([label or (NEW, []) for label in labels], list(left.values()))
+
+
+def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:
+    names = set(old.fields) | set(now.fields)
+    return sorted(name for name in names if old.fields.get(name) != now.fields.get(name))
+
+
+def request_data(request: Any, spider: Any) -> dict[str, Any] | None:
+    """*request* as JSON-ready data (``Request.to_dict``, bytes as Latin-1 text), or
+    None when it cannot be kept: a callback that is not a spider method, meta that
+    is not plain data."""
+    try:
+        data = request.to_dict(spider=spider)
+    except ValueError:
+        return None
+    data["body"] = data["body"].decode("latin-1")
+    data["headers"] = {
+        _text(name): [_text(value) for value in values] for name, values in data["headers"].items()
+    }
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return data
+
+
+def request_of(data: dict[str, Any], spider: Any) -> Any:
+    """The request *data* was made of (``request_from_dict``); ValueError if the
+    spider no longer has its callback."""
+    from scrapy.utils.request import request_from_dict
+
+    data = dict(data)
+    data["body"] = data["body"].encode("latin-1")
+    data["headers"] = {
+        name.encode("latin-1"): [value.encode("latin-1") for value in values]
+        for name, values in data["headers"].items()
+    }
+    return request_from_dict(data, spider=spider)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value

@@ -1,0 +1,53 @@
+"""What a page's last fetch leaves for the next one (``page_memory.py`` says what is
+in it): one compressed blob a page, written in the transaction of the page's
+result, so a result never delivered (``delivery.py``) leaves the page's memory as
+it was too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+UPSERT = (
+    "INSERT INTO memories (normalized_url, body) VALUES (?, ?) "
+    "ON CONFLICT (normalized_url) DO UPDATE SET body = excluded.body"
+)
+READ = "SELECT body FROM memories WHERE normalized_url = ?"
+
+
+class Memories:
+    """Memories recorded by the crawl, written with the results they belong to."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, bytes] = {}
+
+    def add(self, key: str, body: bytes) -> None:
+        self._pending[key] = body
+
+    def get(self, key: str) -> bytes | None:
+        return self._pending.get(key)
+
+    def discard(self, key: str) -> None:
+        self._pending.pop(key, None)
+
+    def take(self, keys: list[str]) -> list[tuple[str, bytes]]:
+        """The rows of *keys*' memories (the results being written), out of the buffer."""
+        return [(key, self._pending.pop(key)) for key in keys if key in self._pending]
+
+    def restore(self, rows: list[tuple[str, bytes]]) -> None:
+        """Memories whose write failed: back in the buffer, unless a later one came."""
+        for key, body in rows:
+            self._pending.setdefault(key, body)
+
+
+def lookup(results: Any, database: Any, key: str) -> bytes | None:
+    """*key*'s memory as it stands: recorded this run and unwritten (in *results*,
+    the store's ``Results``), being written, else stored (a read: on a shared
+    state, off the reactor's thread)."""
+    body = results.memories.get(key)
+    if body is not None:
+        return body
+    for written, kept in results.writer.in_flight_memories:
+        if written == key:
+            return kept
+    row = database.tuples(READ, (key,)).fetchone()
+    return bytes(row[0]) if row else None

@@ -1,0 +1,110 @@
+"""The matching rule of a page's items across versions, and kept requests."""
+
+from __future__ import annotations
+
+import scrapy
+
+from increcrawl_scrapy.page_memory import (
+    Memory,
+    item_print,
+    match,
+    request_data,
+    request_of,
+    unpack,
+)
+
+
+def quote(text: str, author: str = "Jane Austen", tags: tuple[str, ...] = ("life",)) -> dict:
+    return {"text": text, "author": author, "tags": list(tags)}
+
+
+def prints(*items: dict) -> list:
+    return [item_print(item) for item in items]
+
+
+def test_identical_items_are_unchanged_wherever_they_moved() -> None:
+    before = prints(quote("a"), quote("b"), quote("c"))
+    found = match(before, prints(quote("c"), quote("a"), quote("b")))
+    assert [label for label, _ in found.labels] == ["unchanged"] * 3 and found.gone == []
+
+
+def test_an_edited_item_is_changed_with_its_fields() -> None:
+    before = prints(quote("a"), quote("b", author="Mark Twain"), quote("c"))
+    now = prints(quote("a"), quote("B!", author="Mark Twain"), quote("c"))
+    found = match(before, now)
+    assert found.labels == [("unchanged", []), ("changed", ["text"]), ("unchanged", [])]
+
+
+def test_less_than_half_the_fields_equal_is_new_and_gone() -> None:
+    before = prints(quote("a"), quote("b", author="Mark Twain", tags=("humor",)))
+    now = prints(quote("a"), quote("z", author="Steve Martin", tags=("humor",)))
+    found = match(before, now)
+    assert [label for label, _ in found.labels] == ["unchanged", "new"]
+    (gone,) = found.gone
+    assert gone.values == {"text": "b", "author": "Mark Twain", "tags": ["humor"]}
+
+
+def test_ties_go_to_the_nearest_position() -> None:
+    # Two quotes by the same author edited: each pairs with the one in its place.
+    before = prints(quote("a"), quote("b"), quote("c"))
+    now = prints(quote("a2"), quote("b"), quote("c2"))
+    found = match(before, now)
+    assert found.labels == [("changed", ["text"]), ("unchanged", []), ("changed", ["text"])]
+    assert found.gone == []
+
+
+def test_a_page_of_one_item_keeps_its_item() -> None:
+    found = match(prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2}))
+    assert found.labels == [("changed", ["price", "title"])] and found.gone == []
+
+
+def test_added_and_removed_fields_are_changed_fields() -> None:
+    before = prints({"sku": "1", "name": "x", "price": 1, "old": True})
+    now = prints({"sku": "1", "name": "x", "price": 1, "new": True}, {"sku": "2"})
+    found = match(before, now)
+    assert found.labels == [("changed", ["new", "old"]), ("new", [])]
+
+
+def test_long_values_are_hashed_not_kept() -> None:
+    item = item_print({"id": "7", "body": "x" * 5000})
+    assert item.values == {"id": "7"} and set(item.fields) == {"id", "body"}
+    memory = unpack(Memory([item] * 1000, []).pack())
+    assert memory is not None and len(memory.items) == 1000
+    assert len(Memory([item] * 1000, []).pack()) < 20_000
+    assert unpack(b"not zlib") is None  # unreadable: as if none was kept
+
+
+class FollowingSpider(scrapy.Spider):
+    name = "following"
+
+    def parse_detail(self, response, page):
+        pass
+
+
+def test_requests_are_kept_with_their_callback_and_arguments() -> None:
+    spider = FollowingSpider()
+    request = scrapy.Request(
+        "http://127.0.0.1/next",
+        callback=spider.parse_detail,
+        cb_kwargs={"page": 2},
+        meta={"rule": 0},
+        headers={"X-Mine": "1"},
+        method="POST",
+        body=b"q=\xff",
+        priority=3,
+    )
+    data = request_data(request, spider)
+    assert data is not None
+    again = request_of(unpack(Memory([], [data]).pack()).requests[0], spider)  # type: ignore[union-attr]
+    assert again.url == request.url and again.callback == spider.parse_detail
+    assert again.cb_kwargs == {"page": 2} and again.meta == {"rule": 0}
+    assert again.headers["X-Mine"] == b"1" and again.body == b"q=\xff"
+    assert again.method == "POST" and again.priority == 3
+
+
+def test_a_request_that_cannot_be_kept_is_said() -> None:
+    spider = FollowingSpider()
+    assert (
+        request_data(scrapy.Request("http://127.0.0.1/", callback=lambda r: None), spider) is None
+    )
+    assert request_data(scrapy.Request("http://127.0.0.1/", meta={"o": object()}), spider) is None
