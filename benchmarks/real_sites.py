@@ -69,7 +69,9 @@ def page_requests(access: Path, offset: int) -> tuple[int, int]:
     return len(pages), len(lines)
 
 
-def story(generator: str, days: int, pages: int, growing: bool, whole: bool, seed: int) -> dict:
+def story(
+    generator: str, days: int, pages: int, growing: bool, whole: bool, seed: int, own: bool = False
+) -> dict:
     from increcrawl_scrapy.testing.generators import DocSite
     from increcrawl_scrapy.testing.nginx import free_port, nginx
 
@@ -77,7 +79,8 @@ def story(generator: str, days: int, pages: int, growing: bool, whole: bool, see
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)
         port = free_port()
-        site = DocSite(generator, root / "site", f"http://127.0.0.1:{port}", pages=pages)
+        base = f"http://127.0.0.1:{port}"
+        site = DocSite(generator, root / "site", base, pages=pages, own_sitemap=own)
         site.build()
         pending: dict[str, int] = {}  # page URL -> the day of its oldest edit not reported
         allowed: set[str] = set()  # neighbours of added pages, not reported since
@@ -119,7 +122,7 @@ def story(generator: str, days: int, pages: int, growing: bool, whole: bool, see
                         false_urls.append(url)
         last_week = per_day[-7:]
         return {
-            "generator": generator,
+            "generator": generator + (" (its own sitemap)" if own else ""),
             "growing": growing,
             "whole": whole,
             "pages": len(site.pages),
@@ -165,14 +168,19 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=40)
     parser.add_argument("--generators", default="mkdocs,sphinx,hugo")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--mkdocs-own-sitemap", action="store_true", help="MkDocs's sitemap too")
     args = parser.parse_args()
     generators = args.generators.split(",")
     rows = []
-    for generator in generators:
+    stories = [(g, False) for g in generators]
+    if args.mkdocs_own_sitemap:
+        stories.append(("mkdocs", True))
+    for generator, own in stories:
         for growing, whole in ((True, False), (False, False), (True, True)):
-            result = story(generator, args.days, args.pages, growing, whole, seed=7)
+            result = story(generator, args.days, args.pages, growing, whole, seed=7, own=own)
             print(json.dumps(result), flush=True)
             rows.append(result)
+    generators = [r["generator"] for r in rows[::3]]
     by = {(r["generator"], r["growing"], r["whole"]): r for r in rows}
     lines = []
     for generator in generators:
@@ -190,24 +198,24 @@ def main() -> None:
                     f"{r['same_day']}/{r['edits']}",
                     f"{r['caught']}/{r['edits']}",
                     f"{r['last_week_per_day']:.1f} ({ratio:.2f}x)",
-                    f"{r['total'] / (r['pages'] * args.days):.0%}",
+                    f"{r['total'] / (r['pages'] * args.days):.2f}",
                 ]
             )
     requests_table = table(
         [
             "site",
             "text fingerprinted",
-            "site",
+            "growth",
             "false changes",
             "neighbours",
             "edits caught same day",
             "caught at all",
             "requests/day, last week (vs not growing)",
-            "of a daily full crawl",
+            "requests per page and day, 30 days (1.0: a daily full crawl)",
         ],
         lines,
     )
-    costs = [content_cost(generator, args.pages) for generator in generators]
+    costs = [content_cost(generator, args.pages) for generator in args.generators.split(",")]
     cost_table = table(
         [
             "site",

@@ -87,11 +87,20 @@ class DocSite:
     """A site's sources and its build. ``out`` is what a web server serves."""
 
     def __init__(
-        self, generator: str, workdir: Path, base_url: str, pages: int = 20, seed: int = 1
+        self,
+        generator: str,
+        workdir: Path,
+        base_url: str,
+        pages: int = 20,
+        seed: int = 1,
+        own_sitemap: bool = False,
     ) -> None:
+        """*own_sitemap*: MkDocs's own sitemap (every page dated with the build), not
+        one with each page's date of last edit (Hugo's is its own either way)."""
         if generator not in GENERATORS:
             raise ValueError(f"generator must be one of {GENERATORS}")
         self.generator = generator
+        self.own_sitemap = own_sitemap
         self.src = workdir / "src"
         self.out = workdir / "out"
         self.base_url = base_url.rstrip("/")
@@ -178,7 +187,8 @@ class DocSite:
             f"copyright: Copyright {self.footer_year} Example\n"
         )
         self._run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
-        self._write_sitemap()  # MkDocs dates every page with the build: honest dates instead
+        if not self.own_sitemap:  # MkDocs dates every page with the build
+            self._write_sitemap()
 
     def _build_sphinx(self) -> None:
         (self.src / "conf.py").write_text(
