@@ -16,7 +16,7 @@ from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
 from increcrawl_scrapy.page_groups import Member, item_change, peek, take
-from increcrawl_scrapy.rows import Outcome, Recorded
+from increcrawl_scrapy.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
 
@@ -232,7 +232,7 @@ class IncrementalStatePipeline:
             text = self._text(adapter) if text is None else text
             content_hash = self._fingerprint(text)
             if adapter.get("alias_of"):  # its content is its canonical page's: not reported
-                text, content_hash = None, f"alias:{adapter.get('alias_of')}"
+                text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
         validators = None
         if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
             validators = (adapter.get("etag"), adapter.get("last_modified"))

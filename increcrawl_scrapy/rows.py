@@ -149,6 +149,8 @@ class RekeyResult:
 #: An item row (INCRECRAWL_ITEM_KEY) is keyed ``PAGE#item:KEY``: a label of its
 #: page's item, recorded with each fetch of the page and never due on its own.
 ITEM_MARK = "#item:"
+#: The fingerprint of a page that is an alias of another (its rel=canonical).
+ALIAS_MARK = "alias:"
 NEVER = 253_402_300_799.0  # 9999-12-31T23:59:59Z: an item row's next check
 
 #: A run's counts that are ``increcrawl/<name>`` stats of the crawl...

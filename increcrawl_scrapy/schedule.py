@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.estimator import History, change_rate, interval_for, observe
 from increcrawl_scrapy.rows import (
+    ALIAS_MARK,
     GONE_STATUSES,
     NOISY,
     STALE,
@@ -63,6 +64,8 @@ def classify(
         return Outcome.ERROR
     if was_gone or not fetched_before or previous_hash is None:
         return Outcome.NEW
+    if previous_hash.startswith(ALIAS_MARK) and new_hash != previous_hash:
+        return Outcome.NEW  # an alias never reported: a page of its own from now on
     return Outcome.UNCHANGED if new_hash == previous_hash else Outcome.CHANGED
 
 

@@ -52,6 +52,16 @@ async def test_a_site_answering_200_with_its_not_found_page_has_those_pages_gone
         assert second.changes("gone") == {site.url_of("topic-003")}
         assert second.changes("changed") == set()
 
+        # A run whose probe gets no answer (robots.txt forbids it) goes by the last
+        # run's verdict: the soft 404s stay gone, a page removed since is gone too.
+        (site.out / "robots.txt").write_text("User-agent: *\nDisallow: /increcrawl-\n")
+        shutil.rmtree(site.out / "topic-005")
+        clock.advance(LATER)
+        third = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert "increcrawl/soft_404/probes" not in third.stats
+        assert third.changes("gone") == {site.url_of("topic-005")}
+        assert third.changes("new") == set() and third.changes("changed") == set()
+
 
 @pytest_twisted.ensureDeferred
 async def test_a_site_whose_404s_are_404s_learns_nothing(tmp_path: Path, clock: Clock) -> None:
@@ -166,3 +176,13 @@ async def test_a_page_naming_another_as_canonical_is_an_alias_not_a_second_chang
             alias = store.get(f"{url}/shoes-promo.html")
             assert alias is not None and alias.content_hash == f"alias:{url}/shoes.html"
             assert alias.change_count == 0
+
+        # The promotion page becomes a page of its own: new, never reported before.
+        own = pages("Blue")
+        own["shoes-promo.html"] = b"<html><body><main><p>Promo: Blue</p></main></body></html>"
+        _write_files(root, url, own)
+        clock.advance(LATER)
+        third = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert {(i["url"], i["change"]) for i in third.items} == {
+            (f"{url}/shoes-promo.html", "new")
+        }

@@ -19,6 +19,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
 from increcrawl_scrapy.geonode.payload import META_PARAMS
+from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.spiders.page_items import final_url_of, text_of
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
@@ -124,7 +125,11 @@ class PageContent:
 
     async def learn_not_found(self) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"
-        page (``content/soft404.py``), learned for this run."""
+        page (``content/soft404.py``). What was learned is kept in the state: a run
+        whose probe gets no answer goes by the last one's (soft 404s never flap
+        between gone and back with a probe's luck)."""
+        store = crawl_state(self.crawler).store
+        name = f"not_found:{self.origin}"
         url = probe_url(self.origin)
         request = Request(
             url,
@@ -141,24 +146,27 @@ class PageContent:
         )
         try:
             response = await compat.download(self.crawler, request)
-        except Exception as exc:  # robots.txt, a refused connection: nothing learned
-            logger.debug("No answer to %s (%s): soft 404s not learned", url, exc)
+        except Exception as exc:  # robots.txt, a refused connection: the last answer
+            logger.debug("No answer to %s (%s): the last run's verdict holds", url, exc)
+            self.not_found = await compat.in_thread(store.remembered, name) or None
             return
         stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
-        if response.status != 200 or final_url_of(response) is not None:
-            return
-        try:
-            found = await compat.in_content_thread(text_of, response, self.options)
-        except ValueError:
-            return
-        if not found.text.strip():
-            return
-        self.not_found = await compat.in_content_thread(not_found_fingerprint, found.text, url)
-        logger.info(
-            "%s answers 200 for a page that does not exist: pages whose text is that "
-            "answer's are gone (soft 404s)",
-            self.origin,
-        )
+        learned = ""
+        if response.status == 200 and final_url_of(response) is None:
+            try:
+                found = await compat.in_content_thread(text_of, response, self.options)
+            except ValueError:
+                found = None
+            if found is not None and found.text.strip():
+                learned = await compat.in_content_thread(not_found_fingerprint, found.text, url)
+        await compat.in_thread(store.remember, name, learned)
+        self.not_found = learned or None
+        if learned:
+            logger.info(
+                "%s answers 200 for a page that does not exist: pages whose text is that "
+                "answer's are gone (soft 404s)",
+                self.origin,
+            )
 
     async def is_not_found(self, url: str, text: str | None) -> bool:
         if self.not_found is None or text is None:

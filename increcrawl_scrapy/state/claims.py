@@ -13,6 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from twisted.python.threadable import isInIOThread
+
 from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release, renew
@@ -98,8 +100,8 @@ class Claims:
             try:
                 return self.io.retrying(work)
             except Exception:
-                if not self.io.broken() or time.monotonic() >= deadline:
-                    raise
+                if not self.io.broken() or time.monotonic() >= deadline or isInIOThread():
+                    raise  # and never wait on the reactor's thread
                 if not warned:
                     logger.warning(
                         "The state's server cannot be reached: waiting for it (at most %.0f s)",

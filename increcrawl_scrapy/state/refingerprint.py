@@ -89,12 +89,12 @@ def check_content_scheme(database: Database, scheme: str) -> None:
     """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
     state's fingerprints were taken another way, mark them all as old. Kept contents
     cannot give new ones: they are of the old text too."""
-    stored = _setting(database, "content_scheme")
+    stored = read_setting(database, "content_scheme")
     if stored == scheme:
         return
     with database.transaction() as db:
         marked = _mark_old(db, "")
-        _store(db, "content_scheme", scheme)
+        write_setting(db, "content_scheme", scheme)
     if marked:
         logger.info(
             "Pages' text is now taken another way (%s): each page's next fetch takes "
@@ -112,12 +112,14 @@ def _mark_old(db: Any, condition: str) -> int:
     return max(cursor.rowcount or 0, 0)
 
 
-def _setting(database: Any, name: str) -> str | None:
+def read_setting(database: Any, name: str) -> str | None:
+    """A value of table ``settings`` (what the state was made under, what a crawl
+    keeps for the next), or None."""
     row = database.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
     return None if row is None else str(row["value"])
 
 
-def _store(db: Any, name: str, value: str) -> None:
+def write_setting(db: Any, name: str, value: str) -> None:
     db.execute(
         "INSERT INTO settings (name, value) VALUES (?, ?) "
         "ON CONFLICT (name) DO UPDATE SET value = excluded.value",

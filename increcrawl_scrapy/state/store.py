@@ -34,7 +34,12 @@ from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.pg_database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
-from increcrawl_scrapy.state.refingerprint import check_content_scheme, check_volatile_rules
+from increcrawl_scrapy.state.refingerprint import (
+    check_content_scheme,
+    check_volatile_rules,
+    read_setting,
+    write_setting,
+)
 from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
@@ -198,6 +203,16 @@ class StateStore(OperatorEdits):
             (seed,),
         )
         return [dict(row) for row in rows]
+
+    @serialized
+    def remembered(self, name: str) -> str | None:
+        """What a crawl kept for the next under *name* (``remember``), or None."""
+        return read_setting(self.database, name)
+
+    @serialized
+    def remember(self, name: str, value: str) -> None:
+        with self.database.transaction() as db:
+            write_setting(db, name, value)
 
     @serialized
     def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
