@@ -146,8 +146,8 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
                 raise PatternTimeout(pattern.pattern) from None
         if count:
             lower = text.lower()  # a deletion may join words
-    lines = (_BLANKS.sub(" ", line).strip() for line in text.split("\n"))
-    return "\n".join(line for line in lines if line)
+    lines = (line.strip() for line in _BLANKS.sub(" ", text).split("\n"))
+    return "\n".join(filter(None, lines))
 
 
 def content_fingerprint(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
