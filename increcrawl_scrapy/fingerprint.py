@@ -95,7 +95,9 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
 #: A user's rule may take this long on one page (the ``regex`` module's timeout).
 USER_PATTERN_SECONDS = 1.0
 
-_BLANKS = re.compile(r"[ \t\u00a0]+")
+# Runs of blanks become one space; a lone space is left alone (most of them: not
+# replacing each of them halves the fingerprint's cost).
+_BLANKS = re.compile(r"[ \t\u00a0]{2,}|[\t\u00a0]")
 
 
 class PatternTimeout(RuntimeError):
@@ -134,9 +136,14 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
     Raises PatternTimeout when a user's rule takes too long."""
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
     lower = text.lower()
+    present: dict[int, bool] = {}  # by trigger words (six rules share one set)
     for index, pattern in enumerate(compile_patterns(extra_patterns)):
         if index < len(_TRIGGERS):
-            if not any(word in lower for word in _TRIGGERS[index]):
+            words = _TRIGGERS[index]
+            found = present.get(id(words))
+            if found is None:
+                found = present[id(words)] = any(word in lower for word in words)
+            if not found:
                 continue
             text, count = pattern.subn("", text)
         else:
@@ -146,6 +153,7 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
                 raise PatternTimeout(pattern.pattern) from None
         if count:
             lower = text.lower()  # a deletion may join words
+            present.clear()
     lines = (line.strip() for line in _BLANKS.sub(" ", text).split("\n"))
     return "\n".join(filter(None, lines))
 

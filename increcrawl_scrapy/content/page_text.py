@@ -55,7 +55,8 @@ class ContentOptions:
     def scheme(self) -> str:
         """What decides a page's text: stored with the state, so that a change of
         it (a setting, an upgrade of the converters) takes new baselines silently."""
-        libraries = ",".join(f"{name}={_version(name)}" for name in ("html-to-markdown", "trafilatura"))
+        converters = ("html-to-markdown", "trafilatura")
+        libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
             f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
             f"{libraries}"
