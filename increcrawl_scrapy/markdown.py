@@ -28,4 +28,4 @@ def html_to_markdown(html: str | bytes) -> str:
     """Markdown of the visible content of an HTML document."""
     if isinstance(html, bytes):
         html = html.decode("utf-8", "replace")
-    return convert(html, _OPTIONS).content.strip() + "\n"
+    return (convert(html, _OPTIONS).content or "").strip() + "\n"
