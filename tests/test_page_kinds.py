@@ -186,3 +186,35 @@ async def test_a_page_naming_another_as_canonical_is_an_alias_not_a_second_chang
         assert {(i["url"], i["change"]) for i in third.items} == {
             (f"{url}/shoes-promo.html", "new")
         }
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_200_with_an_empty_body_is_a_site_failure_that_keeps_the_page(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # An empty answer (a truncated response, a server mid-deploy) is no document:
+    # not a crash of the callback, not a page changed to nothing and back.
+    root = tmp_path / "www"
+    root.mkdir()
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        pages = {"a.html": b"<main>first words</main>", "b.html": b"<main>other</main>"}
+        _write_files(root, url, pages)
+        db = str(tmp_path / "s.sqlite")
+        first = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/a.html", f"{url}/b.html"}
+        (root / "a.html").write_bytes(b"")
+        (root / "b.html").write_bytes(b"<!-- nothing but a comment -->")
+        clock.advance(LATER)
+        second = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
+        assert second.reason == "finished"
+        assert "spider_exceptions/ParserError" not in second.stats
+        assert second.stats["increcrawl/pages/empty"] == 2
+        assert second.changes("changed") == set() and second.changes("gone") == set()
+        with StateStore(db) as store:
+            page = store.get(f"{url}/a.html")
+            assert page is not None and page.error_streak == 1
+        (root / "a.html").write_bytes(b"<main>first words</main>")
+        (root / "b.html").write_bytes(b"<main>other</main>")
+        clock.advance(LATER)
+        third = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
+        assert third.changes("changed") == set()  # back as it was: nothing to report

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, NamedTuple
 
+import lxml.etree
+
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.markdown import html_to_markdown
@@ -27,8 +30,24 @@ SCHEME_VERSION = 2
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 
-class PageTooLarge(ValueError):
-    """A body over the page size limit: a site failure that backs off."""
+class UnusablePage(ValueError):
+    """A body whose text cannot be taken: a site failure that backs off, the
+    page's row kept as it was (never a change, never a crash)."""
+
+    stat = ""  # the stats key counting these (stats.py)
+
+
+class PageTooLarge(UnusablePage):
+    """A body over the page size limit."""
+
+    stat = stats.TOO_LARGE
+
+
+class EmptyDocument(UnusablePage):
+    """HTML with no document at all (an empty or comment-only body): a truncated
+    answer or a server mid-deploy far more often than a page's real content."""
+
+    stat = stats.EMPTY_PAGES
 
 
 @dataclass(frozen=True)
@@ -76,7 +95,7 @@ def page_text(
     the body decoded the way Scrapy decodes it (None for a binary response)."""
     if len(body) > options.max_bytes:
         raise PageTooLarge(
-            f"{len(body)} bytes, over INCRECRAWL_MAX_PAGE_BYTES ({options.max_bytes})"
+            f"too large: {len(body)} bytes, over INCRECRAWL_MAX_PAGE_BYTES ({options.max_bytes})"
         )
     kind = kind_of(content_type, body) if text is not None else Kind.BYTES
     if kind is Kind.BYTES:
@@ -85,7 +104,10 @@ def page_text(
     assert text is not None
     if kind is Kind.TEXT:
         return PageText(text, "text")
-    found = main_content(text, options.selector)
+    try:
+        found = main_content(text, options.selector)
+    except lxml.etree.ParserError as exc:  # "Document is empty"
+        raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
         return PageText(html_to_markdown(text), "page", found.canonical)
     return PageText(html_to_markdown(found.html), found.how, found.canonical)

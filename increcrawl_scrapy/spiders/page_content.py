@@ -16,7 +16,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.content.page_text import ContentOptions, PageText, page_text
+from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.shared_state import crawl_state
@@ -80,8 +80,8 @@ class PageContent:
                     found = await self.batch_text(item)
             finally:
                 self._let_go()
-        except ValueError as exc:  # over INCRECRAWL_MAX_PAGE_BYTES
-            return self.too_large(item, exc)
+        except UnusablePage as exc:  # too large, no document
+            return self.unusable(item, exc)
         item.pop("html", None)
         if found is None:
             return item
@@ -188,9 +188,9 @@ class PageContent:
             page_text, body.encode("utf-8"), kind, body, self.options
         )
 
-    def too_large(self, item: dict[str, Any], error: BaseException) -> dict[str, Any]:
-        stats.inc(self.crawler.stats, stats.TOO_LARGE)
-        logger.warning("%s is too large: %s; it backs off", item["url"], error)
+    def unusable(self, item: dict[str, Any], error: UnusablePage) -> dict[str, Any]:
+        stats.inc(self.crawler.stats, error.stat)
+        logger.warning("%s: %s; it backs off", item["url"], error)
         item.pop("html", None)
         return {
             **item,
