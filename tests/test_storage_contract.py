@@ -196,8 +196,7 @@ def test_dates_in_the_future_are_counted_per_host(open_store: Factory, clock: Cl
     ahead = "2999-01-01T00:00:00Z"
     run.upsert([(u, ahead) for u in urls(3)])
     run.upsert([("https://example.com/later", ahead)])  # the host's count goes up
-    rows = store.database.execute("SELECT future_dates FROM hosts WHERE host = ?", ("example.com",))
-    assert rows.fetchone()[0] == 4
+    assert store.lastmod_verdicts(SEED)[0]["future_dates"] == 4
     assert all(page.sitemap_lastmod != ahead for page in store.due(SEED))  # clamped
 
 
@@ -243,10 +242,8 @@ def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock
             store.record(url, 200, seed=SEED, key=url, content_hash="v1")
     first.flush()
     second.flush()
-    row = first.database.execute(
-        "SELECT moved_changed, verdict FROM hosts WHERE host = ?", ("example.com",)
-    ).fetchone()
-    assert (row[0], row[1]) == (20, "trusted")
+    (row,) = first.lastmod_verdicts(SEED)
+    assert (row["moved_changed"], row["verdict"]) == (20, "trusted")
     third = open_store()
     assert third.hosts.verdict("example.com") == "trusted"
 
@@ -294,7 +291,7 @@ def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: 
     assert store.get(moved).content_hash == "the page"
     assert store.results.lookup(moved_item).content_hash == "the item"
     for key, text in ((moved, "the page"), (moved_item, "the item"), (plain, "another page")):
-        kept = last_change(store.database.connection, key)
+        kept = last_change(store.database, key)
         assert kept is not None and kept.text == text, key
     rows = store.database.execute("SELECT count(*) FROM contents").fetchone()
     assert rows[0] == 3
