@@ -15,6 +15,8 @@ from typing import Protocol
 
 #: What an operator's edit applies to: one page (its key), a seed's pages, or all.
 TARGETS = ("page", "seed", "all")
+#: What forgetting applies to (never the whole state).
+FORGET_TARGETS = ("page", "seed")
 
 
 class DiscoveryStatements(Protocol):

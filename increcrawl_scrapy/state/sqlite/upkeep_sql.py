@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from increcrawl_scrapy.state.statements import TARGETS
+from increcrawl_scrapy.state.statements import FORGET_TARGETS, TARGETS
 
 #: Rows that end on the same key: all but the most recent one go.
 _MERGE_COLLISIONS = """
@@ -113,7 +113,7 @@ class UpkeepSQL:
         {
             target: "UPDATE sitemaps SET digest = '', etag = NULL, last_modified = NULL "
             f"WHERE url IN (SELECT sitemap_url FROM pages {_WHERE[target]})"
-            for target in TARGETS
+            for target in FORGET_TARGETS
         }
     )
     forget_seed_sitemaps = "DELETE FROM sitemaps WHERE seed = ?"
@@ -121,18 +121,18 @@ class UpkeepSQL:
         {
             target: "DELETE FROM contents WHERE normalized_url IN "
             f"(SELECT normalized_url FROM pages {_WHERE[target]})"
-            for target in TARGETS
+            for target in FORGET_TARGETS
         }
     )
     forget_memories: Mapping[str, str] = MappingProxyType(
         {
             target: "DELETE FROM memories WHERE normalized_url IN "
             f"(SELECT normalized_url FROM pages {_WHERE[target]})"
-            for target in TARGETS
+            for target in FORGET_TARGETS
         }
     )
     forget_pages: Mapping[str, str] = MappingProxyType(
-        {target: f"DELETE FROM pages {_WHERE[target]}" for target in TARGETS}
+        {target: f"DELETE FROM pages {_WHERE[target]}" for target in FORGET_TARGETS}
     )
 
     # -- what the store reports ------------------------------------------------
