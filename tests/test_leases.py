@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from increcrawl_scrapy.state import pg_schema
-from increcrawl_scrapy.state.leases import claim, fenced_update, release
+from increcrawl_scrapy.state.postgres import schema as pg_schema
+from increcrawl_scrapy.state.postgres.leases import claim, fenced_update, release
 
 SEED = "https://example.com/sitemap.xml"
 T = 1_700_000_000.0
@@ -110,7 +110,7 @@ def test_a_recorded_page_is_not_claimed_again(shared) -> None:
 def test_a_killed_workers_pages_wait_for_their_leases_to_expire(shared, postgres_dsn) -> None:
     worker = (
         "import json, os, signal, sys, psycopg\n"
-        "from increcrawl_scrapy.state.leases import claim\n"
+        "from increcrawl_scrapy.state.postgres.leases import claim\n"
         "connection = psycopg.connect(sys.argv[1], autocommit=True)\n"
         f"leases = claim(connection, {SEED!r}, 'doomed', 30, now={T}, seconds={MINUTE})\n"
         "print(json.dumps([lease.key for lease in leases]), flush=True)\n"
@@ -135,7 +135,7 @@ def test_a_killed_workers_pages_wait_for_their_leases_to_expire(shared, postgres
 
 
 def test_workers_are_counted_by_heartbeat(shared) -> None:
-    from increcrawl_scrapy.state.workers import beat, leave
+    from increcrawl_scrapy.state.postgres.workers import beat, leave
 
     connection = shared()
     assert beat(connection, "a", SEED, now=T, ttl=6) == (1, 1)

@@ -1,20 +1,30 @@
 """The storage interface every backend implements (docs/architecture.md, "Plugging
-in"). Each test runs against every backend in BACKENDS; a new backend joins the
-fixture and must pass them all. SQLite-only behaviour (file lock, WAL, crash
-safety) is tested in test_state.py."""
+in"). Each test runs against every backend in BACKENDS, with two stores open at once
+at least (a bystander opened first, which works on the state after the test's own
+stores did); a new backend joins the fixture and must pass them all. Every named
+statement of ``state/statements.py`` is run on every backend by these tests (the
+last one checks). SQLite-only behaviour (file lock, WAL, crash safety) is tested in
+test_state.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from increcrawl_scrapy.commands.report import gather
+from increcrawl_scrapy.commands.state import _status
 from increcrawl_scrapy.rows import Outcome
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.state.contents import last_change
+from increcrawl_scrapy.state.hosts import write_hosts
+from increcrawl_scrapy.state.lastmod import LastmodRules
+from increcrawl_scrapy.state.postgres import database as postgres
+from increcrawl_scrapy.state.sqlite import database as sqlite
+from increcrawl_scrapy.state.statements import names
 from increcrawl_scrapy.urls import normalize_url
 from tests.conftest import Clock
 
@@ -22,8 +32,30 @@ SEED = "https://example.com/sitemap.xml"
 OTHER = "https://example.com/robots.txt"
 DAY = 86_400.0
 
+BYSTANDER = "https://bystander.example/sitemap.xml"
+
 BACKENDS = ["sqlite", "postgresql"]
 Factory = Callable[..., StateStore]
+#: Per backend, the statements these tests ran (their text).
+RAN: dict[str, set[str]] = {backend: set() for backend in BACKENDS}
+_SESSIONS = {"sqlite": sqlite.Database, "postgresql": postgres.Connection}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def statements_ran() -> Any:
+    """Every statement a backend's connection runs, recorded for the last test."""
+    patch = pytest.MonkeyPatch()
+    for backend, session in _SESSIONS.items():
+        for method in ("execute", "executemany", "tuples"):
+            original = getattr(session, method)
+
+            def recording(self: Any, sql: str, *args: Any, _run: Any = original, _b=backend):
+                RAN[_b].add(sql)
+                return _run(self, sql, *args)
+
+            patch.setattr(session, method, recording)
+    yield RAN
+    patch.undo()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -34,6 +66,8 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock):
         if request.param == "postgresql"
         else str(tmp_path / "contract.sqlite")
     )
+    # Open through the whole test: every test runs with two stores open at once.
+    bystander = StateStore(where, clock=clock, flush_items=1000)
 
     def factory(**options: Any) -> StateStore:
         store = StateStore(where, clock=clock, flush_items=1000, **options)
@@ -41,6 +75,19 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock):
         return store
 
     yield factory
+    live = [store for store in opened if not store.database.closed]
+    if live:  # it sees what the test's stores wrote...
+        assert bystander.count() == live[-1].count()
+    # ...and works beside them: a run of its own seed, its page fetched and written.
+    run = bystander.start_run(BYSTANDER)
+    run.upsert([("https://bystander.example/page", None)])
+    [page] = bystander.due(BYSTANDER)
+    bystander.record(page.url, 200, seed=BYSTANDER, key=page.normalized_url, content_hash="b")
+    bystander.flush()
+    run.finish({"new": 1}, discovery_complete=True)
+    for store in live:
+        assert store.get("https://bystander.example/page").content_hash == "b"
+    bystander.close()
     for store in opened:
         store.close()
 
@@ -196,8 +243,7 @@ def test_dates_in_the_future_are_counted_per_host(open_store: Factory, clock: Cl
     ahead = "2999-01-01T00:00:00Z"
     run.upsert([(u, ahead) for u in urls(3)])
     run.upsert([("https://example.com/later", ahead)])  # the host's count goes up
-    rows = store.database.execute("SELECT future_dates FROM hosts WHERE host = ?", ("example.com",))
-    assert rows.fetchone()[0] == 4
+    assert store.lastmod_verdicts(SEED)[0]["future_dates"] == 4
     assert all(page.sitemap_lastmod != ahead for page in store.due(SEED))  # clamped
 
 
@@ -243,10 +289,8 @@ def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock
             store.record(url, 200, seed=SEED, key=url, content_hash="v1")
     first.flush()
     second.flush()
-    row = first.database.execute(
-        "SELECT moved_changed, verdict FROM hosts WHERE host = ?", ("example.com",)
-    ).fetchone()
-    assert (row[0], row[1]) == (20, "trusted")
+    (row,) = first.lastmod_verdicts(SEED)
+    assert (row["moved_changed"], row["verdict"]) == (20, "trusted")
     third = open_store()
     assert third.hosts.verdict("example.com") == "trusted"
 
@@ -294,7 +338,192 @@ def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: 
     assert store.get(moved).content_hash == "the page"
     assert store.results.lookup(moved_item).content_hash == "the item"
     for key, text in ((moved, "the page"), (moved_item, "the item"), (plain, "another page")):
-        kept = last_change(store.database.connection, key)
+        kept = last_change(store.database, key)
         assert kept is not None and kept.text == text, key
     rows = store.database.execute("SELECT count(*) FROM contents").fetchone()
     assert rows[0] == 3
+
+
+def test_the_operators_edits_make_due_and_forget(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(3)], sitemap_url=SEED)
+    run.sitemap_read(SEED, "digest")
+    for page in store.due(SEED):
+        store.record(
+            page.url,
+            200,
+            seed=SEED,
+            key=page.normalized_url,
+            content_hash="h",
+            content="text",
+            memory=b"m",
+        )
+    store.flush()
+    assert store.due(SEED) == []
+    assert store.make_due(url=urls(3)[0]) == 1
+    assert store.make_due(seed=SEED) == 3
+    assert store.make_due() == 3
+    assert store.claim_discovery(SEED) is True  # one discovery a seed at a time
+    store.end_discovery(SEED)
+    assert store.forget(url=urls(3)[0]) == 1
+    assert store.forget(seed=SEED) == 2
+    assert store.count() == 0
+
+
+def test_sitemaps_are_remembered_with_their_validators(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(2)], sitemap_url=SEED)
+    run.seen_only(["https://example.com/excluded"])
+    run.sitemap_read(SEED, "d1", ('"e1"', None), settings="s")
+    run.finish({}, discovery_complete=True)
+    clock.advance(DAY)
+    run = store.start_run(SEED)
+    assert run.sitemap_conditions(SEED, "s") == {"If-None-Match": '"e1"'}
+    assert run.sitemap_conditions(SEED, "other settings") == {}
+    assert run.sitemap_unchanged(SEED, "d1", ('"e2"', None)) is True
+    run.sitemap_not_modified(SEED)
+    assert run.mark_missing().marked == 0  # an unchanged sitemap's rows are not missing
+    assert run.sitemap_conditions(SEED, "s") == {"If-None-Match": '"e2"'}
+
+
+def test_a_wave_of_moved_dates_makes_nothing_due(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, "2020-01-01T00:00:00Z") for u in urls(12)])
+    for page in store.due(SEED):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+    store.flush()
+    clock.advance(DAY)
+    run = store.start_run(SEED)
+    run.upsert([(u, "2020-02-01T10:00:00Z") for u in urls(12)])
+    report = run.apply_lastmod()
+    assert (report.moved, report.due, len(report.waves)) == (12, 0, 1)
+    assert store.lastmod_verdicts(SEED)[0]["waves"] == 1
+
+
+def test_a_trusted_hosts_pages_are_sampled(open_store: Factory, clock: Clock) -> None:
+    store = open_store(lastmod=LastmodRules(sample=0.5))
+    listed = [(u, "2020-01-01T00:00:00Z") for u in urls(20)]
+    run = store.start_run(SEED)
+    run.upsert(listed)
+
+    def fetch_all() -> None:
+        for page in store.due(SEED):
+            store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+        store.flush()
+
+    fetch_all()
+    with store.database.transaction() as db:  # the host's dates have earned trust
+        write_hosts(db, [("example.com", 30, 0, 0, 0)], DAY, 20)
+    assert store.lastmod_verdicts(SEED)[0]["verdict"] == "trusted"
+    run.apply_lastmod()  # the first sample only says when
+    clock.advance(1.5 * DAY)
+    store.make_due(seed=SEED)
+    fetch_all()  # none waits past the next sample
+    run = store.start_run(SEED)
+    run.upsert(listed)
+    assert run.apply_lastmod().sampled == 15  # half of them a day, for 1.5 days
+    # Evidence against the dates: the host is demoted, its pages checked sooner.
+    fetch_all()
+    with store.database.transaction() as db:
+        write_hosts(db, [("example.com", 0, 60, 0, 0)], DAY, 20)
+    assert store.lastmod_verdicts(SEED)[0]["verdict"] != "trusted"
+    clock.advance(DAY + 1)
+    assert len(store.due(SEED)) == 20
+
+
+def test_a_budget_takes_the_oldest_or_the_likeliest(open_store: Factory, clock: Clock) -> None:
+    for order in ("oldest", "change"):
+        store = open_store(budget_order=order)
+        store.start_run(SEED).upsert([(u, None) for u in urls(5)])
+        budget = store.budget(SEED, 2)
+        assert (budget.due, budget.left) == (5, 3)
+        assert len([p for chunk in store.due_chunks(SEED, 2) for p in chunk]) == 2
+        store.close()
+
+
+def test_memories_and_unannounced_changes_are_read_back(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, "2020-01-01T00:00:00Z") for u in urls(1)])
+    [url] = urls(1)
+    for version in ("a", "b", "c", "d"):
+        store.record(url, 200, seed=SEED, key=url, content_hash=version, memory=version.encode())
+        store.flush()
+        clock.advance(2 * DAY)
+    assert open_store().memory(url) == b"d"
+    count, listed = store.unannounced(SEED)
+    assert (count, listed) == (1, [url])
+    assert [run["seed"] for run in store.runs()] == [SEED]
+    assert store.count(SEED, gone=False) == 1
+
+
+def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory) -> None:
+    store = open_store(volatile_patterns=(), content_scheme="one")
+    store.start_run(SEED).upsert([(u, None) for u in urls(2)])
+    [kept, bare] = urls(2)
+    store.record(kept, 200, seed=SEED, key=kept, content_hash="x", content="Today 12:00")
+    store.record(bare, 200, seed=SEED, key=bare, content_hash="y")
+    store.close()
+    store = open_store(volatile_patterns=(r"\d\d:\d\d",), content_scheme="one")
+    assert store.get(bare).content_hash == "old:y"  # no text to take it from
+    assert store.get(kept).content_hash not in ("x", "old:x")
+    store.close()
+    store = open_store(content_scheme="two")
+    assert store.get(kept).content_hash.startswith("old:")
+
+
+def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) -> None:
+    store = open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(3)])
+    for page in store.due(SEED):
+        for version in ("a", "b", "c"):
+            store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash=version)
+    store.flush()
+    run.finish({"new": 3}, discovery_complete=True)
+    status = _status(store.database, clock())
+    assert [seed["pages"] for seed in status["seeds"]] == [3]
+    report = gather(store.database, clock(), SEED)
+    assert [seed["pages"] for seed in report["seeds"]] == [3]
+    db, sql = store.database, store.database.sql
+    assert len(db.execute(sql.noisy_pages, (2,)).fetchall()) == 3
+    assert len(db.execute(sql.noisy_pages_of_seed, (2, SEED)).fetchall()) == 3
+    assert db.execute(sql.page_exists, (urls(3)[0],)).fetchone() is not None
+    assert db.execute(sql.seed_exists, (OTHER,)).fetchone() is None
+    assert db.execute(sql.seed_of_page, (urls(3)[0],)).fetchone()[0] == SEED
+    queue = {"seed": SEED, "now": clock() + 10 * DAY, "check": 0.0, "id": 0, "limit": 10}
+    assert len(db.tuples(sql.due_after, queue).fetchall()) == 3
+
+
+def _named(statements: Any) -> dict[str, set[str]]:
+    """Each statement's text -> the names that say it (a name may hold several)."""
+    texts: dict[str, set[str]] = {}
+    for name in names():
+        value = getattr(statements, name)
+        if callable(value):
+            continue  # built per call: checked apart
+        if isinstance(value, Mapping):
+            value = tuple(value.values())
+        for text in value if isinstance(value, tuple) else (value,):
+            if text is not None:
+                texts.setdefault(text, set()).add(name)
+    return texts
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_named_statement_ran_on_every_backend(backend: str) -> None:
+    """Runs last: the tests above ran every statement of the interface on *backend*
+    (every text of a name that holds several)."""
+    statements = sqlite.STATEMENTS if backend == "sqlite" else postgres.STATEMENTS
+    texts = _named(statements)
+    never = sorted(
+        f"{sorted(names)[0]}: {text.split()[:4]}"
+        for text, names in texts.items()
+        if text not in RAN[backend]
+    )
+    counting = statements.count_pages([], False)
+    assert never == [], f"never run on {backend}: " + "; ".join(never)
+    assert any(text.startswith(counting) for text in RAN[backend]), "count_pages"

@@ -10,7 +10,6 @@ import pytest_twisted
 
 from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.state.queue import _DUE_AFTER
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
@@ -78,7 +77,8 @@ def test_a_chunk_starts_where_the_last_ended_without_sorting(tmp_path: Path) -> 
     # the sorting query took 520 ms a chunk (5 s at 10,000,000), this one 26 ms.
     store = StateStore(str(tmp_path / "s.sqlite"))
     params = {"seed": "s", "now": 0.0, "check": 0.0, "id": 0, "limit": 10}
-    plan = [row[3] for row in store.database.execute("EXPLAIN QUERY PLAN " + _DUE_AFTER, params)]
+    explain = "EXPLAIN QUERY PLAN " + store.database.sql.due_after
+    plan = [row[3] for row in store.database.execute(explain, params)]
     store.close()
     assert not [step for step in plan if "TEMP B-TREE" in step], plan
     assert sum("next_check=? AND rowid>?" in step for step in plan) == 2, plan

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from increcrawl_scrapy.state.database import StateError
+from increcrawl_scrapy.state.errors import StateError
 from increcrawl_scrapy.state.locations import shown
 from increcrawl_scrapy.state.migrate import copy_state, driver_errors
 

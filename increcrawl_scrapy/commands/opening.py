@@ -7,17 +7,17 @@ PostgreSQL's read-only transactions)."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from typing import Any
 
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
-from increcrawl_scrapy.state import pg_database
-from increcrawl_scrapy.state.database import StateError
+from increcrawl_scrapy.state.backend import Session
+from increcrawl_scrapy.state.errors import StateError
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.migrate import driver_errors
+from increcrawl_scrapy.state.postgres import database as postgres
+from increcrawl_scrapy.state.sqlite import database as sqlite
 
 
 def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
@@ -31,7 +31,7 @@ def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
 def exists(config: IncrecrawlConfig) -> bool:
     if is_postgres(config.db_path):
         try:
-            read_only(config).raw.close()
+            postgres.read_only(config.db_path).close()
         except StateError as exc:
             print(str(exc))
             return False
@@ -42,13 +42,12 @@ def exists(config: IncrecrawlConfig) -> bool:
     return False
 
 
-def read_only(config: IncrecrawlConfig) -> Any:
-    """A read-only connection to the state; SQLite's SQL either way."""
+def read_only(config: IncrecrawlConfig) -> Session:
+    """A read-only connection to the state, with its backend's statements
+    (``connection.sql``)."""
     if is_postgres(config.db_path):
-        return pg_database.read_only(config.db_path)
-    db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
-    return db
+        return postgres.read_only(config.db_path)
+    return sqlite.ReadOnly(config.db_path)
 
 
 #: What reading a state can raise: the drivers' errors.

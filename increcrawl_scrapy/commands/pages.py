@@ -51,7 +51,7 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         print(f"Not a page URL: {url} ({exc})")
         return close_reasons.BAD_INPUT
     try:
-        known = db.execute("SELECT 1 FROM pages WHERE normalized_url = ?", (key,)).fetchone()
+        known = db.execute(db.sql.page_exists, (key,)).fetchone()
         kept = last_change(db, key) if known else None
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
@@ -88,23 +88,13 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
         return close_reasons.BAD_INPUT
     if not exists(config):
         return 1
-    query = (
-        "SELECT normalized_url, url, change_streak, change_count, fetch_count FROM pages "
-        "WHERE gone = 0 AND change_streak >= ?"
-        + (" AND seed = ?" if opts.seed else "")
-        + " ORDER BY change_streak DESC, url"
-    )
     params: tuple[Any, ...] = (opts.min_streak, opts.seed) if opts.seed else (opts.min_streak,)
     try:
         db = read_only(config)
-        if (
-            opts.seed
-            and not db.execute(
-                "SELECT 1 FROM pages WHERE seed = ? LIMIT 1", (opts.seed,)
-            ).fetchone()
-        ):
+        if opts.seed and not db.execute(db.sql.seed_exists, (opts.seed,)).fetchone():
             print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
             return 1
+        query = db.sql.noisy_pages_of_seed if opts.seed else db.sql.noisy_pages
         rows = db.execute(query, params).fetchall()
         pages = [_page(dict(row), last_change(db, row["normalized_url"]), config) for row in rows]
     except ERRORS as exc:

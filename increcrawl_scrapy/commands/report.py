@@ -74,31 +74,16 @@ def render(data: dict[str, Any]) -> str:
 
 
 def gather(db: Any, at: float, seed: str | None = None) -> dict[str, Any]:
-    seeds = [r[0] for r in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed")]
+    seeds = [r[0] for r in db.execute(db.sql.seeds)]
     if seed:
         seeds = [name for name in seeds if name == seed]
     return {"generated_at": at, "seeds": [_seed(db, name, at) for name in seeds]}
 
 
 def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
-    counts = db.execute(
-        "SELECT count(*) AS pages, "
-        "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "
-        "coalesce(sum(CASE WHEN gone <> 0 THEN 1 ELSE 0 END), 0) AS gone, "
-        "coalesce(sum(CASE WHEN next_check <= ? AND gone = 0 THEN 1 ELSE 0 END), 0) AS due_now "
-        "FROM pages WHERE seed = ?",
-        (at, seed),
-    ).fetchone()
-    runs = [
-        dict(row)
-        for row in db.execute(
-            "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
-            "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
-            "tokens_charged, discovery_complete, close_reason "
-            "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT ?",
-            (seed, RUNS_SHOWN),
-        )
-    ][::-1]
+    sql = db.sql
+    counts = db.execute(sql.report_counts, (at, seed)).fetchone()
+    runs = [dict(row) for row in db.execute(sql.report_runs, (seed, RUNS_SHOWN))][::-1]
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
     return {
@@ -107,33 +92,14 @@ def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
         "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
         "runs": runs,
         "intervals": _intervals(db, seed),
-        "changing": [
-            dict(row)
-            for row in db.execute(
-                "SELECT url, change_count, fetch_count, last_changed, interval_s FROM pages "
-                "WHERE seed = ? AND change_count > 0 "
-                "ORDER BY change_count DESC, fetch_count, url LIMIT ?",
-                (seed, CHANGING_SHOWN),
-            )
-        ],
-        "verdicts": [
-            dict(row)
-            for row in db.execute(
-                "SELECT host, verdict, moved_changed, moved_unchanged, unmoved_changed, waves "
-                "FROM hosts WHERE host IN (SELECT DISTINCT host FROM pages WHERE seed = ?) "
-                "ORDER BY host",
-                (seed,),
-            )
-        ],
+        "changing": [dict(row) for row in db.execute(sql.changing_pages, (seed, CHANGING_SHOWN))],
+        "verdicts": [dict(row) for row in db.execute(sql.report_verdicts, (seed,))],
     }
 
 
 def _intervals(db: Any, seed: str) -> list[dict[str, Any]]:
     tally = [0] * len(INTERVAL_BUCKETS)
-    rows = db.execute(
-        "SELECT interval_s FROM pages WHERE seed = ? AND gone = 0 AND last_fetched IS NOT NULL",
-        (seed,),
-    )
+    rows = db.execute(db.sql.fetched_intervals, (seed,))
     for (interval,) in rows:
         tally[next(i for i, (_, bound) in enumerate(INTERVAL_BUCKETS) if interval <= bound)] += 1
     return [

@@ -25,20 +25,10 @@ from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import shown
 
 DAY = 86_400.0
+
+
 #: Counts of a seed's rows, in SQL both SQLite and PostgreSQL read (no sums of
 #: comparisons: PostgreSQL's are booleans).
-_COUNTED = ", ".join(
-    f"sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS {name}"
-    for name, condition in (
-        ("live", "gone = 0"),
-        ("gone", "gone <> 0"),
-        ("missing", "missing_runs > 0 AND gone = 0"),
-        ("due_now", "next_check <= :now AND gone = 0"),
-        ("due_24h", "next_check <= :day AND gone = 0"),
-    )
-)
-
-
 def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
     """``due`` and ``forget``: one URL, ``--seed SEED`` or (``due`` only) ``--all``."""
     config = config_of(settings)
@@ -101,31 +91,14 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
 
 def _status(db: Any, now: float) -> dict[str, Any]:
     seeds = []
-    for (seed,) in db.execute("SELECT DISTINCT seed FROM pages ORDER BY seed"):
+    sql = db.sql
+    for (seed,) in db.execute(sql.seeds):
         rows = db.execute(
-            "SELECT count(*) AS pages, " + _COUNTED + " FROM pages WHERE seed = :seed",
-            {"seed": seed, "now": now, "day": now + DAY},
+            sql.status_counts, {"seed": seed, "now": now, "day": now + DAY}
         ).fetchone()
-        intervals = [
-            r[0]
-            for r in db.execute(
-                "SELECT interval_s FROM pages WHERE seed = ? AND gone = 0 "
-                "AND last_fetched IS NOT NULL",
-                (seed,),
-            )
-        ]
-        hosts = db.execute(
-            "SELECT host, verdict FROM hosts WHERE host IN "
-            "(SELECT DISTINCT host FROM pages WHERE seed = ?) ORDER BY host",
-            (seed,),
-        ).fetchall()
-        runs = db.execute(
-            "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
-            "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason, listed, "
-            "new + changed + unchanged + gone + errors AS fetched "
-            "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5",
-            (seed,),
-        ).fetchall()
+        intervals = [r[0] for r in db.execute(sql.fetched_intervals, (seed,))]
+        hosts = db.execute(sql.status_verdicts, (seed,)).fetchall()
+        runs = db.execute(sql.status_runs, (seed,)).fetchall()
         seeds.append(
             {
                 "seed": seed,

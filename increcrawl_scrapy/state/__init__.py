@@ -12,9 +12,9 @@ from increcrawl_scrapy.rows import (
     Recorded,
     RekeyResult,
 )
-from increcrawl_scrapy.state.database import StateError, StateLockedError
+from increcrawl_scrapy.state.errors import StateError, StateLockedError
 from increcrawl_scrapy.state.runs import Run
-from increcrawl_scrapy.state.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from increcrawl_scrapy.state.store import StateStore
 
 __all__ = [

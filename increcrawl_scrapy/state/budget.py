@@ -15,34 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from increcrawl_scrapy.schedule import BUDGET_RATE_FACTOR
-from increcrawl_scrapy.state.database import Database
-
-# Live rows and gone rows still listed: the queue's two index ranges.
-_DUE = (
-    "SELECT {columns} FROM pages WHERE seed = :seed AND gone = 0 AND next_check <= :now "
-    "UNION ALL SELECT {columns} FROM pages "
-    "WHERE seed = :seed AND gone = 1 AND missing_runs = 0 AND next_check <= :now"
-)
-_COUNT = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ") AS due"
-_LIKELIEST = (
-    "SELECT normalized_url FROM ("
-    + _DUE.format(
-        columns="normalized_url, next_check, last_fetched, lastmod_moved, change_rate, interval_s"
-    )
-    + ") AS due ORDER BY (last_fetched IS NULL OR lastmod_moved = 1) DESC, "
-    "coalesce(change_rate, :implied / interval_s) * (:now - coalesce(last_fetched, :now)) DESC, "
-    "next_check, normalized_url LIMIT :limit"
-)
-_OLDEST = (
-    "SELECT normalized_url FROM ("
-    + _DUE.format(columns="normalized_url, next_check")
-    + ") AS due ORDER BY next_check, normalized_url LIMIT :limit"
-)
-_LEFT_WAITING = (
-    "SELECT min(next_check) FROM ("
-    + _DUE.format(columns="normalized_url, next_check")
-    + ") AS due WHERE normalized_url NOT IN (SELECT key FROM temp.budget)"
-)
+from increcrawl_scrapy.state.backend import Backend
 
 
 @dataclass(frozen=True)
@@ -58,20 +31,21 @@ class Budget:
         return 0 if self.chosen is None else self.due - len(self.chosen)
 
 
-def choose(database: Database, seed: str, now: float, limit: int | None, order: str) -> Budget:
+def choose(database: Backend, seed: str, now: float, limit: int | None, order: str) -> Budget:
     """The keys a run with *limit* fetches (all when the due set fits)."""
     params: dict[str, Any] = {"seed": seed, "now": now}
-    (due,) = database.execute(_COUNT, params).fetchone()
+    sql = database.sql
+    (due,) = database.execute(sql.due_count, params).fetchone()
     if not limit or due <= limit:
         return Budget(due=due, chosen=None, longest_wait=0.0)
-    query = _LIKELIEST if order == "change" else _OLDEST
+    query = sql.due_likeliest if order == "change" else sql.due_oldest
     params.update(limit=limit, implied=BUDGET_RATE_FACTOR)
     chosen = [key for (key,) in database.execute(query, params)]
     with database.transaction() as db:
-        db.execute("CREATE TEMP TABLE IF NOT EXISTS budget (key TEXT PRIMARY KEY) WITHOUT ROWID")
-        db.execute("DELETE FROM temp.budget")
-        db.executemany("INSERT INTO temp.budget VALUES (?)", ((key,) for key in chosen))
-        (waiting,) = db.execute(_LEFT_WAITING, params).fetchone()
-        db.execute("DELETE FROM temp.budget")
+        db.execute(sql.budget_table)
+        db.execute(sql.clear_budget)
+        db.executemany(sql.add_budget, [(key,) for key in chosen])
+        (waiting,) = db.execute(sql.left_waiting, params).fetchone()
+        db.execute(sql.clear_budget)
     longest = now - waiting if waiting is not None else 0.0
     return Budget(due=due, chosen=chosen, longest_wait=max(0.0, longest))

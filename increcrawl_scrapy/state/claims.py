@@ -17,9 +17,10 @@ from twisted.python.threadable import isInIOThread
 
 from increcrawl_scrapy.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
-from increcrawl_scrapy.state.leases import Lease, claim, held_by_others, release, renew
 from increcrawl_scrapy.state.pages import rows_by_key
-from increcrawl_scrapy.state.workers import beat, leave
+from increcrawl_scrapy.state.postgres.database import PostgresDatabase
+from increcrawl_scrapy.state.postgres.leases import Lease, claim, held_by_others, release, renew
+from increcrawl_scrapy.state.postgres.workers import beat, leave
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -28,7 +29,9 @@ OUTAGE_SECONDS = 60.0
 
 
 class Claims:
-    def __init__(self, io: Any, lock: Any, clock: Callable[[], float], hosts: Hosts) -> None:
+    def __init__(
+        self, io: PostgresDatabase, lock: Any, clock: Callable[[], float], hosts: Hosts
+    ) -> None:
         self.io = io
         self.lock = lock
         self.clock = clock
@@ -67,8 +70,7 @@ class Claims:
         if seed is None:  # a budget's keys: their seed is the rows' own
             found = None
             if keys:
-                query = "SELECT seed FROM pages WHERE normalized_url = ?"
-                found = self.io.tuples(query, keys[:1]).fetchone()
+                found = self.io.tuples(self.io.sql.seed_of_page, keys[:1]).fetchone()
             if found is None:
                 return [], [], {}
             seed = found[0]

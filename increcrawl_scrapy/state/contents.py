@@ -9,18 +9,10 @@ versions whose difference the volatile rules missed (``scrapy increcrawl noisy``
 
 from __future__ import annotations
 
-import sqlite3
 import zlib
 from dataclasses import dataclass
 
-# A first text is inserted; a change moves the stored text to ``previous``;
-# an unchanged fetch writes only where nothing was kept yet (kept content turned on
-# for a page already known).
-KEEP = (
-    "INSERT INTO contents (normalized_url, text, previous, changed_at) VALUES (?, ?, NULL, ?) "
-    "ON CONFLICT (normalized_url) DO UPDATE SET previous = contents.text, "
-    "text = excluded.text, changed_at = excluded.changed_at WHERE ? = 1"
-)
+from increcrawl_scrapy.state.backend import Session
 
 
 def pack(text: str) -> bytes:
@@ -70,10 +62,8 @@ class KeptContents:
             self._pending.setdefault(key, (blob, changed, now))
 
 
-def last_change(db: sqlite3.Connection, key: str) -> KeptVersions | None:
-    row = db.execute(
-        "SELECT previous, text, changed_at FROM contents WHERE normalized_url = ?", (key,)
-    ).fetchone()
+def last_change(db: Session, key: str) -> KeptVersions | None:
+    row = db.execute(db.sql.last_change, (key,)).fetchone()
     if row is None:
         return None
     text = unpack(row[1])

@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from increcrawl_scrapy.state.database import serialized
+from increcrawl_scrapy.state.backend import serialized
 
 if TYPE_CHECKING:
-    from increcrawl_scrapy.state.database import Database
+    from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
 
 class OperatorEdits:
     """Mixed into ``StateStore``, whose database, results and normalization it uses."""
 
-    database: Database
+    database: Backend
     results: Results
     normalize: Callable[[str], str]
 
@@ -25,15 +25,9 @@ class OperatorEdits:
         """Make one page (*url*), a seed's pages, or every page (neither) due now;
         how many rows. A gone page made due is checked again too (the queue takes
         gone rows only while listed); a live row keeps its count of missing runs."""
-        where, params = self._target(url, seed)
+        target, params = self._target(url, seed)
         with self.database.transaction() as db:
-            return int(
-                db.execute(
-                    "UPDATE pages SET next_check = 0, "
-                    f"missing_runs = iif(gone, 0, missing_runs) {where}",
-                    params,
-                ).rowcount
-            )
+            return int(db.execute(db.sql.make_due[target], params).rowcount)
 
     @serialized
     def forget(self, *, url: str | None = None, seed: str | None = None) -> int:
@@ -42,27 +36,19 @@ class OperatorEdits:
         back as new."""
         if url is None and seed is None:
             raise ValueError("forget needs a URL or a seed")
-        where, params = self._target(url, seed)
+        target, params = self._target(url, seed)
         with self.database.transaction() as db:
-            db.execute(
-                "UPDATE sitemaps SET digest = '', etag = NULL, last_modified = NULL "
-                f"WHERE url IN (SELECT sitemap_url FROM pages {where})",
-                params,
-            )
+            db.execute(db.sql.reread_sitemaps[target], params)
             if seed is not None:
-                db.execute("DELETE FROM sitemaps WHERE seed = ?", (seed,))
-            for table in ("contents", "memories"):
-                db.execute(
-                    f"DELETE FROM {table} WHERE normalized_url IN "
-                    f"(SELECT normalized_url FROM pages {where})",
-                    params,
-                )
-            return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
+                db.execute(db.sql.forget_seed_sitemaps, (seed,))
+            db.execute(db.sql.forget_contents[target], params)
+            db.execute(db.sql.forget_memories[target], params)
+            return int(db.execute(db.sql.forget_pages[target], params).rowcount)
 
     def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:
         self.results.settle()  # nothing buffered or handed out may outlive the edit
         if url is not None:
-            return "WHERE normalized_url = ?", (self.normalize(url),)
+            return "page", (self.normalize(url),)
         if seed is not None:
-            return "WHERE seed = ?", (seed,)
-        return "", ()
+            return "seed", (seed,)
+        return "all", ()

@@ -4,29 +4,24 @@ the date moved and the page changed (or not), and the verdict they give
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timezone
 from typing import Any
 
 from increcrawl_scrapy.rows import TRUSTED, UNKNOWN, PageState
 from increcrawl_scrapy.schedule import lastmod_verdict
-from increcrawl_scrapy.state.database import Database
+from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)
 
-_COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_unchanged")
 #: Evidence is a moving window: past this many informative fetches (times the
 #: minimum), every count is halved, so a host that starts lying is demoted.
 _WINDOW = 10
-#: A demoted host's pages: checked within the wait after their last fetch.
-DEMOTE = (
-    "UPDATE pages SET next_check = min(next_check, "
-    "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0"
-)
 
 
 class Hosts:
-    def __init__(self, database: Database, min_evidence: int, demoted_wait: float) -> None:
+    def __init__(self, database: Backend, min_evidence: int, demoted_wait: float) -> None:
         self.database = database
         self.min_evidence = min_evidence
         #: A host whose dates lose their trust: its pages wait no longer than this
@@ -102,16 +97,13 @@ class Hosts:
             delta = self._delta.get(host, [0.0] * 4)
             self._counts[host] = [a + b for a, b in zip(stored, delta, strict=True)]
 
-    def read(self, database: Database, hosts: set[str]) -> dict[str, list[float]]:
+    def read(self, database: Backend, hosts: set[str]) -> dict[str, list[float]]:
         """The stored counts of *hosts* not known yet (on the caller's thread and
         connection: a shared state reads them with the rows it claims)."""
         wanted = sorted(host for host in hosts if host and host not in self._counts)
         found = {host: [0.0] * 4 for host in wanted}
         if wanted:
-            marks = ", ".join("?" for _ in wanted)
-            rows = database.execute(
-                f"SELECT host, {', '.join(_COUNTS)} FROM hosts WHERE host IN ({marks})", wanted
-            )
+            rows = database.execute(database.sql.host_counts, (json.dumps(wanted),))
             found.update((row[0], [float(v) for v in row[1:]]) for row in rows)
         return found
 
@@ -125,17 +117,8 @@ def _beyond_window(counts: list[float], min_evidence: int) -> bool:
     return counts[0] + counts[1] + counts[2] > _WINDOW * min_evidence
 
 
-_ADD = (
-    f"INSERT INTO hosts (host, {', '.join(_COUNTS)}, verdict) "
-    "VALUES (?, ?, ?, ?, ?, 'unknown') ON CONFLICT (host) DO UPDATE SET "
-    + ", ".join(f"{c} = hosts.{c} + excluded.{c}" for c in _COUNTS)
-    + f" RETURNING {', '.join(_COUNTS)}, verdict"
-)
-_SET = f"UPDATE hosts SET {', '.join(f'{c} = ?' for c in _COUNTS)}, verdict = ? WHERE host = ?"
-
-
 def write_hosts(
-    db: Any, rows: list[tuple[Any, ...]], demoted_wait: float, min_evidence: int
+    db: Session, rows: list[tuple[Any, ...]], demoted_wait: float, min_evidence: int
 ) -> dict[str, list[float]]:
     """Add hosts' evidence to the stored counts (inside the results' transaction, the
     hosts' rows locked in name order), then judge each host on the stored totals; a
@@ -143,12 +126,12 @@ def write_hosts(
     Returns the stored totals."""
     totals: dict[str, list[float]] = {}
     for host, *increments in sorted(rows, key=lambda row: str(row[0])):
-        *stored, before = db.execute(_ADD, (host, *increments)).fetchone()
+        *stored, before = db.execute(db.sql.add_host_evidence, (host, *increments)).fetchone()
         counts = [float(value) for value in stored]
         if _beyond_window(counts, min_evidence):
             counts = [value / 2 for value in counts]
         verdict = lastmod_verdict(counts[0], counts[1], counts[2], min_evidence)
-        db.execute(_SET, (*counts, verdict, host))
+        db.execute(db.sql.set_host_verdict, (*counts, verdict, host))
         totals[str(host)] = counts
         if before == TRUSTED and verdict != TRUSTED:
             logger.warning(
@@ -158,7 +141,7 @@ def write_hosts(
                 verdict,
                 demoted_wait / 86_400,
             )
-            db.execute(DEMOTE, (demoted_wait, host))
+            db.execute(db.sql.demote, (demoted_wait, host))
     return totals
 
 

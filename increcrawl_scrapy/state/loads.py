@@ -12,7 +12,7 @@ from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.urls import host_of
 
 if TYPE_CHECKING:
-    from increcrawl_scrapy.state.database import Database
+    from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.hosts import Hosts
     from increcrawl_scrapy.state.writes import Writer
 
@@ -22,7 +22,7 @@ CACHE = 50_000  # rows handed out or loaded, kept for record(), at most
 class RowLoads:
     """Mixed into ``Results``, whose buffers and connections it reads into."""
 
-    database: Database
+    database: Backend
     io: Any
     hosts: Hosts
     writer: Writer

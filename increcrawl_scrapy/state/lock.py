@@ -8,7 +8,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from increcrawl_scrapy.state.database import StateLockedError, resolved
+from increcrawl_scrapy.state.errors import StateLockedError
+from increcrawl_scrapy.state.sqlite.database import resolved
 
 
 class CrawlLock:

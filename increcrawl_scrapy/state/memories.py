@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-UPSERT = (
-    "INSERT INTO memories (normalized_url, body) VALUES (?, ?) "
-    "ON CONFLICT (normalized_url) DO UPDATE SET body = excluded.body"
-)
-READ = "SELECT body FROM memories WHERE normalized_url = ?"
+from increcrawl_scrapy.state.backend import Session
 
 
 class Memories:
@@ -39,7 +35,7 @@ class Memories:
             self._pending.setdefault(key, body)
 
 
-def lookup(results: Any, database: Any, key: str) -> bytes | None:
+def lookup(results: Any, database: Session, key: str) -> bytes | None:
     """*key*'s memory as it stands: recorded this run and unwritten (in *results*,
     the store's ``Results``), being written, else stored (a read: on a shared
     state, off the reactor's thread)."""
@@ -49,5 +45,5 @@ def lookup(results: Any, database: Any, key: str) -> bytes | None:
     for written, kept in results.writer.in_flight_memories:
         if written == key:
             return kept
-    row = database.tuples(READ, (key,)).fetchone()
+    row = database.tuples(database.sql.read_memory, (key,)).fetchone()
     return bytes(row[0]) if row else None

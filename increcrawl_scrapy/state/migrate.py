@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from increcrawl_scrapy.state.database import Database, StateError
+from increcrawl_scrapy.state.errors import StateError
 from increcrawl_scrapy.state.locations import is_postgres, shown
-from increcrawl_scrapy.state.pg_database import connect
+from increcrawl_scrapy.state.postgres.database import connect
+from increcrawl_scrapy.state.sqlite.database import Database
 
 #: Every table of a state, with its key (the sample is spread over its order).
 TABLES: dict[str, tuple[str, ...]] = {
@@ -85,7 +86,8 @@ def copy_state(source: str, target: str, *, sample: int = 1000) -> list[TableCop
 
 
 class _Side:
-    """One end of a copy: the few operations it needs, in either dialect."""
+    """One end of a copy: the few operations it needs, each end in its own SQL
+    (*mark*: its parameters' placeholder)."""
 
     mark = "?"
 
@@ -93,7 +95,7 @@ class _Side:
         self.connection = connection
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        return self.connection.execute(sql.replace("?", self.mark), params)
+        return self.connection.execute(sql, params)
 
     def columns(self, table: str) -> list[str]:
         raise NotImplementedError
@@ -126,7 +128,7 @@ class _Side:
     def row(
         self, table: str, columns: list[str], key: tuple[str, ...], values: tuple[Any, ...]
     ) -> tuple | None:
-        where = " AND ".join(f"{name} = ?" for name in key)
+        where = " AND ".join(f"{name} = {self.mark}" for name in key)
         found = self.execute(
             f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", values
         ).fetchone()
@@ -188,7 +190,7 @@ class _Postgres(_Side):
     def columns(self, table: str) -> list[str]:
         rows = self.execute(
             "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+            "WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
             (table,),
         )
         return [row[0] for row in rows]

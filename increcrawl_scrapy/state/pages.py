@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState
+from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
+from increcrawl_scrapy.state.backend import Session
 
 _GONE = PAGE_COLUMNS.index("gone")
 _MOVED = PAGE_COLUMNS.index("lastmod_moved")
 SELECT_PAGE = ", ".join(PAGE_COLUMNS)
+#: The columns a result writes on a row it inserts.
+RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
 
 
-def rows_by_key(database: Any, keys: list[str]) -> dict[str, PageState]:
+def rows_by_key(database: Session, keys: list[str]) -> dict[str, PageState]:
     """The stored rows of *keys* (those that exist), by key: one statement."""
-    marks = ", ".join("?" for _ in keys)
-    rows = database.tuples(
-        f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url IN ({marks})", keys
-    )
+    rows = database.tuples(database.sql.pages_by_keys, (json.dumps(keys),))
     return {page.normalized_url: page for page in map(page_of, rows)}
 
 

@@ -8,27 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of, rows_by_key
+from increcrawl_scrapy.state.pages import page_of, rows_by_key
 from increcrawl_scrapy.state.results import Results
 
 _NEXT_CHECK = PAGE_COLUMNS.index("next_check")
-#: The queue's stored order is (next_check, id): the order of the queue index
-#: (seed, gone, next_check), whose last column is the rowid. Chunks are read by keyset
-#: from where the last one ended, each part an index range that starts where it
-#: should (rows due at the same time, as on a first run, are never skipped one by
-#: one nor sorted): live rows, and gone rows still listed (their slow re-check).
-_DUE_AFTER = (
-    " UNION ALL ".join(
-        f"SELECT id, {SELECT_PAGE} FROM pages WHERE seed = :seed AND gone = {gone} AND {after}"
-        + (" AND missing_runs = 0" if gone else "")
-        for gone in (0, 1)
-        for after in (
-            "next_check = :check AND id > :id",
-            "next_check > :check AND next_check <= :now",
-        )
-    )
-    + " ORDER BY next_check, id LIMIT :limit"
-)
 CHUNK = 10_000  # rows a queue chunk reads at most
 #: On a shared state, rows a worker leases at once: few, so that the work spreads
 #: over the workers and a dead one holds little.
@@ -57,7 +40,7 @@ class ChangeQueue:
             self.results.flush()
             check, last = after
             rows = self.database.tuples(
-                _DUE_AFTER,
+                self.database.sql.due_after,
                 {"seed": seed, "now": until, "check": check, "id": last, "limit": size},
             ).fetchall()
             pages = [page_of(row[1:]) for row in rows]

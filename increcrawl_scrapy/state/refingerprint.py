@@ -14,11 +14,10 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.state.backend import Backend, Session
 from increcrawl_scrapy.state.contents import unpack
-from increcrawl_scrapy.state.database import Database
 
 logger = logging.getLogger(__name__)
 
@@ -30,24 +29,20 @@ def rules_digest(patterns: tuple[str, ...]) -> str:
 
 
 def check_volatile_rules(
-    database: Database,
+    database: Backend,
     patterns: tuple[str, ...],
     fingerprint: Callable[[str], str],
 ) -> int:
     """Store the digest of *patterns* (every rule in force, defaults included); if the
     stored one differs, fingerprint each kept text again. Returns the rows updated."""
     wanted = rules_digest(patterns)
-    row = database.execute("SELECT value FROM settings WHERE name = 'volatile_rules'").fetchone()
+    row = database.execute(database.sql.read_setting, ("volatile_rules",)).fetchone()
     if row is not None and row["value"] == wanted:
         return 0
     updated = 0
     with database.transaction() as db:
         if row is not None:
-            kept = db.execute(
-                "SELECT c.normalized_url, c.text, p.content_hash FROM contents AS c "
-                "JOIN pages AS p ON p.normalized_url = c.normalized_url "
-                "WHERE p.content_hash IS NOT NULL"
-            )
+            kept = db.execute(db.sql.kept_fingerprints)
             while batch := kept.fetchmany(_BATCH):
                 changes = []
                 for key, blob, stored in batch:
@@ -55,17 +50,11 @@ def check_volatile_rules(
                     digest = fingerprint(text) if text is not None else stored
                     if digest != stored:
                         changes.append((digest, key))
-                db.executemany(
-                    "UPDATE pages SET content_hash = ? WHERE normalized_url = ?", changes
-                )
+                db.executemany(db.sql.set_fingerprint, changes)
                 updated += len(changes)
             # Pages without kept content: their next fetch takes the new fingerprint.
-            _mark_old(db, " AND normalized_url NOT IN (SELECT normalized_url FROM contents)")
-        db.execute(
-            "INSERT INTO settings (name, value) VALUES ('volatile_rules', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (wanted,),
-        )
+            _mark_old(db, db.sql.mark_old_without_content)
+        write_setting(db, "volatile_rules", wanted)
     if row is not None:
         logger.info(
             "The volatile rules changed: %d fingerprints taken again from kept content, "
@@ -85,7 +74,7 @@ def taken_another_way(page: PageState | None) -> bool:
     return page is not None and (page.content_hash or "").startswith(OLD)
 
 
-def check_content_scheme(database: Database, scheme: str) -> None:
+def check_content_scheme(database: Backend, scheme: str) -> None:
     """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
     state's fingerprints were taken another way, mark them all as old. Kept contents
     cannot give new ones: they are of the old text too."""
@@ -93,7 +82,7 @@ def check_content_scheme(database: Database, scheme: str) -> None:
     if stored == scheme:
         return
     with database.transaction() as db:
-        marked = _mark_old(db, "")
+        marked = _mark_old(db, db.sql.mark_old)
         write_setting(db, "content_scheme", scheme)
     if marked:
         logger.info(
@@ -104,24 +93,17 @@ def check_content_scheme(database: Database, scheme: str) -> None:
         )
 
 
-def _mark_old(db: Any, condition: str) -> int:
-    cursor = db.execute(
-        f"UPDATE pages SET content_hash = '{OLD}' || content_hash "
-        f"WHERE content_hash IS NOT NULL AND content_hash NOT LIKE '{OLD}%'{condition}"
-    )
-    return max(cursor.rowcount or 0, 0)
+def _mark_old(db: Session, statement: str) -> int:
+    """Fingerprints marked with ``OLD`` by *statement* (``mark_old...``): how many."""
+    return max(db.execute(statement).rowcount or 0, 0)
 
 
-def read_setting(database: Any, name: str) -> str | None:
+def read_setting(database: Session, name: str) -> str | None:
     """A value of table ``settings`` (what the state was made under, what a crawl
     keeps for the next), or None."""
-    row = database.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+    row = database.execute(database.sql.read_setting, (name,)).fetchone()
     return None if row is None else str(row["value"])
 
 
-def write_setting(db: Any, name: str, value: str) -> None:
-    db.execute(
-        "INSERT INTO settings (name, value) VALUES (?, ?) "
-        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        (name, value),
-    )
+def write_setting(db: Session, name: str, value: str) -> None:
+    db.execute(db.sql.write_setting, (name, value))

@@ -25,21 +25,20 @@ from concurrent.futures import wait
 
 from increcrawl_scrapy.rows import ITEM_MARK, NEVER, FetchResult, Outcome, PageState, Recorded
 from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents
-from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.hosts import Hosts
-from increcrawl_scrapy.state.leases import Lease
 from increcrawl_scrapy.state.loads import CACHE, RowLoads
 from increcrawl_scrapy.state.memories import Memories
-from increcrawl_scrapy.state.pages import SELECT_PAGE, page_of
+from increcrawl_scrapy.state.pages import page_of
+from increcrawl_scrapy.state.postgres.leases import Lease
 from increcrawl_scrapy.state.refingerprint import taken_another_way
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
 
-_GET_PAGE = f"SELECT {SELECT_PAGE} FROM pages WHERE normalized_url = ?"
 #: Outcomes whose text is kept (INCRECRAWL_KEEP_CONTENT); a 304 brings none.
 _KEPT = (Outcome.NEW, Outcome.CHANGED, Outcome.UNCHANGED)
 _EVIDENCE = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)  # about the host's dates
@@ -50,7 +49,7 @@ class Results(RowLoads):
 
     def __init__(
         self,
-        database: Database,
+        database: Backend,
         *,
         hosts: Hosts,
         policy: RevisitPolicy,
@@ -135,7 +134,7 @@ class Results(RowLoads):
         )
         if page is not None or key in self._absent:
             return page
-        row = self.database.tuples(_GET_PAGE, (key,)).fetchone()
+        row = self.database.tuples(self.database.sql.page_by_key, (key,)).fetchone()
         return page_of(row) if row else None
 
     def _in_memory(self, key: str) -> bool:

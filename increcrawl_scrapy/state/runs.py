@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
-from increcrawl_scrapy.state.database import Database, RunOver
+from increcrawl_scrapy.state.backend import Backend
+from increcrawl_scrapy.state.errors import RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
 from increcrawl_scrapy.urls import host_of
 
@@ -51,7 +52,7 @@ class Run:
 
     def __init__(
         self,
-        database: Database,
+        database: Backend,
         run_id: int,
         seed: str,
         *,
@@ -73,16 +74,12 @@ class Run:
         self._lastmod = lastmod
 
     @classmethod
-    def start(cls, database: Database, seed: str, **parts: Any) -> Run:
+    def start(cls, database: Backend, seed: str, **parts: Any) -> Run:
         with database.transaction() as db:
-            insert = "INSERT INTO runs (seed, started_at) VALUES (?, ?)"
-            if database.dialect != "sqlite":  # no lastrowid there (SQLite 3.35 for this)
-                insert += " RETURNING id"
-            cursor = db.execute(insert, (seed, parts["clock"]()))
-            run_id = cursor.lastrowid if database.dialect == "sqlite" else cursor.fetchone()[0]
-            for statement in _RUN_TABLES:
+            (run_id,) = db.execute(db.sql.insert_run, (seed, parts["clock"]())).fetchone()
+            for statement in db.sql.run_tables:
                 db.execute(statement)
-        run = cls(database, int(run_id or 0), seed, **parts)
+        run = cls(database, int(run_id), seed, **parts)
         database.current_run = run
         return run
 
@@ -134,24 +131,16 @@ class Run:
         }
         with self.database.transaction() as db:
             for host, count in sorted(future.items()):  # hosts first, by name, as batches
-                db.execute(_COUNT_FUTURE, (host, count))
+                db.execute(db.sql.count_future, (host, count))
             if sitemap_url is not None:
                 # Known from now on, so its rows are checked for absence even if it is
                 # never read whole (an empty digest matches no real one).
-                db.execute(
-                    "INSERT OR IGNORE INTO sitemaps (seed, url, digest, read_at, feed) "
-                    "VALUES (:seed, :url, '', :now, :feed)",
-                    {**params, "url": sitemap_url, "feed": feed},
-                )
-            db.execute("DELETE FROM temp.chunk")
-            # One statement, not a step per row: SQLite then runs the whole chunk
-            # without the GIL while discovery parses the next one.
-            db.execute(_FILL_CHUNK, (json.dumps(list(rows.values())),))
-            if self.database.dialect != "sqlite":
-                # Rows locked in key order, as a results batch locks them (fence):
-                # a writer and discovery wait for each other, never in a circle.
-                db.execute(_LOCK_CHUNK_ROWS)
-            for statement in _APPLY_FEED_CHUNK if feed else _APPLY_CHUNK:
+                db.execute(db.sql.add_sitemap, {**params, "url": sitemap_url, "feed": feed})
+            db.execute(db.sql.clear_chunk)
+            db.execute(db.sql.fill_chunk, (json.dumps(list(rows.values())),))
+            if db.sql.lock_chunk_rows is not None:
+                db.execute(db.sql.lock_chunk_rows)
+            for statement in db.sql.apply_feed_chunk if feed else db.sql.apply_chunk:
                 db.execute(statement, params)
         return len(rows)
 
@@ -167,7 +156,7 @@ class Run:
                 continue
         if keys:
             with self.database.transaction() as db:
-                db.executemany("UPDATE pages SET seen_run = ? WHERE normalized_url = ?", keys)
+                db.executemany(db.sql.mark_seen_only, keys)
 
     @_step
     def apply_lastmod(self) -> LastmodReport:
@@ -182,16 +171,13 @@ class Run:
         caller need not read it again: its rows stay as they are and are not missing
         (its *validators*, as the server sent them now, are kept)."""
         row = self.database.execute(
-            "SELECT digest FROM sitemaps WHERE seed = ? AND url = ?", (self.seed, sitemap_url)
+            self.database.sql.sitemap_digest, (self.seed, sitemap_url)
         ).fetchone()
         if row is None or row["digest"] != digest:
             return False
         with self.database.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
-            db.execute(
-                "UPDATE sitemaps SET etag = ?, last_modified = ? WHERE seed = ? AND url = ?",
-                (*validators, self.seed, sitemap_url),
-            )
+            db.execute(db.sql.add_unchanged, (sitemap_url,))
+            db.execute(db.sql.set_sitemap_validators, (*validators, self.seed, sitemap_url))
         return True
 
     @_step
@@ -200,8 +186,7 @@ class Run:
         none when that read was under other *settings* (a digest of what changes
         what a sitemap yields: it must be read and applied again)."""
         row = self.database.execute(
-            "SELECT etag, last_modified, settings FROM sitemaps WHERE seed = ? AND url = ?",
-            (self.seed, sitemap_url),
+            self.database.sql.sitemap_conditions, (self.seed, sitemap_url)
         ).fetchone()
         if row is None or row["settings"] != settings:
             return {}
@@ -212,7 +197,7 @@ class Run:
     def sitemap_not_modified(self, sitemap_url: str) -> None:
         """The server answered 304 to ``sitemap_conditions``: as unchanged."""
         # The run's own temp table: no lock on the database, no transaction needed.
-        self.database.execute("INSERT OR IGNORE INTO temp.unchanged VALUES (?)", (sitemap_url,))
+        self.database.execute(self.database.sql.add_unchanged, (sitemap_url,))
 
     @_step
     def sitemap_read(
@@ -229,18 +214,9 @@ class Run:
         off it as newer ones come)."""
         with self.database.transaction() as db:
             if not feed:
-                db.execute(
-                    "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = ? "
-                    "AND seen_run IS NOT ?",
-                    (sitemap_url, self.id),
-                )
+                db.execute(db.sql.detach_from_sitemap, (sitemap_url, self.id))
             db.execute(
-                "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, "
-                "settings, feed) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
-                "read_at = excluded.read_at, etag = excluded.etag, "
-                "last_modified = excluded.last_modified, settings = excluded.settings, "
-                "feed = excluded.feed",
+                db.sql.sitemap_read,
                 (self.seed, sitemap_url, digest, self._clock(), *validators, settings, feed),
             )
 
@@ -256,22 +232,10 @@ class Run:
             "run": self.id,
         }
         with self.database.transaction() as db:
-            db.execute("DELETE FROM temp.missing")
-            db.execute(_FIND_MISSING, params)
-            due = db.execute(
-                "SELECT count(*) FROM pages "
-                "WHERE normalized_url IN (SELECT normalized_url FROM temp.missing) "
-                "AND missing_runs + 1 = :n AND gone = 0",
-                params,
-            ).fetchone()[0]
-            # A gone row no longer listed is counted too: it stops being re-checked.
-            marked = db.execute(
-                "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
-                "WHEN missing_runs + 1 = :n AND gone = 0 THEN min(next_check, :now) "
-                "ELSE next_check END "
-                "WHERE normalized_url IN (SELECT normalized_url FROM temp.missing)",
-                params,
-            ).rowcount
+            db.execute(db.sql.clear_missing)
+            db.execute(db.sql.find_missing, params)
+            due = db.execute(db.sql.count_missing_due, params).fetchone()[0]
+            marked = db.execute(db.sql.mark_missing, params).rowcount
         return MissingResult(marked=marked, due=due)
 
     def finish(
@@ -288,20 +252,18 @@ class Run:
         unknown = set(counts) - set(RUN_COUNTS)
         if unknown:
             raise ValueError(f"unknown run counts: {sorted(unknown)}")
-        sets = "".join(f"{name} = :{name}, " for name in counts)
         with self.database.mutex:
             if (
                 self.database.current_run is self
-                and self.database.execute("SELECT 1 FROM temp.moves LIMIT 1").fetchone()
+                and self.database.execute(self.database.sql.any_moves).fetchone()
             ):
                 self.apply_lastmod()
             self._settle()
             with self.database.transaction() as db:
                 db.execute(
-                    f"UPDATE runs SET {sets}finished_at = :now, "
-                    "discovery_complete = :complete, close_reason = :reason, listed = :listed "
-                    "WHERE id = :id",
+                    db.sql.finish_run,
                     {
+                        **dict.fromkeys(RUN_COUNTS),
                         **counts,
                         "now": self._clock(),
                         "complete": discovery_complete,
@@ -312,119 +274,9 @@ class Run:
                 )
 
 
-#: Per-connection tables of the current run: the chunk being applied, lastmods that
-#: moved, sitemaps found unchanged, and rows found missing.
-_RUN_TABLES = (
-    "CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT PRIMARY KEY, url TEXT, "
-    "lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER) WITHOUT ROWID",
-    "CREATE TEMP TABLE IF NOT EXISTS moves ("
-    "normalized_url TEXT PRIMARY KEY, host TEXT, lastmod TEXT) WITHOUT ROWID",
-    "CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT, minute TEXT, PRIMARY KEY (host, minute)) "
-    "WITHOUT ROWID",
-    "CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT PRIMARY KEY) WITHOUT ROWID",
-    "DELETE FROM temp.moves",
-    "CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY) WITHOUT ROWID",
-    "CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY) WITHOUT ROWID",
-    "DELETE FROM temp.chunk",
-    "DELETE FROM temp.unchanged",
-    "DELETE FROM temp.missing",
-)
-
-_FILL_CHUNK = (
-    "INSERT INTO temp.chunk SELECT "
-    + ", ".join(f"json_extract(value, '$[{column}]')" for column in range(6))
-    + " FROM json_each(?)"
-)
-
-_APPLY_CHUNK = (
-    # Rows whose lastmod moved: what that means is decided once discovery is over
-    # (Run.apply_lastmod), when waves can be told from edits.
-    """
-    INSERT OR REPLACE INTO temp.moves
-    SELECT c.normalized_url, c.host, c.lastmod FROM temp.chunk AS c
-    JOIN pages AS p ON p.normalized_url = c.normalized_url
-    WHERE p.sitemap_lastmod IS NOT NULL AND c.lastmod IS NOT NULL
-      AND p.sitemap_lastmod != c.lastmod AND NOT c.future
-    """,
-    # Rows seen again are no longer missing, with their date as listed. Driven by the
-    # chunk's keys (IN), so each is one primary-key lookup, never a scan.
-    """
-    UPDATE pages SET
-        last_seen = :now,
-        seen_run = :run,
-        missing_runs = 0,
-        sitemap_lastmod = coalesce(
-            (SELECT c.lastmod FROM temp.chunk AS c
-             WHERE c.normalized_url = pages.normalized_url AND NOT c.future), sitemap_lastmod)
-    WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
-    """,
-    # They belong to this seed and this sitemap now: written only where that changes
-    # (both columns are indexed; rewriting equal values costs three times the rest).
-    """
-    UPDATE pages SET
-        seed = :seed,
-        sitemap_url = coalesce(
-            (SELECT c.sitemap_url FROM temp.chunk AS c
-             WHERE c.normalized_url = pages.normalized_url), sitemap_url)
-    WHERE normalized_url IN (
-        SELECT c.normalized_url FROM temp.chunk AS c
-        JOIN pages AS p ON p.normalized_url = c.normalized_url
-        WHERE p.seed IS NOT :seed
-           OR (c.sitemap_url IS NOT NULL AND p.sitemap_url IS NOT c.sitemap_url))
-    """,
-    # Then rows discovery has never seen: due now, default interval.
-    """
-    INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
-                       interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
-    SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod, c.sitemap_url,
-           c.host, :run
-    FROM temp.chunk AS c
-    WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
-    ON CONFLICT (normalized_url) DO NOTHING
-    """,
-)
-# (A row another worker inserted meanwhile, a result of a URL not yet discovered, is
-# left as it is: the next discovery attaches it.)
-_LOCK_CHUNK_ROWS = (
-    "SELECT 1 FROM pages WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk) "
-    "ORDER BY normalized_url FOR UPDATE"
-)
-
-#: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
-_APPLY_FEED_CHUNK = tuple(
-    statement.replace(
-        "coalesce(\n            (SELECT c.sitemap_url FROM temp.chunk AS c\n"
-        "             WHERE c.normalized_url = pages.normalized_url), sitemap_url)",
-        "coalesce(sitemap_url,\n            (SELECT c.sitemap_url FROM temp.chunk AS c\n"
-        "             WHERE c.normalized_url = pages.normalized_url))",
-    )
-    for statement in _APPLY_CHUNK
-)
-assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
-
 _EAST_OF_UTC = 14 * 3600.0
 _DAY_ONLY = "T00:00:00Z"  # how a date-only lastmod is stored
-_COUNT_FUTURE = (
-    "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
-    "ON CONFLICT (host) DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"
-)
 
 
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-#: Driven by the sitemaps that were read whole and changed (through pages_sitemap),
-#: never a scan of the seed: an hourly run on a quiet site touches a few rows.
-_FIND_MISSING = """
-INSERT OR IGNORE INTO temp.missing
-SELECT p.normalized_url FROM pages AS p INDEXED BY pages_sitemap
-WHERE p.sitemap_url IS NULL AND +p.seed = :seed
-  AND p.seen_run IS NOT :run
-UNION ALL
-SELECT p.normalized_url FROM sitemaps AS m CROSS JOIN pages AS p INDEXED BY pages_sitemap
-  ON p.sitemap_url = m.url
-WHERE m.seed = :seed AND +p.seed = :seed AND NOT m.feed
-  AND NOT EXISTS (SELECT 1 FROM temp.unchanged AS u WHERE u.url = m.url)
-  AND p.seen_run IS NOT :run
-"""

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.config import BUDGET_ORDERS
 from increcrawl_scrapy.content.page_text import ContentOptions
@@ -24,15 +24,15 @@ from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.state import memories
+from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
-from increcrawl_scrapy.state.database import Database, serialized
 from increcrawl_scrapy.state.edits import OperatorEdits
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
-from increcrawl_scrapy.state.pg_database import PostgresDatabase
+from increcrawl_scrapy.state.postgres.database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
 from increcrawl_scrapy.state.refingerprint import (
     check_content_scheme,
@@ -43,6 +43,7 @@ from increcrawl_scrapy.state.refingerprint import (
 from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
+from increcrawl_scrapy.state.sqlite.database import Database
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -84,10 +85,10 @@ class StateStore(OperatorEdits):
         shared = is_postgres(self.path)  # a server's state has no file to lock
         self._lock = CrawlLock(self.path).acquire() if exclusive and not shared else None
         try:
-            # The same interface: every part runs on either (PostgreSQL through
-            # dialect.py's rewrites).
-            self.database = (
-                cast("Database", PostgresDatabase(self.path, lock_timeout))
+            # One interface, each backend with its own statements: every part
+            # runs on either.
+            self.database: Backend = (
+                PostgresDatabase(self.path, lock_timeout)
                 if shared
                 else Database(self.path, lock_timeout)
             )
@@ -197,11 +198,7 @@ class StateStore(OperatorEdits):
     def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:
         """What the sitemap dates of *seed*'s hosts have earned, with the evidence."""
         self.results.flush()
-        rows = self.database.execute(
-            "SELECT * FROM hosts AS h WHERE EXISTS "
-            "(SELECT 1 FROM pages AS p WHERE p.seed = ? AND p.host = h.host) ORDER BY host",
-            (seed,),
-        )
+        rows = self.database.execute(self.database.sql.seed_hosts, (seed,))
         return [dict(row) for row in rows]
 
     @serialized
@@ -220,18 +217,20 @@ class StateStore(OperatorEdits):
         still, on hosts whose dates are not judged stale (volatile text the rules
         miss, on a site whose dates are otherwise right): how many, the first *limit*."""
         self.results.flush()
-        where = (
-            "FROM pages INDEXED BY pages_unannounced WHERE seed = ? AND unannounced >= 2 "
-            "AND host NOT IN (SELECT host FROM hosts WHERE verdict = 'stale')"
-        )
-        (count,) = self.database.execute(f"SELECT count(*) {where}", (seed,)).fetchone()
-        rows = self.database.execute(f"SELECT url {where} ORDER BY url LIMIT ?", (seed, limit))
+        sql = self.database.sql
+        (count,) = self.database.execute(sql.unannounced_count, (seed,)).fetchone()
+        rows = self.database.execute(sql.unannounced_urls, (seed, limit))
         return int(count), [row[0] for row in rows]
 
     @serialized
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
-        query = "SELECT * FROM runs" + (" WHERE seed = ?" if seed else "") + " ORDER BY id"
-        return [dict(row) for row in self.database.execute(query, (seed,) if seed else ())]
+        sql = self.database.sql
+        rows = (
+            self.database.execute(sql.seed_runs, (seed,))
+            if seed
+            else self.database.execute(sql.all_runs)
+        )
+        return [dict(row) for row in rows]
 
     # -- the change queue ----------------------------------------------------
 
@@ -279,14 +278,10 @@ class StateStore(OperatorEdits):
     @serialized
     def count(self, seed: str | None = None, **where: Any) -> int:
         """How many rows match; *where* names columns (``gone=True``)."""
-        clauses = [f"{name} IS ?" for name in where if name in PAGE_COLUMNS]
-        if len(clauses) != len(where):
+        if set(where) - set(PAGE_COLUMNS):
             raise ValueError(f"unknown columns in {sorted(where)}")
-        params = list(where.values())
-        if seed is not None:
-            clauses.append("seed = ?")
-            params.append(seed)
-        sql = "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        params = [*where.values(), *([seed] if seed is not None else [])]
+        sql = self.database.sql.count_pages(list(where), seed is not None)
         self.results.flush()
         return int(self.database.execute(sql, params).fetchone()[0])
 
@@ -364,17 +359,16 @@ class StateStore(OperatorEdits):
         """Whether this store may read *seed*'s sources now: always with SQLite (one
         crawl a file); on PostgreSQL, one crawl a seed at a time (a session advisory
         lock, gone with a dead worker's connection)."""
-        if self.database.dialect == "sqlite":
+        statement = self.database.sql.discovery_lock
+        if statement is None:
             return True
-        row = self.database.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (seed,)
-        ).fetchone()
-        return bool(row[0])
+        return bool(self.database.execute(statement, (seed,)).fetchone()[0])
 
     @serialized
     def end_discovery(self, seed: str) -> None:
-        if self.database.dialect != "sqlite":
-            self.database.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (seed,))
+        statement = self.database.sql.discovery_unlock
+        if statement is not None:
+            self.database.execute(statement, (seed,))
 
     @property
     def shared(self) -> bool:

@@ -12,26 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
-from increcrawl_scrapy.state.contents import KEEP
+from increcrawl_scrapy.state.backend import Backend
 from increcrawl_scrapy.state.hosts import write_hosts
-from increcrawl_scrapy.state.leases import fence
-from increcrawl_scrapy.state.memories import UPSERT as REMEMBER
+from increcrawl_scrapy.state.pages import RESULT_INSERT
 
-_RESULT_INSERT = ("normalized_url", "url", "seed", "first_seen", "host", *RESULT_COLUMNS)
-#: A row not in the table when its result was recorded; another store may have
-#: inserted it since (two workers recording one new URL): then the result is an update.
-_INSERT_RESULT = (
-    f"INSERT INTO pages ({', '.join(_RESULT_INSERT)}) "
-    f"VALUES ({', '.join('?' for _ in _RESULT_INSERT)}) "
-    "ON CONFLICT (normalized_url) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in RESULT_COLUMNS)
-)
-_UPDATE_RESULT = (
-    "UPDATE pages SET "
-    + ", ".join(f"{c} = ?" for c in RESULT_COLUMNS)
-    + " WHERE normalized_url = ?"
-)
-_insert_values = operator.itemgetter(*(PAGE_COLUMNS.index(c) for c in _RESULT_INSERT))
+_insert_values = operator.itemgetter(*(PAGE_COLUMNS.index(c) for c in RESULT_INSERT))
 _update_values = operator.itemgetter(
     *(PAGE_COLUMNS.index(c) for c in (*RESULT_COLUMNS, "normalized_url"))
 )
@@ -56,9 +41,9 @@ class Batch:
     host_totals: dict[str, list[float]] = field(default_factory=dict)
 
 
-def write_batch(database: Any, batch: Batch, *, demoted_wait: float, min_evidence: int) -> None:
-    """Write *batch* in one transaction of *database* (a ``Database`` or a
-    ``PostgresDatabase``); on a shared state, only results whose lease is current."""
+def write_batch(database: Backend, batch: Batch, *, demoted_wait: float, min_evidence: int) -> None:
+    """Write *batch* in one transaction of *database*; on a shared state, only
+    results whose lease is current."""
     with database.transaction() as db:
         # In key order, as a claim and a fence lock rows: two writers never deadlock.
         pages = [batch.pages[key] for key in sorted(batch.pages)]
@@ -66,30 +51,30 @@ def write_batch(database: Any, batch: Batch, *, demoted_wait: float, min_evidenc
         # locks hosts before pages, so two never wait on each other in a circle.
         batch.host_totals = write_hosts(db, batch.hosts, demoted_wait, min_evidence)
         if batch.leased:
-            ours = fence(database.raw, batch.leased, batch.keep)
+            ours = database.fence(batch.leased, batch.keep)
             batch.lost = set(batch.leased) - ours
             pages = [p for p in pages if p.normalized_url not in batch.lost]
         new = [p for p in pages if p.normalized_url in batch.new]
         if new:
-            db.executemany(_INSERT_RESULT, [_insert_values(p) for p in new])
+            db.executemany(db.sql.insert_result, [_insert_values(p) for p in new])
         db.executemany(
-            _UPDATE_RESULT,
+            db.sql.update_result,
             [_update_values(p) for p in pages if p.normalized_url not in batch.new],
         )
         written = {p.normalized_url for p in pages}
         rows = [row for row in batch.contents if row[0] in written]
         if rows:
-            db.executemany(KEEP, rows)
+            db.executemany(db.sql.keep_content, rows)
         remembered = [row for row in batch.memories if row[0] in written]
         if remembered:
-            db.executemany(REMEMBER, remembered)
+            db.executemany(db.sql.remember, remembered)
 
 
 class Writer:
     """Writes batches with a connection (*io*) under its lock: in place (``write``),
     or on a thread of its own, one batch at a time (``start``, then ``finished``)."""
 
-    def __init__(self, io: Any, lock: Any, demoted_wait: float, min_evidence: int) -> None:
+    def __init__(self, io: Backend, lock: Any, demoted_wait: float, min_evidence: int) -> None:
         self.io = io
         self.lock = lock
         self.demoted_wait = demoted_wait
@@ -119,8 +104,7 @@ class Writer:
         with self.lock:
             # A shared state's connection may have dropped: written again once on a
             # new one (the failed transaction wrote nothing).
-            retrying = getattr(self.io, "retrying", None)
-            retrying(work) if retrying is not None else work()
+            self.io.retrying(work)
 
     def start(self, batch: Batch) -> None:
         assert self._writing is None, "one batch at a time"

@@ -1,0 +1,231 @@
+"""PostgreSQL's statements of a run and its discovery (``runs.py``, ``lastmod.py``,
+``budget.py``), by the names of ``state/statements.py``."""
+
+from __future__ import annotations
+
+from increcrawl_scrapy.rows import RUN_COUNTS
+
+# Live rows and gone rows still listed: the queue's two index ranges.
+_DUE = (
+    "SELECT {columns} FROM pages WHERE seed = %(seed)s AND gone = 0 AND next_check <= %(now)s "
+    "UNION ALL SELECT {columns} FROM pages "
+    "WHERE seed = %(seed)s AND gone = 1 AND missing_runs = 0 AND next_check <= %(now)s"
+)
+_SEEN_AGAIN_SITEMAP = "coalesce(c.sitemap_url, p.sitemap_url)"
+_FEED_SITEMAP = "coalesce(p.sitemap_url, c.sitemap_url)"
+
+
+def _apply_chunk(sitemap: str) -> tuple[str, ...]:
+    return (
+        # Rows whose lastmod moved: what that means is decided once discovery is
+        # over (Run.apply_lastmod), when waves can be told from edits.
+        """
+        INSERT INTO pg_temp.moves
+        SELECT c.normalized_url, c.host, c.lastmod FROM pg_temp.chunk AS c
+        JOIN pages AS p ON p.normalized_url = c.normalized_url
+        WHERE p.sitemap_lastmod IS NOT NULL AND c.lastmod IS NOT NULL
+          AND p.sitemap_lastmod != c.lastmod AND c.future = 0
+        ON CONFLICT (normalized_url) DO UPDATE SET host = excluded.host,
+            lastmod = excluded.lastmod
+        """,
+        # Rows seen again are no longer missing, with their date as listed: the
+        # chunk joined once (UPDATE ... FROM), not a subquery per row.
+        """
+        UPDATE pages AS p SET last_seen = %(now)s, seen_run = %(run)s, missing_runs = 0,
+            sitemap_lastmod = coalesce(CASE WHEN c.future = 0 THEN c.lastmod END,
+                                       p.sitemap_lastmod)
+        FROM pg_temp.chunk AS c WHERE p.normalized_url = c.normalized_url
+        """,
+        # They belong to this seed and this sitemap now: written only where that
+        # changes (every write leaves a dead tuple behind).
+        f"""
+        UPDATE pages AS p SET seed = %(seed)s, sitemap_url = {sitemap}
+        FROM pg_temp.chunk AS c WHERE p.normalized_url = c.normalized_url
+          AND (p.seed IS DISTINCT FROM %(seed)s
+               OR (c.sitemap_url IS NOT NULL AND p.sitemap_url IS DISTINCT FROM c.sitemap_url))
+        """,
+        # Then rows discovery has never seen: due now, default interval. (A row
+        # another worker inserted meanwhile is left as it is.)
+        """
+        INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
+                           interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
+        SELECT c.normalized_url, c.url, %(seed)s, %(now)s, %(now)s, 0, %(interval)s,
+               c.lastmod, c.sitemap_url, c.host, %(run)s
+        FROM pg_temp.chunk AS c
+        WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+        ON CONFLICT (normalized_url) DO NOTHING
+        """,
+    )
+
+
+_MOVES_OUTSIDE_WAVES = """
+    SELECT m.normalized_url FROM pg_temp.moves AS m
+    WHERE NOT EXISTS (SELECT 1 FROM pg_temp.waves AS w
+                      WHERE w.host = m.host AND w.minute = substr(m.lastmod, 1, 16))"""
+
+
+class DiscoverySQL:
+    insert_run = "INSERT INTO runs (seed, started_at) VALUES (%s, %s) RETURNING id"
+    # Byte order (COLLATE "C"), as SQLite's text and the tables' keys.
+    run_tables: tuple[str, ...] = (
+        'CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT COLLATE "C" PRIMARY KEY, '
+        'url TEXT COLLATE "C", lastmod TEXT COLLATE "C", sitemap_url TEXT COLLATE "C", '
+        'host TEXT COLLATE "C", future INTEGER)',
+        'CREATE TEMP TABLE IF NOT EXISTS moves (normalized_url TEXT COLLATE "C" PRIMARY KEY, '
+        'host TEXT COLLATE "C", lastmod TEXT COLLATE "C")',
+        'CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT COLLATE "C", minute TEXT COLLATE "C", '
+        "PRIMARY KEY (host, minute))",
+        'CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT COLLATE "C" PRIMARY KEY)',
+        'CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT COLLATE "C" PRIMARY KEY)',
+        'CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT COLLATE "C" PRIMARY KEY)',
+        "DELETE FROM pg_temp.moves",
+        "DELETE FROM pg_temp.chunk",
+        "DELETE FROM pg_temp.unchanged",
+        "DELETE FROM pg_temp.missing",
+    )
+    count_future = (
+        "INSERT INTO hosts (host, future_dates) VALUES (%s, %s) ON CONFLICT (host) "
+        "DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"
+    )
+    add_sitemap = (
+        "INSERT INTO sitemaps (seed, url, digest, read_at, feed) "
+        "VALUES (%(seed)s, %(url)s, '', %(now)s, %(feed)s) ON CONFLICT DO NOTHING"
+    )
+    clear_chunk = "DELETE FROM pg_temp.chunk"
+    # One statement, not a step per row: the chunk as one JSON parameter.
+    fill_chunk = (
+        "INSERT INTO pg_temp.chunk SELECT e->>0, e->>1, e->>2, e->>3, e->>4, "
+        "(e->>5)::boolean::int FROM jsonb_array_elements(%s::jsonb) AS e"
+    )
+    # Rows locked in key order, as a results batch locks them (leases.fence): a
+    # writer and discovery wait for each other, never in a circle.
+    lock_chunk_rows: str | None = (
+        "SELECT 1 FROM pages WHERE normalized_url IN (SELECT normalized_url FROM pg_temp.chunk) "
+        "ORDER BY normalized_url FOR UPDATE"
+    )
+    apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
+    #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
+    apply_feed_chunk = _apply_chunk(_FEED_SITEMAP)
+    mark_seen_only = "UPDATE pages SET seen_run = %s WHERE normalized_url = %s"
+    sitemap_digest = "SELECT digest FROM sitemaps WHERE seed = %s AND url = %s"
+    add_unchanged = "INSERT INTO pg_temp.unchanged VALUES (%s) ON CONFLICT DO NOTHING"
+    set_sitemap_validators = (
+        "UPDATE sitemaps SET etag = %s, last_modified = %s WHERE seed = %s AND url = %s"
+    )
+    sitemap_conditions = (
+        "SELECT etag, last_modified, settings FROM sitemaps WHERE seed = %s AND url = %s"
+    )
+    detach_from_sitemap = (
+        "UPDATE pages SET sitemap_url = NULL WHERE sitemap_url = %s "
+        "AND seen_run IS DISTINCT FROM %s"
+    )
+    sitemap_read = (
+        "INSERT INTO sitemaps (seed, url, digest, read_at, etag, last_modified, "
+        "settings, feed) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (seed, url) DO UPDATE SET digest = excluded.digest, "
+        "read_at = excluded.read_at, etag = excluded.etag, "
+        "last_modified = excluded.last_modified, settings = excluded.settings, "
+        "feed = excluded.feed"
+    )
+    clear_missing = "DELETE FROM pg_temp.missing"
+    #: Driven by the sitemaps that were read whole and changed (through
+    #: pages_sitemap), never a scan of the seed.
+    find_missing = """
+    INSERT INTO pg_temp.missing
+    SELECT p.normalized_url FROM pages AS p
+    WHERE p.sitemap_url IS NULL AND p.seed = %(seed)s
+      AND p.seen_run IS DISTINCT FROM %(run)s
+    UNION ALL
+    SELECT p.normalized_url FROM sitemaps AS m JOIN pages AS p ON p.sitemap_url = m.url
+    WHERE m.seed = %(seed)s AND p.seed = %(seed)s AND m.feed = 0
+      AND NOT EXISTS (SELECT 1 FROM pg_temp.unchanged AS u WHERE u.url = m.url)
+      AND p.seen_run IS DISTINCT FROM %(run)s
+    ON CONFLICT DO NOTHING
+    """
+    count_missing_due = (
+        "SELECT count(*) FROM pages "
+        "WHERE normalized_url IN (SELECT normalized_url FROM pg_temp.missing) "
+        "AND missing_runs + 1 = %(n)s AND gone = 0"
+    )
+    # A gone row no longer listed is counted too: it stops being re-checked.
+    mark_missing = (
+        "UPDATE pages SET missing_runs = missing_runs + 1, next_check = CASE "
+        "WHEN missing_runs + 1 = %(n)s AND gone = 0 THEN LEAST(next_check, %(now)s) "
+        "ELSE next_check END "
+        "WHERE normalized_url IN (SELECT normalized_url FROM pg_temp.missing)"
+    )
+    any_moves = "SELECT 1 FROM pg_temp.moves LIMIT 1"
+    #: Counts not given are None: those columns keep what they hold.
+    finish_run = (
+        "UPDATE runs SET "
+        + "".join(f"{name} = coalesce(%({name})s, {name}), " for name in RUN_COUNTS)
+        + "finished_at = %(now)s, discovery_complete = %(complete)s, close_reason = %(reason)s, "
+        "listed = %(listed)s WHERE id = %(id)s"
+    )
+
+    # -- lastmod.py ----------------------------------------------------------
+    move_buckets = "SELECT host, substr(lastmod, 1, 16), count(*) FROM pg_temp.moves GROUP BY 1, 2"
+    host_sizes = (
+        "SELECT host, count(*) FROM pages WHERE seed = %s "
+        "AND host IN (SELECT jsonb_array_elements_text(%s::jsonb)) GROUP BY host"
+    )
+    host_verdicts = "SELECT host, verdict FROM hosts"
+    clear_waves = "DELETE FROM pg_temp.waves"
+    add_wave = "INSERT INTO pg_temp.waves VALUES (%s, %s)"
+    clear_deaf = "DELETE FROM pg_temp.deaf"
+    add_deaf = "INSERT INTO pg_temp.deaf VALUES (%s)"
+    count_wave = (
+        "INSERT INTO hosts (host, waves) VALUES (%s, 1) "
+        "ON CONFLICT (host) DO UPDATE SET waves = hosts.waves + 1"
+    )
+    count_moves = "SELECT count(*) FROM pg_temp.moves"
+    #: Moves outside waves, on hosts whose dates are heard: due now.
+    moves_due = (
+        "UPDATE pages SET next_check = LEAST(next_check, %(now)s) WHERE normalized_url IN ("
+        + _MOVES_OUTSIDE_WAVES
+        + " AND m.host NOT IN (SELECT host FROM pg_temp.deaf))"
+    )
+    #: ...and every move outside a wave is evidence for the host's verdict.
+    moves_remembered = (
+        "UPDATE pages SET lastmod_moved = 1 WHERE normalized_url IN (" + _MOVES_OUTSIDE_WAVES + ")"
+    )
+    clear_moves = "DELETE FROM pg_temp.moves"
+    seed_has_host = "SELECT 1 FROM pages WHERE seed = %s AND host = %s LIMIT 1"
+    sampled_at = "SELECT sampled_at FROM hosts WHERE host = %s"
+    set_sampled_at = "UPDATE hosts SET sampled_at = %s WHERE host = %s"
+    count_waiting = (
+        "SELECT count(*) FROM pages WHERE seed = %s AND host = %s AND gone = 0 AND next_check > %s"
+    )
+    sample_due = (
+        "UPDATE pages SET next_check = %(now)s WHERE id IN ("
+        "SELECT id FROM pages WHERE seed = %(seed)s AND host = %(host)s AND gone = 0 "
+        "AND next_check > %(now)s ORDER BY (id * 2654435761 + %(salt)s) %% 4294967296 "
+        "LIMIT %(count)s)"
+    )
+
+    # -- budget.py -----------------------------------------------------------
+    due_count = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ") AS due"
+    due_likeliest = (
+        "SELECT normalized_url FROM ("
+        + _DUE.format(
+            columns="normalized_url, next_check, last_fetched, lastmod_moved, change_rate, "
+            "interval_s"
+        )
+        + ") AS due ORDER BY (last_fetched IS NULL OR lastmod_moved = 1) DESC, "
+        "coalesce(change_rate, %(implied)s / interval_s) "
+        "* (%(now)s - coalesce(last_fetched, %(now)s)) DESC, "
+        "next_check, normalized_url LIMIT %(limit)s"
+    )
+    due_oldest = (
+        "SELECT normalized_url FROM ("
+        + _DUE.format(columns="normalized_url, next_check")
+        + ") AS due ORDER BY next_check, normalized_url LIMIT %(limit)s"
+    )
+    budget_table = 'CREATE TEMP TABLE IF NOT EXISTS budget (key TEXT COLLATE "C" PRIMARY KEY)'
+    clear_budget = "DELETE FROM pg_temp.budget"
+    add_budget = "INSERT INTO pg_temp.budget VALUES (%s)"
+    left_waiting = (
+        "SELECT min(next_check) FROM ("
+        + _DUE.format(columns="normalized_url, next_check")
+        + ") AS due WHERE normalized_url NOT IN (SELECT key FROM pg_temp.budget)"
+    )

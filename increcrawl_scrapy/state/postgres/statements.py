@@ -1,0 +1,12 @@
+"""Every statement PostgreSQL says, by the names of ``state/statements.py``."""
+
+from __future__ import annotations
+
+from increcrawl_scrapy.state.postgres.discovery_sql import DiscoverySQL
+from increcrawl_scrapy.state.postgres.results_sql import ResultSQL
+from increcrawl_scrapy.state.postgres.upkeep_sql import UpkeepSQL
+
+
+class PostgresStatements(DiscoverySQL, ResultSQL, UpkeepSQL):
+    """PostgreSQL's SQL: ``%s`` and ``%(name)s`` parameters (psycopg's), 0/1 flags
+    compared as integers, ``IS DISTINCT FROM``, ``LEAST``, row locks."""

@@ -1,0 +1,203 @@
+"""PostgreSQL's statements of the state's upkeep (settings, re-keying, fingerprints
+taken again, the operator's edits) and of what the store and the commands report,
+by the names of ``state/statements.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from increcrawl_scrapy.state.statements import FORGET_TARGETS, TARGETS
+
+#: Rows that end on the same key: all but the most recent one go.
+_MERGE_COLLISIONS = """
+DELETE FROM pages WHERE id IN (
+    SELECT id FROM (
+        SELECT p.id, row_number() OVER (
+            PARTITION BY coalesce(r.new_key, p.normalized_url)
+            ORDER BY coalesce(p.last_fetched, 0) DESC, coalesce(p.last_seen, 0) DESC,
+                     r.id IS NULL DESC, p.id
+        ) AS rank
+        FROM pages AS p LEFT JOIN pg_temp.rekey AS r ON r.id = p.id
+        WHERE p.id IN (SELECT id FROM pg_temp.rekey)
+           OR p.normalized_url IN (SELECT new_key FROM pg_temp.rekey)
+    ) AS ranked WHERE rank > 1
+)
+"""
+_OLD = "old:"  # refingerprint.OLD
+_UNANNOUNCED = (
+    "FROM pages WHERE seed = %s AND unannounced >= 2 "
+    "AND host NOT IN (SELECT host FROM hosts WHERE verdict = 'stale')"
+)
+_COUNTED = ", ".join(
+    f"sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS {name}"
+    for name, condition in (
+        ("live", "gone = 0"),
+        ("gone", "gone <> 0"),
+        ("missing", "missing_runs > 0 AND gone = 0"),
+        ("due_now", "next_check <= %(now)s AND gone = 0"),
+        ("due_24h", "next_check <= %(day)s AND gone = 0"),
+    )
+)
+_MARK_OLD = (
+    f"UPDATE pages SET content_hash = '{_OLD}' || content_hash "
+    f"WHERE content_hash IS NOT NULL AND content_hash NOT LIKE '{_OLD}%%'"
+)
+_NOISY = (
+    "SELECT normalized_url, url, change_streak, change_count, fetch_count FROM pages "
+    "WHERE gone = 0 AND change_streak >= %s"
+)
+_WHERE = {"page": "WHERE normalized_url = %s", "seed": "WHERE seed = %s", "all": ""}
+
+
+class UpkeepSQL:
+    read_setting = "SELECT value FROM settings WHERE name = %s"
+    write_setting = (
+        "INSERT INTO settings (name, value) VALUES (%s, %s) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+    )
+
+    # -- rekey.py: every row keyed again, kept texts moving with their rows ----
+    rekey_table = (
+        'CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT COLLATE "C")'
+    )
+    clear_rekey = "DELETE FROM pg_temp.rekey"
+    all_keys = "SELECT id, normalized_url, url FROM pages"
+    add_rekey = "INSERT INTO pg_temp.rekey VALUES (%s, %s)"
+    rekey_index = "CREATE INDEX IF NOT EXISTS rekey_new ON rekey (new_key)"
+    merge_collisions = _MERGE_COLLISIONS
+    drop_orphan_contents = (
+        "DELETE FROM contents WHERE NOT EXISTS "
+        "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
+    )
+    # Through a key no row has (chr(1) and the id: text holds no NUL), so that
+    # swaps never collide.
+    park_contents = (
+        "UPDATE contents SET normalized_url = chr(1) || (SELECT p.id FROM pages AS p "
+        "WHERE p.normalized_url = contents.normalized_url) WHERE normalized_url IN "
+        "(SELECT p.normalized_url FROM pages AS p WHERE p.id IN (SELECT id FROM pg_temp.rekey))"
+    )
+    park_pages = (
+        "UPDATE pages SET normalized_url = chr(1) || id WHERE id IN (SELECT id FROM pg_temp.rekey)"
+    )
+    rekey_pages = (
+        "UPDATE pages SET normalized_url = "
+        "(SELECT r.new_key FROM pg_temp.rekey AS r WHERE r.id = pages.id) "
+        "WHERE id IN (SELECT id FROM pg_temp.rekey)"
+    )
+    rekey_contents = (
+        "UPDATE contents SET normalized_url = "
+        "(SELECT r.new_key FROM pg_temp.rekey AS r WHERE chr(1) || r.id = contents.normalized_url) "
+        "WHERE normalized_url IN (SELECT chr(1) || id FROM pg_temp.rekey)"
+    )
+    drop_rekey = "DROP TABLE pg_temp.rekey"
+
+    # -- refingerprint.py ----------------------------------------------------
+    kept_fingerprints = (
+        "SELECT c.normalized_url, c.text, p.content_hash FROM contents AS c "
+        "JOIN pages AS p ON p.normalized_url = c.normalized_url "
+        "WHERE p.content_hash IS NOT NULL"
+    )
+    set_fingerprint = "UPDATE pages SET content_hash = %s WHERE normalized_url = %s"
+    mark_old = _MARK_OLD
+    mark_old_without_content = (
+        _MARK_OLD + " AND normalized_url NOT IN (SELECT normalized_url FROM contents)"
+    )
+
+    # -- edits.py: a page, a seed's pages, or all --------------------------------
+    make_due: Mapping[str, str] = MappingProxyType(
+        {
+            target: "UPDATE pages SET next_check = 0, "
+            f"missing_runs = CASE WHEN gone <> 0 THEN 0 ELSE missing_runs END {_WHERE[target]}"
+            for target in TARGETS
+        }
+    )
+    reread_sitemaps: Mapping[str, str] = MappingProxyType(
+        {
+            target: "UPDATE sitemaps SET digest = '', etag = NULL, last_modified = NULL "
+            f"WHERE url IN (SELECT sitemap_url FROM pages {_WHERE[target]})"
+            for target in FORGET_TARGETS
+        }
+    )
+    forget_seed_sitemaps = "DELETE FROM sitemaps WHERE seed = %s"
+    forget_contents: Mapping[str, str] = MappingProxyType(
+        {
+            target: "DELETE FROM contents WHERE normalized_url IN "
+            f"(SELECT normalized_url FROM pages {_WHERE[target]})"
+            for target in FORGET_TARGETS
+        }
+    )
+    forget_memories: Mapping[str, str] = MappingProxyType(
+        {
+            target: "DELETE FROM memories WHERE normalized_url IN "
+            f"(SELECT normalized_url FROM pages {_WHERE[target]})"
+            for target in FORGET_TARGETS
+        }
+    )
+    forget_pages: Mapping[str, str] = MappingProxyType(
+        {target: f"DELETE FROM pages {_WHERE[target]}" for target in FORGET_TARGETS}
+    )
+
+    # -- what the store reports ------------------------------------------------
+    seed_hosts = (
+        "SELECT * FROM hosts AS h WHERE EXISTS "
+        "(SELECT 1 FROM pages AS p WHERE p.seed = %s AND p.host = h.host) ORDER BY host"
+    )
+    unannounced_count = f"SELECT count(*) {_UNANNOUNCED}"
+    unannounced_urls = f"SELECT url {_UNANNOUNCED} ORDER BY url LIMIT %s"
+    all_runs = "SELECT * FROM runs ORDER BY id"
+    seed_runs = "SELECT * FROM runs WHERE seed = %s ORDER BY id"
+    # A session advisory lock: gone with a dead worker's connection.
+    discovery_lock: str | None = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+    discovery_unlock: str | None = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+    def count_pages(self, columns: Sequence[str], seed: bool) -> str:
+        """How many rows have these *columns*' values (each may be NULL)."""
+        clauses = [f"{name} IS NOT DISTINCT FROM %s" for name in columns] + (
+            ["seed = %s"] if seed else []
+        )
+        return "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+
+    # -- the commands' reports (commands/state.py, report.py, pages.py) ----------
+    seeds = "SELECT DISTINCT seed FROM pages ORDER BY seed"
+    status_counts = f"SELECT count(*) AS pages, {_COUNTED} FROM pages WHERE seed = %(seed)s"
+    fetched_intervals = (
+        "SELECT interval_s FROM pages WHERE seed = %s AND gone = 0 AND last_fetched IS NOT NULL"
+    )
+    status_verdicts = (
+        "SELECT host, verdict FROM hosts WHERE host IN "
+        "(SELECT DISTINCT host FROM pages WHERE seed = %s) ORDER BY host"
+    )
+    status_runs = (
+        "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
+        "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason, listed, "
+        "new + changed + unchanged + gone + errors AS fetched "
+        "FROM runs WHERE seed = %s ORDER BY id DESC LIMIT 5"
+    )
+    report_counts = (
+        "SELECT count(*) AS pages, "
+        "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "
+        "coalesce(sum(CASE WHEN gone <> 0 THEN 1 ELSE 0 END), 0) AS gone, "
+        "coalesce(sum(CASE WHEN next_check <= %s AND gone = 0 THEN 1 ELSE 0 END), 0) AS due_now "
+        "FROM pages WHERE seed = %s"
+    )
+    report_runs = (
+        "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
+        "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
+        "tokens_charged, discovery_complete, close_reason "
+        "FROM runs WHERE seed = %s ORDER BY id DESC LIMIT %s"
+    )
+    changing_pages = (
+        "SELECT url, change_count, fetch_count, last_changed, interval_s FROM pages "
+        "WHERE seed = %s AND change_count > 0 "
+        "ORDER BY change_count DESC, fetch_count, url LIMIT %s"
+    )
+    report_verdicts = (
+        "SELECT host, verdict, moved_changed, moved_unchanged, unmoved_changed, waves "
+        "FROM hosts WHERE host IN (SELECT DISTINCT host FROM pages WHERE seed = %s) "
+        "ORDER BY host"
+    )
+    page_exists = "SELECT 1 FROM pages WHERE normalized_url = %s"
+    seed_exists = "SELECT 1 FROM pages WHERE seed = %s LIMIT 1"
+    noisy_pages = _NOISY + " ORDER BY change_streak DESC, url"
+    noisy_pages_of_seed = _NOISY + " AND seed = %s ORDER BY change_streak DESC, url"

@@ -1,0 +1,187 @@
+"""A state in one SQLite file: its one connection, shared by the store's parts
+(opening, identity, migrations, transactions, the mutex every public method holds),
+with SQLite's statements (``statements.py``); ``backend.Backend``'s SQLite side."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from increcrawl_scrapy.state.backend import Params
+from increcrawl_scrapy.state.errors import StateError, StateLockedError
+from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from increcrawl_scrapy.state.sqlite.statements import SQLiteStatements
+from increcrawl_scrapy.state.statements import Statements
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.state.runs import Run
+
+_T = TypeVar("_T")
+#: One set of statements for every connection (they are constants).
+STATEMENTS: Statements = SQLiteStatements()
+
+
+class Database:
+    """An open, checked and migrated state database."""
+
+    dialect = "sqlite"
+    sql = STATEMENTS
+
+    def __init__(self, path: str, lock_timeout: float) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        # Reentrant: a facade method may call another part's serialized method.
+        self.mutex = threading.RLock()
+        self.connection = self._open()
+        #: The run whose discovery tables the connection holds (runs.Run).
+        self.current_run: Run | None = None
+        self.closed = False
+
+    def _open(self) -> sqlite3.Connection:
+        existed = Path(self.path).exists() and Path(self.path).stat().st_size > 0
+        # One connection, used by one thread at a time: every public method of the
+        # store's parts holds the mutex.
+        db = sqlite3.connect(
+            self.path, timeout=self.lock_timeout, isolation_level=None, check_same_thread=False
+        )
+        db.row_factory = sqlite3.Row
+        try:
+            self._check_identity(db, existed)
+            with self.locked_errors():
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                # Bounded memory whatever the site's size: the run's scratch tables
+                # (a deploy can move every lastmod at once) spill to a temporary
+                # file, and the page cache is 16 MB (the OS caches the file anyway:
+                # 64 MB made neither discovery nor recording faster at 1M rows).
+                db.execute("PRAGMA temp_store=FILE")
+                db.execute("PRAGMA cache_size=-16384")
+                db.execute("PRAGMA temp.cache_size=-16384")  # a chunk's worth and more
+                # Fewer, larger checkpoints (40 MB of WAL): each one syncs the disk.
+                db.execute("PRAGMA wal_autocheckpoint=10000")
+                self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check_identity(self, db: sqlite3.Connection, existed: bool) -> None:
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{self.path} is not an increcrawl state database ({exc}); it was left "
+                "untouched: move it away or point INCRECRAWL_DB at another file"
+            ) from None
+        if existed and (app_id != APPLICATION_ID and (tables or version)):
+            raise StateError(
+                f"{self.path} is an SQLite database of another program; it was left "
+                "untouched: point INCRECRAWL_DB at another file"
+            )
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path} has schema version {version}, newer than this "
+                f"increcrawl-scrapy understands ({SCHEMA_VERSION}); upgrade the package"
+            )
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return  # the common case takes no write lock
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for step in MIGRATIONS[version:]:
+                for statement in step:  # one statement each: never split SQL by hand
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def locked_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StateLockedError(
+                    f"state database {self.path} stayed locked by another process for "
+                    f"more than {self.lock_timeout:g}s (INCRECRAWL_DB_LOCK_TIMEOUT); is "
+                    "another crawl using it?"
+                ) from None
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        with self.locked_errors():
+            self.connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self
+            except BaseException:
+                self.connection.execute("ROLLBACK")
+                raise
+            self.connection.execute("COMMIT")
+
+    def tuples(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        """A cursor of plain tuples (rows are built into PageState directly)."""
+        cursor = self.connection.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params)
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        return self.connection.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> sqlite3.Cursor:
+        return self.connection.executemany(sql, rows)
+
+    def retrying(self, work: Callable[[], _T]) -> _T:
+        return work()  # a file does not drop
+
+    def fence(self, leased: Mapping[str, int], keep: set[str]) -> set[str]:
+        raise TypeError("a SQLite state has one crawl: it leases nothing")
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.current_run = None
+            self.connection.close()
+
+
+class ReadOnly:
+    """A read-only connection to a state file (the operator's commands): ``mode=ro``
+    works on a read-only file and never creates one."""
+
+    sql = STATEMENTS
+
+    def __init__(self, path: str) -> None:
+        self.connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.connection.row_factory = sqlite3.Row
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        return self.connection.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Params]) -> sqlite3.Cursor:
+        return self.connection.executemany(sql, rows)
+
+    def tuples(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        cursor = self.connection.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def resolved(path: str | os.PathLike[str]) -> str:
+    """The file a path names, symlinks resolved: one database, one lock."""
+    return os.path.realpath(path)
