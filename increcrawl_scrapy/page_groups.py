@@ -11,19 +11,22 @@ item in turn. Its items are matched against the page's previous version
 of its own (``gone``, with the fields that identified it). With ``INCRECRAWL_ITEM_KEY``
 (the fields that identify an item within its page, e.g. ``sku``) each item gets its
 own row instead. The response's own page also keeps the requests it produced, to
-be replayed when it is skipped (``skip_not_due.py``).
+be replayed when it is skipped (``skip_not_due.py``), and its fingerprint covers
+their URLs with its items: a listing whose links change is a page that changes, so
+its learned schedule checks it as often as its links move.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import Request
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig
@@ -50,8 +53,10 @@ if TYPE_CHECKING:
 
     from increcrawl_scrapy.rows import Recorded
 
-#: After Scrapy's own spider middlewares (they see what our callback yields first).
-PRIORITY = 950
+#: On the engine's side of Scrapy's own spider middlewares (DepthMiddleware 900,
+#: RefererMiddleware 700...): the requests kept for a replay are as they left them
+#: (depth in meta, Referer set, those past DEPTH_LIMIT dropped).
+PRIORITY = 60
 
 
 @dataclass
@@ -65,6 +70,12 @@ class PageGroup:
     memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
     matched: bool = False  # the items were matched against a previous version
     labels: list[str] = field(default_factory=list)  # each member's own label
+    links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
+
+    def text_with(self, item_text: Callable[[], str]) -> str:
+        """What the page's fingerprint is taken of: its items' text (its one item's,
+        *item_text*, when ``text`` is None), then its links."""
+        return (item_text() if self.text is None else self.text) + self.links
 
     def delivered(self, page_change: str) -> int:
         """How many of the page's items are delivered when the page is *page_change*."""
@@ -130,21 +141,28 @@ class PageItemsMiddleware:
             return
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
+        links: set[str] = set()
         async for output in result:
             if is_item(output):
                 items.append(output)
                 continue
+            if isinstance(output, Request):
+                links.add(canonicalize_url(output.url))
             if isinstance(output, Request) and requests is not None:
                 data = request_data(output, self.crawler.spider)
                 requests = None if data is None or len(requests) >= MAX_REQUESTS else requests
                 if requests is not None and data is not None:
                     requests.append(data)
             yield output  # requests go on at once
-        for item in await self._grouped(response, items, requests):
+        for item in await self._grouped(response, items, requests, links):
             yield item
 
     async def _grouped(
-        self, response: Response, items: list[Any], requests: list[dict[str, Any]] | None
+        self,
+        response: Response,
+        items: list[Any],
+        requests: list[dict[str, Any]] | None,
+        links: set[str],
     ) -> list[Any]:
         by_page: dict[str, list[Any]] = defaultdict(list)
         for item in items:
@@ -170,6 +188,8 @@ class PageItemsMiddleware:
                 text = "\n".join(sorted(item_text(item, skip) for item in group))
             single = len(group) == 1 and not keys  # fingerprinted as any one item
             page = PageGroup(url=url, size=len(group), text=None if single else text)
+            if own and links:
+                page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
             page.memory = Memory(prints, requests if own else None).pack()
             grouped = [Member(page, key, text) for item, key, text in members]

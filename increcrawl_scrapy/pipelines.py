@@ -117,8 +117,7 @@ class IncrementalStatePipeline:
         if member is None:
             texts.append(self._text(adapter))
         elif member.group.recorded is None:
-            text = member.group.text
-            texts.append(self._text(adapter) if text is None else text)
+            texts.append(member.group.text_with(lambda: self._text(adapter)))
         if member is not None and member.item_key is not None:
             texts.append(member.text)
         return texts
@@ -228,8 +227,10 @@ class IncrementalStatePipeline:
         assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            text = member.group.text if member is not None else None
-            text = self._text(adapter) if text is None else text
+            if member is not None:
+                text = member.group.text_with(lambda: self._text(adapter))
+            else:
+                text = self._text(adapter)
             content_hash = self._fingerprint(text)
             if adapter.get("alias_of"):  # its content is its canonical page's: not reported
                 text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"

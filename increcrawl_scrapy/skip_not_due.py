@@ -139,7 +139,12 @@ class SkipNotDueMiddleware:
         spider, engine = self.crawler.spider, self.crawler.engine
         assert engine is not None
         replayed = 0
+        # Kept as Scrapy's spider middlewares left them (depth in meta); a limit
+        # lowered since is DepthMiddleware's to apply, which a replay bypasses.
+        limit = self.crawler.settings.getint("DEPTH_LIMIT")
         for data in memory.requests or ():
+            if limit and int((data.get("meta") or {}).get("depth", 0)) > limit:
+                continue
             try:
                 request = request_of(data, spider)
             except (ValueError, KeyError, TypeError):

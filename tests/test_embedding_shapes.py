@@ -164,9 +164,10 @@ def test_without_skipping_every_page_is_fetched_and_only_changes_delivered(
         ]
 
 
-def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
-    with QuotesSite(quotes=60) as site:
-        project = Project(tmp_path, site, "pages")
+@pytest.mark.parametrize("mode", ["direct", "geonode"])
+def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path, mode: str) -> None:
+    with QuotesSite(quotes=60) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        project = Project(tmp_path, site, "pages", api if mode == "geonode" else None)
         first = project.crawl()
         assert len(first) == 60 and {item["change"] for item in first} == {"new"}
         assert len(site.requested) == 6  # "/" (the first page) and /page/2/ to /page/6/
@@ -191,6 +192,11 @@ def test_a_crawl_spider_is_never_cut_by_skipping(tmp_path: Path) -> None:
             + [("new", str(quote["text"])) for quote in site.quotes[60:]]
         )
         assert set(site.requested) == {"/", *(f"/page/{n}/" for n in range(2, 8))}
+        if mode == "geonode":  # no validators passed on: every due page fetched whole
+            assert project.fetched == 7 and site.not_modified.total() == 0
+            assert api.counters()["requests"]["POST /v1/extract"] >= 7
+        else:  # the unchanged ones answered 304, their links replayed
+            assert sum(site.not_modified.values()) == 4
 
         # A run cut short (the project's own page limit) says it did not reach the
         # site, and claims no requests saved.
@@ -244,3 +250,47 @@ def test_the_tutorial_spider_on_a_postgresql_state(tmp_path: Path, postgres_dsn:
             ("changed", ["text"])
         ]
         assert sum(site.not_modified.values()) == 2  # the others, their requests replayed
+
+
+def test_replayed_requests_keep_what_spider_middlewares_did(tmp_path: Path) -> None:
+    # DEPTH_LIMIT (Scrapy's DepthMiddleware, a spider middleware): the pages past the
+    # limit are never requested, also when the pages before them are skipped and
+    # their requests replayed; a lower limit set later is honoured by the replay.
+    with QuotesSite(quotes=100) as site:
+        project = Project(tmp_path, site, "quotes")
+        depth = ("-s", "DEPTH_LIMIT=3")
+        assert len(project.crawl(*depth)) == 40
+        assert set(site.requested) == {"/", "/page/2/", "/page/3/", "/page/4/"}
+        assert project.crawl(*depth, advance=HOUR) == []
+        assert dict(site.requested) == {}  # every page skipped, nothing past the limit
+        assert project.stat("increcrawl/replayed") == 3  # page 4's "Next" was never kept
+        project.crawl(*depth, advance=2 * DAY)  # all due: asked, 304, replayed
+        assert set(site.requested) == {"/", "/page/2/", "/page/3/", "/page/4/"}
+        assert sum(site.not_modified.values()) == 4
+        assert project.crawl("-s", "DEPTH_LIMIT=2", advance=HOUR) == []
+        assert project.stat("increcrawl/replayed") == 2  # page 3's "Next" is at depth 3
+
+
+def test_a_listing_whose_links_change_is_checked_by_its_own_schedule(tmp_path: Path) -> None:
+    # A page's fingerprint covers its links: a listing that gains a link changed,
+    # though its items did not, and its schedule learns that it changes.
+    with QuotesSite(quotes=100) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 100  # ten full pages, each due a day later
+        site.add(10)  # page 11: page 10's items are the same, it gains a "Next" link
+        added = project.crawl(advance=2 * DAY)
+        assert delivered(added) == sorted(("new", str(q["text"])) for q in site.quotes[100:])
+        assert site.requested["/page/10/"] == 1 and site.not_modified["/page/10/"] == 0
+        assert project.stat("increcrawl/items/unchanged") == 10  # page 10's own quotes
+        assert "Traceback" not in project.log
+
+        # Page 10 changed (its links), page 9 did not: page 10 comes due sooner.
+        site.add(10)  # page 12, linked from page 11 only
+        assert project.crawl(advance=0.6 * DAY) == []
+        assert dict(site.requested) == {"/page/10/": 1}
+        # Found when the listing that links it is due (page 11: a day after it was new).
+        found = project.crawl(advance=0.5 * DAY)
+        assert delivered(found) == sorted(("new", str(q["text"])) for q in site.quotes[110:])
+        assert site.requested["/page/11/"] == 1 and site.requested["/page/12/"] == 1
+        assert "/page/9/" not in site.requested
+
