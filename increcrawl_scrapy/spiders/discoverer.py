@@ -20,6 +20,7 @@ from increcrawl_scrapy.discovery import SitemapError, SitemapStats, decompress, 
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.scope import UrlRefused, request_target
 from increcrawl_scrapy.sitemap_walk import SitemapWalk
+from increcrawl_scrapy.spiders.arguments import SOURCES
 from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Source arguments of the spider; each may hold several URLs, comma-separated.
-SOURCES = ("sitemap_url", "feed_url", "robots_url", "site_url")
 ARGUMENTS = "-a sitemap_url=URL, -a feed_url=URL, -a robots_url=URL or -a site_url=URL"
 #: Where sites keep sitemaps and feeds when robots.txt does not say (tried in order).
 WELL_KNOWN = (
@@ -146,7 +145,7 @@ class Discoverer:
         try:
             links = await client.map(site_url)
         except GeonodeFatalError as exc:
-            self.spider._close(exc.reason)
+            self.spider._close(exc.reason, str(exc))
             return False
         except GeonodeError as exc:
             logger.warning("Geonode map of %s failed: %s", site_url, exc)

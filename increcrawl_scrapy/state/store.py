@@ -91,6 +91,12 @@ class StateStore(OperatorEdits):
                 if shared
                 else Database(self.path, lock_timeout)
             )
+            if self._lock is not None:  # a crawl: the file must take its writes
+                try:
+                    self.database.check_writable()
+                except BaseException:
+                    self.database.close()
+                    raise
         except BaseException:
             self._release()
             raise
