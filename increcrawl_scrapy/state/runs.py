@@ -15,14 +15,13 @@ from typing import Any, TypeVar, cast
 from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
 from increcrawl_scrapy.state.database import Database, RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
+from increcrawl_scrapy.state.listing import COUNT_FUTURE, listed_before
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
 
 #: A sitemap's ``(ETag, Last-Modified)`` as its server sent them.
 Validators = tuple[str | None, str | None]
-
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -71,6 +70,7 @@ class Run:
         self._default_interval = default_interval
         self._missing_runs = missing_runs
         self._lastmod = lastmod
+        self.repeated, self.taken_over = 0, Counter[str]()  # listing.py: listed_before
 
     @classmethod
     def start(cls, database: Database, seed: str, **parts: Any) -> Run:
@@ -134,7 +134,7 @@ class Run:
         }
         with self.database.transaction() as db:
             for host, count in sorted(future.items()):  # hosts first, by name, as batches
-                db.execute(_COUNT_FUTURE, (host, count))
+                db.execute(COUNT_FUTURE, (host, count))
             if sitemap_url is not None:
                 # Known from now on, so its rows are checked for absence even if it is
                 # never read whole (an empty digest matches no real one).
@@ -147,6 +147,9 @@ class Run:
             # One statement, not a step per row: SQLite then runs the whole chunk
             # without the GIL while discovery parses the next one.
             db.execute(_FILL_CHUNK, (json.dumps(list(rows.values())),))
+            fresh, taken = listed_before(db, params)
+            self.repeated += len(rows) - fresh
+            self.taken_over.update(taken)
             if self.database.dialect != "sqlite":
                 # Rows locked in key order, as a results batch locks them (fence):
                 # a writer and discovery wait for each other, never in a circle.
@@ -404,10 +407,6 @@ assert _APPLY_FEED_CHUNK != _APPLY_CHUNK
 
 _EAST_OF_UTC = 14 * 3600.0
 _DAY_ONLY = "T00:00:00Z"  # how a date-only lastmod is stored
-_COUNT_FUTURE = (
-    "INSERT INTO hosts (host, future_dates) VALUES (?, ?) "
-    "ON CONFLICT (host) DO UPDATE SET future_dates = hosts.future_dates + excluded.future_dates"
-)
 
 
 def _iso(timestamp: float) -> str:
