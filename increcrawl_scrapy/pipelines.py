@@ -52,6 +52,7 @@ class IncrementalStatePipeline:
         self.store: StateStore | None = None
         self.delivery: Delivery | None = None
         self.seed = ""
+        self.run_id = 0  # the run row of the crawl (its id in `increcrawl status`)
         self.without_url = 0  # items passed through without state (warned once)
         self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
@@ -67,6 +68,7 @@ class IncrementalStatePipeline:
         except StateLockedError:
             return  # logged once; the crawl ends as soon as it is open
         self.store, self.seed = state.store, state.seed
+        self.run_id = state.run.id
         self.validators = state.validators
         self.delivery = state.delivery = Delivery(self.crawler, self.store)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
@@ -207,6 +209,7 @@ class IncrementalStatePipeline:
         _label(
             adapter,
             change=change,
+            run_id=self.run_id,
             normalized_url=page.normalized_url,
             content_hash=content_hash,
             fetched_at=_iso(page.last_fetched),

@@ -16,11 +16,13 @@ def run_summary(
     reason: str,
     verdicts: Sequence[Mapping[str, Any]] = (),
     embedded: bool = False,
+    warnings: Sequence[str] = (),
 ) -> str:
     """*value* reads the crawl's stats (``StatsCollector.get_value``); *listed* is
     the seed's live pages, what fetching every listed page would have cost;
     *verdicts* are the seed's hosts' rows (``StateStore.lastmod_verdicts``);
-    *embedded*: a spider of the project's own (the add-on), not ``incremental``."""
+    *embedded*: a spider of the project's own (the add-on), not ``incremental``;
+    *warnings*: the lines of the warnings the crawl logged (``run_warnings.py``)."""
 
     def count(key: str) -> int:
         return int(value(key, 0) or 0)
@@ -69,6 +71,9 @@ def run_summary(
             f"changed without a move {host['unmoved_changed']:.0f}; {host['waves']} waves and "
             f"{host['future_dates']} future dates seen so far)"
         )
+    if warnings:
+        lines.append("  logged (see above for each):")
+        lines.extend(f"  {line}" for line in warnings)
     return "\n".join(lines)
 
 

@@ -18,3 +18,8 @@ ADDONS = {"increcrawl_scrapy.Addon": 300}
 ROBOTSTXT_OBEY = True
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FEED_EXPORT_ENCODING = "utf-8"
+
+# Production logs: INFO (Scrapy's DEBUG logs every request and response); items are
+# named by their label and URL, never dumped with their markdown, at any level.
+LOG_LEVEL = "INFO"
+LOG_FORMATTER = "increcrawl_scrapy.log_formatter.ItemSummaryLogFormatter"

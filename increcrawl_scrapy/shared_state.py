@@ -16,15 +16,16 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
-from increcrawl_scrapy import close_reasons, compat, stats
+from increcrawl_scrapy import close_reasons, compat, run_warnings, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.run_summary import run_summary
+from increcrawl_scrapy.spiders.arguments import flag
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.unknown_settings import warn_unknown_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Callable, Coroutine
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -46,6 +47,7 @@ class CrawlState:
     """The crawl's store and its run row."""
 
     def __init__(self, crawler: Crawler) -> None:
+        run_warnings.keep_warnings(crawler)  # repeated in the run summary
         config = IncrecrawlConfig.from_settings(crawler.settings)
         path = config.db_path if is_postgres(config.db_path) else os.path.abspath(config.db_path)
         if path != config.db_path:
@@ -79,18 +81,30 @@ class CrawlState:
         #: Page URL -> (ETag, Last-Modified) of its last 200, for the pipeline
         #: (SkipNotDueMiddleware; the incremental spider's items carry their own).
         self.validators: dict[str, tuple[str | None, str | None]] = {}
+        #: Says why the Geonode API is down at the end of the run, or None (set by
+        #: the spider: its client's breaker).
+        self.api_down: Callable[[], str | None] | None = None
         #: The pipeline's delivery of held results (None without the pipeline).
         self.delivery: Delivery | None = None
-        if str(getattr(crawler.spider, "increcrawl_reset", "")).lower() in ("1", "true", "yes"):
+        if flag("increcrawl_reset", getattr(crawler.spider, "increcrawl_reset", False)):
             again = self.store.make_due(seed=self.seed)
             logger.info("increcrawl_reset: the schedule starts over (%d pages due now)", again)
         warn_unknown_settings(crawler.settings)
 
     def idle(self) -> None:
         """The crawl has nothing left to do: end it with the failure it met, if any."""
-        reason = self.failure or self._error_ratio_exceeded()
+        reason = self.failure or self._api_down() or self._error_ratio_exceeded()
         if reason:
             raise CloseSpider(reason)
+
+    def _api_down(self) -> str | None:
+        """The Geonode API's last calls all failed (its breaker is open): nothing
+        more was sent, and cron must hear it (batch jobs leave no page errors)."""
+        down = self.api_down() if self.api_down is not None else None
+        if down:
+            logger.error("%s: the run ends with %s", down, close_reasons.API_UNREACHABLE)
+            return close_reasons.API_UNREACHABLE
+        return None
 
     def _error_ratio_exceeded(self) -> str | None:
         value = self.crawler.stats.get_value if self.crawler.stats else None
@@ -98,6 +112,14 @@ class CrawlState:
             return None
         errors = int(value(stats.ERRORS, 0))
         fetched = errors + sum(int(value(key, 0)) for key in stats.BY_CHANGE.values())
+        if fetched and errors == fetched:
+            logger.error(
+                "every one of the %d fetches failed: the run ends with %s; the failed "
+                "pages stay due or back off",
+                fetched,
+                close_reasons.TOO_MANY_ERRORS,
+            )
+            return close_reasons.TOO_MANY_ERRORS
         if fetched >= MIN_FETCHES_FOR_RATIO and errors > self.max_error_ratio * fetched:
             logger.error(
                 "%d of %d fetches failed (more than INCRECRAWL_MAX_ERROR_RATIO=%g): the run "
@@ -112,7 +134,6 @@ class CrawlState:
 
     def close(self, reason: str) -> None:
         """Finish the run with the crawl's counts, flush and close the store."""
-        close_reasons.seen.append(reason)
         try:
             collector = self.crawler.stats
             value = (
@@ -145,6 +166,7 @@ class CrawlState:
                     verdicts=self.store.lastmod_verdicts(self.seed),
                     reason=reason,
                     embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
+                    warnings=run_warnings.release(self.crawler),
                 )
             )
         finally:

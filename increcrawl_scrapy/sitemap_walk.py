@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: SitemapStats.kind of a document already read this walk, then its first URL.
+DUPLICATE = "duplicate of "
 UPSERT_CHUNK = 10_000  # one transaction each: large chunks, few commits
 
 
@@ -84,6 +86,8 @@ class SitemapWalk:
         # works without the GIL, so the next chunk is parsed while one is written.
         self._writer: ThreadPoolExecutor | None = None
         self._tails: deque[Ingested] = deque()  # read, not yet counted
+        self._digests: dict[str, str] = {}  # documents read this walk -> their first URL
+        self._repeats = 0  # rows listed again (Run.repeated) already counted
 
     # -- robots.txt ----------------------------------------------------------------
 
@@ -243,6 +247,11 @@ class SitemapWalk:
             logger.warning("Sitemap %s is unusable: %s", url, exc)
             stats.inc(self.stats, stats.SITEMAP_INVALID)
             return None
+        if ingested.stats.kind.startswith(DUPLICATE):
+            twin = ingested.stats.kind[len(DUPLICATE) :]
+            logger.info("Sitemap %s is the same document as %s: read once", url, twin)
+            stats.inc(self.stats, stats.SITEMAP_DUPLICATE)
+            return ingested
         stats.inc(self.stats, stats.SITEMAPS)
         if ingested.stats.kind == "feed":
             stats.inc(self.stats, stats.SITEMAP_FEEDS)
@@ -267,7 +276,9 @@ class SitemapWalk:
         """Count a sitemap's URLs once its last writes are done (raising their error)."""
         for future in ingested.tail:
             ingested.recorded += future.result() or 0
-        stats.inc(self.stats, stats.DISCOVERED, ingested.recorded)
+        # Distinct URLs: a row another sitemap of the run listed first is counted there.
+        repeats, self._repeats = self.run.repeated - self._repeats, self.run.repeated
+        stats.inc(self.stats, stats.DISCOVERED, ingested.recorded - repeats)
         stats.inc(self.stats, stats.INVALID_URLS, ingested.read - ingested.recorded)
 
     def _ingest(self, url: str, body: bytes, validators: Validators) -> Ingested:
@@ -276,6 +287,10 @@ class SitemapWalk:
         sitemap_stats = ingested.stats
         xml = decompress(body, self.config.sitemap_max_bytes)
         digest = hashlib.sha256(self.digest_salt + xml).hexdigest()
+        twin = self._digests.setdefault(digest, url)
+        if twin != url:  # the same document under another name: read once
+            sitemap_stats.kind = f"{DUPLICATE}{twin}"
+            return ingested
         if self.run.sitemap_unchanged(url, digest, validators):
             sitemap_stats.kind = "unchanged"  # read whole last time and identical
             return ingested

@@ -26,6 +26,8 @@ SITEMAP_ERRORS = "increcrawl/sitemap/errors"
 SITEMAP_INVALID = "increcrawl/sitemap/invalid"
 SITEMAP_OFFSITE = "increcrawl/sitemap/offsite"
 SITEMAP_REPEATED = "increcrawl/sitemap/repeated"
+#: The same document as a sitemap already read this run, under another URL.
+SITEMAP_DUPLICATE = "increcrawl/sitemap/duplicate"
 SITEMAP_TOO_DEEP = "increcrawl/sitemap/too_deep"
 SITEMAP_SKIPPED = "increcrawl/sitemap/skipped/{reason}"
 SITEMAP_RECOVERED = "increcrawl/sitemap/recovered"

@@ -4,7 +4,6 @@ run summary a good run ends with."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
@@ -109,19 +108,21 @@ def test_a_misspelled_setting_gets_the_closest_name(tmp_path: Path) -> None:
     )
 
 
-def test_an_api_that_stays_down_exits_5(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with SampleSite(pages=30) as site:
+def test_an_api_that_goes_down_during_the_run_exits_5(tmp_path: Path) -> None:
+    """Reachable at start, then failing every extract: the breaker ends the run (an
+    API refusing its first call ends it at once: test_cron_failures.py)."""
+    with SampleSite(pages=30) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        api.inject("503", count=100_000, endpoint="extract")
         done = crawl(
             tmp_path / "s.sqlite",
             site.sitemap_url,
-            f"GEONODE_API_URL=http://127.0.0.1:{port}",
+            f"GEONODE_API_URL={api.url}",
             "GEONODE_BACKOFF_BASE=0.01",
             "GEONODE_BACKOFF_MAX=0.1",
             key=KEY,
         )
     assert done.returncode == 5, done.stderr[-2000:]
     assert "'finish_reason': 'geonode_unreachable'" in done.stderr
-    assert done.stderr.count("Geonode API failed 10 times in a row") == 1
+    opened = [line for line in done.stderr.splitlines() if "failed 10 times in a row" in line]
+    assert len(opened) == 2  # the warning, and once more in the run summary
+    assert "WARNING: The Geonode API failed 10 times in a row" in opened[1]

@@ -108,3 +108,38 @@ def test_deploy_and_run_on_scrapyd(tmp_path: Path) -> None:
             assert "WARNING" in warning and "under Scrapyd" in warning
             assert (workdir / "relative-state.sqlite").exists()
         assert KEY.encode() not in db.read_bytes()
+
+
+def test_a_failing_job_leaves_its_reason_in_the_job_log(tmp_path: Path) -> None:
+    """Scrapyd keeps the job's log, not its stderr: each reason a job stops for is
+    logged at ERROR there (a bad argument, a database another program holds)."""
+    from tests.test_cron_failures import held
+
+    db = tmp_path / "state" / "crawl.sqlite"
+    db.parent.mkdir()
+    with SampleSite(pages=3) as site:
+        workdir = tmp_path / "scrapyd"
+        with scrapyd(workdir, {}) as url:
+            deploy(url)
+            settings = {"INCRECRAWL_DB": str(db), "INCRECRAWL_FETCHER": "direct"}
+            bad = schedule_and_wait(url, sitemap_url="not a url", settings=settings)
+            errors = [line for line in log_of(workdir, bad).splitlines() if " ERROR: " in line]
+            assert any("-a sitemap_url: not a URL to crawl" in line for line in errors), errors
+
+            flag = schedule_and_wait(
+                url, sitemap_url=site.sitemap_url, discover_only="maybe", settings=settings
+            )
+            errors = [line for line in log_of(workdir, flag).splitlines() if " ERROR: " in line]
+            assert any("-a discover_only" in line for line in errors), errors
+
+            first = schedule_and_wait(url, sitemap_url=site.sitemap_url, settings=settings)
+            assert "ended finished (exit code 0" in log_of(workdir, first)
+            with held(db, "write"):
+                locked = schedule_and_wait(
+                    url,
+                    sitemap_url=site.sitemap_url,
+                    settings={**settings, "INCRECRAWL_DB_LOCK_TIMEOUT": "1"},
+                )
+            log = log_of(workdir, locked)
+            errors = [line for line in log.splitlines() if " ERROR: " in line]
+            assert len(errors) == 1 and "Try later" in errors[0] and "in use" in errors[0], log

@@ -62,9 +62,20 @@ class Breaker:
         self._open_until = None
         self._end_probe()
 
-    def failed(self) -> None:
-        """A transport error or a 5xx answer."""
-        self.failures += 1
+    def down(self) -> str | None:
+        """Why the API counts as down now (the circuit is open), or None."""
+        if self._open_until is None:
+            return None
+        return (
+            f"The Geonode API failed {self.failures} times in a row"
+            + (f" and {self.failed_probes} probes" if self.failed_probes else "")
+            + " and has not answered since"
+        )
+
+    def failed(self, weight: int = 1) -> None:
+        """A transport error or a 5xx answer; *weight*: the pages it carried (a
+        failed batch call counts as many failures as its pages would have)."""
+        self.failures += weight
         now = asyncio.get_running_loop().time()
         if self._probing:
             self.failed_probes += 1

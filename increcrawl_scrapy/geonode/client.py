@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -19,6 +20,7 @@ from weakref import WeakKeyDictionary
 import aiohttp
 from scrapy import signals
 
+from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy import stats as keys
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.geonode.breaker import Breaker
@@ -75,6 +77,12 @@ class GeonodeClient:
         # The API's own timeout covers queue wait and the fetch; give it room to answer.
         self._timeout = aiohttp.ClientTimeout(total=config.timeout_ms / 1000 + 5)
         self._breaker = Breaker(config.backoff_max)
+        self._answered = False  # whether the API ever answered this crawl
+
+    @property
+    def breaker(self) -> Breaker:
+        """The circuit breaker across the crawl's calls."""
+        return self._breaker
 
     # -- the documented calls ------------------------------------------------
 
@@ -237,7 +245,16 @@ class GeonodeClient:
         if error is not None:
             keys.inc(self.stats, keys.API_TRANSPORT_ERRORS)
             self._breaker.failed()
+            if not self._answered and isinstance(error, aiohttp.ClientConnectorError):
+                # Refused or not resolved on the crawl's first call: a wrong URL or an
+                # API that is not there; retrying for minutes helps no one.
+                raise GeonodeFatalError(
+                    close_reasons.API_UNREACHABLE,
+                    f"the Geonode API at {self.config.api_url} cannot be reached "
+                    f"({_connect_error(error)}); check GEONODE_API_URL",
+                )
             return None, f"transport error {type(error).__name__}"
+        self._answered = True
         if status >= 500:
             self._breaker.failed()
         else:
@@ -281,6 +298,14 @@ class GeonodeClient:
             return min(retry_after, _MAX_RETRY_AFTER)
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2**attempt)
         return ceiling * self._rng.uniform(0.5, 1.0)
+
+
+def _connect_error(error: aiohttp.ClientConnectorError) -> str:
+    """'connection refused', 'name not known'...: the OS's words, not aiohttp's."""
+    cause = error.os_error
+    number = getattr(cause, "errno", None)
+    words = os.strerror(number) if isinstance(number, int) and number > 0 else str(cause)
+    return f"{words.lower()} for {error.host}:{error.port}"
 
 
 def _json(raw: bytes) -> Any:

@@ -20,6 +20,7 @@ from increcrawl_scrapy.discovery import SitemapError, SitemapStats, decompress, 
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.scope import UrlRefused, request_target
 from increcrawl_scrapy.sitemap_walk import SitemapWalk
+from increcrawl_scrapy.spiders.arguments import SOURCES
 from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Source arguments of the spider; each may hold several URLs, comma-separated.
-SOURCES = ("sitemap_url", "feed_url", "robots_url", "site_url")
 ARGUMENTS = "-a sitemap_url=URL, -a feed_url=URL, -a robots_url=URL or -a site_url=URL"
 #: Where sites keep sitemaps and feeds when robots.txt does not say (tried in order).
 WELL_KNOWN = (
@@ -44,6 +43,8 @@ WELL_KNOWN = (
     "/feed.xml",
     "/index.xml",
 )
+#: The sitemaps among them (not feeds).
+WELL_KNOWN_SITEMAPS = tuple(path for path in WELL_KNOWN if "sitemap" in path)
 # Between two URLs of one argument: a comma before the next scheme.
 _SEPARATOR = re.compile(r"\s*,\s*(?=https?://)", re.IGNORECASE)
 
@@ -102,20 +103,34 @@ class Discoverer:
             roots += found or []
         roots += [url for name in ("sitemap_url", "feed_url") for url, _ in sources.get(name, [])]
         self.spider._roots = set(roots)
-        return await self.walk.walk(roots) and complete
+        complete = await self.walk.walk(roots) and complete
+        for seed, count in sorted(self.run.taken_over.items()):
+            logger.warning(
+                "%d pages listed under seed %s now belong to seed %s (its sources list "
+                "them too); give -a seed=%s to keep them under the old name",
+                count,
+                seed,
+                self.run.seed,
+                seed,
+            )
+        return complete
 
     async def _site(self, site_url: str) -> list[str] | None:
         """The sitemaps and feeds of a site; [] when the map read it instead, None
         when nothing could be read."""
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(site_url))
-        declared = await self.walk.robots(f"{origin}/robots.txt")
+        declared = await self.walk.robots(f"{origin}/robots.txt") or []
         if declared:
             logger.info("Sitemaps of %s, from its robots.txt: %s", site_url, ", ".join(declared))
-            return declared
-        found = [url for url in [origin + path for path in WELL_KNOWN] if await self._probe(url)]
+        # A sitemap at a well-known path is read too when robots.txt names others
+        # (as ultimate-sitemap-parser does); feeds only when there is no sitemap.
+        paths = WELL_KNOWN_SITEMAPS if declared else WELL_KNOWN
+        candidates = [origin + path for path in paths if origin + path not in declared]
+        found = [url for url in candidates if await self._probe(url)]
         if found:
             logger.info("Sitemaps of %s, at well-known paths: %s", site_url, ", ".join(found))
-            return found
+        if declared or found:
+            return declared + found
         if self.spider._client is not None:
             logger.info(
                 "%s lists no sitemap or feed: discovering it with the Geonode map", site_url
@@ -146,7 +161,7 @@ class Discoverer:
         try:
             links = await client.map(site_url)
         except GeonodeFatalError as exc:
-            self.spider._close(exc.reason)
+            self.spider._close(exc.reason, str(exc))
             return False
         except GeonodeError as exc:
             logger.warning("Geonode map of %s failed: %s", site_url, exc)

@@ -27,20 +27,22 @@ from increcrawl_scrapy import close_reasons, compat, progress, stats
 from increcrawl_scrapy.cluster_share import SHARED_WAIT, share_if_shared
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
 from increcrawl_scrapy.discovery import PARSER_VERSION
-from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob, page_result
+from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
-from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS, formats_for
+from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
 from increcrawl_scrapy.rows import GONE_STATUSES, PageState
+from increcrawl_scrapy.run_warnings import keep_warnings
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, discovery_stopped
+from increcrawl_scrapy.spiders.arguments import flag, unknown_arguments
+from increcrawl_scrapy.spiders.batch_run import run_batch
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
-    batch_item,
     conditions,
     failed_item,
     final_url_of,
@@ -95,7 +97,9 @@ class IncrementalSpider(scrapy.Spider):
     ) -> None:
         super().__init__(*args, **kwargs)
         # -a discover_only=1: fill the database from the sitemaps, fetch nothing.
-        self.discover_only = str(discover_only).lower() in ("1", "true", "yes")
+        self.discover_only = flag("discover_only", discover_only)
+        # -a increcrawl_reset=1 (read by the crawl's state): checked here, at start.
+        self.increcrawl_reset = flag("increcrawl_reset", kwargs.pop("increcrawl_reset", False))
         # All of them under one seed, named after the first.
         self.sources = parse_sources(
             sitemap_url=sitemap_url, robots_url=robots_url, site_url=site_url, feed_url=feed_url
@@ -114,6 +118,7 @@ class IncrementalSpider(scrapy.Spider):
         self.discovery_complete: bool | None = None
         self._client: GeonodeClient | None = None
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
+        self._closing = False  # closed for a Geonode failure: said once
         self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
         self._roots: set[str] = set()  # the sitemaps given (always followed)
@@ -125,6 +130,9 @@ class IncrementalSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        keep_warnings(crawler)
+        for warning in unknown_arguments(cls, kwargs):
+            logger.warning(warning)
         config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
@@ -148,6 +156,11 @@ class IncrementalSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         config: IncrecrawlConfig = self.config
+        try:
+            state = crawl_state(self.crawler)
+        except StateLockedError:
+            return  # logged once; the crawl ends with database_in_use
+        run = self.run = state.run
         if config.uses_geonode:
             logger.info(
                 "Fetching pages through the Geonode API at %s (key %s)",
@@ -155,10 +168,11 @@ class IncrementalSpider(scrapy.Spider):
                 redact(config.api_key),
             )
             self._client = client_for(self.crawler)
+            state.api_down = self._client.breaker.down
             try:
                 await self._client.adopt_plan_concurrency()
-            except GeonodeFatalError as exc:  # a bad key, a spent quota
-                self._close(exc.reason)
+            except GeonodeFatalError as exc:  # a bad key, a spent quota, no API there
+                self._close(exc.reason, str(exc))
                 return
         else:
             logger.info(
@@ -166,11 +180,6 @@ class IncrementalSpider(scrapy.Spider):
                 config.fetcher,
                 "no GEONODE_API_KEY" if not config.api_key else "key set",
             )
-        try:
-            state = crawl_state(self.crawler)
-        except StateLockedError:
-            return  # logged once; the crawl ends with database_in_use
-        run = self.run = state.run
         self._progress.start()
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
@@ -222,7 +231,7 @@ class IncrementalSpider(scrapy.Spider):
                 fits = tokens.take(len(batch))
                 self._progress.enter(progress.BATCH)
                 if fits:
-                    async for item in self._run_batch(batch[:fits]):
+                    async for item in run_batch(self, batch[:fits]):
                         yield item
                 if fits < len(batch):
                     tokens.stop(expected - tokens.queued)
@@ -371,47 +380,13 @@ class IncrementalSpider(scrapy.Spider):
             stats.inc(self.crawler.stats, stats.TOO_LARGE)
         yield failed_item(request, failure.value, failure.getErrorMessage())
 
-    # -- batch jobs --------------------------------------------------------------
-
-    async def _run_batch(self, pages: list[PageState]) -> AsyncIterator[dict[str, Any]]:
-        assert self._client is not None
-        charged = 0  # tokens the job's results say they cost
-        job = BatchJob(
-            self._client,
-            [page.url for page in pages],
-            formats=list(formats_for(self.config, self)),
-            render_js=self.config.render_js,
-            poll_interval=self.config.batch_poll_interval,
-            timeout=self.config.batch_timeout,
-        )
-        try:
-            await job.submit()
-            self._active_jobs.add(job)
-            status = await job.wait()
-            self._active_jobs.discard(job)  # finished or cancelled
-            if status == "failed":
-                logger.warning("Batch job %s failed: its completed pages are kept", job.job_id)
-                stats.inc(self.crawler.stats, stats.BATCH_FAILED)
-            if status not in ("completed", "failed"):
-                return
-            async for index, result in job.results():
-                charged += tokens_of(result)
-                fields = page_result(result)
-                if fields is None:  # a result the job never finished stays due
-                    continue
-                yield await self._content.with_text(batch_item(pages[index], result, fields))
-        except GeonodeFatalError as exc:
-            self._close(exc.reason)
-        except GeonodeError as exc:
-            logger.warning("Batch of %d pages failed: %s; they stay due", len(pages), exc)
-            stats.inc(self.crawler.stats, stats.BATCH_ERRORS)
-        finally:
-            self._tokens.answer(len(pages), charged)
-
     # -- closing -------------------------------------------------------------------
 
-    def _close(self, reason: str) -> None:
-        logger.error("Geonode API unusable; closing the spider (%s)", reason)
+    def _close(self, reason: str, why: str) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        logger.error("%s; closing the spider (%s)", why, reason)
         deferred_from_coro(compat.close_spider(self.crawler, reason))
 
     async def closed(self, reason: str) -> None:

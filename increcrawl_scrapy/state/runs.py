@@ -16,6 +16,7 @@ from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
 from increcrawl_scrapy.state.backend import Backend
 from increcrawl_scrapy.state.errors import RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
+from increcrawl_scrapy.state.listing import listed_before
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class Run:
         self._default_interval = default_interval
         self._missing_runs = missing_runs
         self._lastmod = lastmod
+        self.repeated, self.taken_over = 0, Counter[str]()  # listing.py: listed_before
 
     @classmethod
     def start(cls, database: Backend, seed: str, **parts: Any) -> Run:
@@ -138,6 +140,9 @@ class Run:
                 db.execute(db.sql.add_sitemap, {**params, "url": sitemap_url, "feed": feed})
             db.execute(db.sql.clear_chunk)
             db.execute(db.sql.fill_chunk, (json.dumps(list(rows.values())),))
+            fresh, taken = listed_before(db, params)
+            self.repeated += len(rows) - fresh
+            self.taken_over.update(taken)
             if db.sql.lock_chunk_rows is not None:
                 db.execute(db.sql.lock_chunk_rows)
             for statement in db.sql.apply_feed_chunk if feed else db.sql.apply_chunk:

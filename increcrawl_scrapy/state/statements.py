@@ -29,6 +29,7 @@ class DiscoveryStatements(Protocol):
     add_sitemap: str
     clear_chunk: str
     fill_chunk: str  # a JSON array of rows into the chunk table
+    listed_before: str  # the chunk's rows this run had not listed, by their seed
     lock_chunk_rows: str | None  # the chunk's rows locked in key order
     apply_chunk: tuple[str, ...]
     apply_feed_chunk: tuple[str, ...]

@@ -92,6 +92,13 @@ class StateStore(OperatorEdits):
                 if shared
                 else Database(self.path, lock_timeout)
             )
+            if self._lock is not None and isinstance(self.database, Database):
+                # A crawl: the file must take its writes (another program may hold it).
+                try:
+                    self.database.check_writable()
+                except BaseException:
+                    self.database.close()
+                    raise
         except BaseException:
             self._release()
             raise

@@ -92,6 +92,11 @@ class DiscoverySQL:
         "VALUES (%(seed)s, %(url)s, '', %(now)s, %(feed)s) ON CONFLICT DO NOTHING"
     )
     clear_chunk = "DELETE FROM pg_temp.chunk"
+    listed_before = (
+        "SELECT p.seed, count(*) FROM pg_temp.chunk AS c "
+        "LEFT JOIN pages AS p ON p.normalized_url = c.normalized_url "
+        "WHERE p.seen_run IS DISTINCT FROM %(run)s GROUP BY p.seed"
+    )
     # One statement, not a step per row: the chunk as one JSON parameter.
     fill_chunk = (
         "INSERT INTO pg_temp.chunk SELECT e->>0, e->>1, e->>2, e->>3, e->>4, "

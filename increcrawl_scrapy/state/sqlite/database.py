@@ -75,11 +75,12 @@ class Database:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc):
+                raise self._not_ours(exc) from None
+            raise self._locked() from None
         except sqlite3.DatabaseError as exc:
-            raise StateError(
-                f"{self.path} is not an increcrawl state database ({exc}); it was left "
-                "untouched: move it away or point INCRECRAWL_DB at another file"
-            ) from None
+            raise self._not_ours(exc) from None
         if existed and (app_id != APPLICATION_ID and (tables or version)):
             raise StateError(
                 f"{self.path} is an SQLite database of another program; it was left "
@@ -90,6 +91,26 @@ class Database:
                 f"{self.path} has schema version {version}, newer than this "
                 f"increcrawl-scrapy understands ({SCHEMA_VERSION}); upgrade the package"
             )
+
+    def _not_ours(self, exc: sqlite3.DatabaseError) -> StateError:
+        return StateError(
+            f"{self.path} is not an increcrawl state database ({exc}); it was left "
+            "untouched: move it away or point INCRECRAWL_DB at another file"
+        )
+
+    def _locked(self) -> StateLockedError:
+        return StateLockedError(
+            f"state database {self.path} is in use by another program (locked for more "
+            f"than {self.lock_timeout:g}s, INCRECRAWL_DB_LOCK_TIMEOUT); wait for it to "
+            "finish or point INCRECRAWL_DB at another file"
+        )
+
+    def check_writable(self) -> None:
+        """StateLockedError unless a write could start now (within the lock timeout):
+        another program may hold the file without the crawl lock."""
+        with self.locked_errors():
+            self.connection.execute("BEGIN IMMEDIATE")
+            self.connection.execute("ROLLBACK")
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
@@ -113,12 +134,8 @@ class Database:
         try:
             yield
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StateLockedError(
-                    f"state database {self.path} stayed locked by another process for "
-                    f"more than {self.lock_timeout:g}s (INCRECRAWL_DB_LOCK_TIMEOUT); is "
-                    "another crawl using it?"
-                ) from None
+            if _is_locked(exc):
+                raise self._locked() from None
             raise
 
     @contextlib.contextmanager
@@ -180,6 +197,10 @@ class ReadOnly:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def resolved(path: str | os.PathLike[str]) -> str:

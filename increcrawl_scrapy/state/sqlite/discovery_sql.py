@@ -102,6 +102,12 @@ class DiscoverySQL:
         "VALUES (:seed, :url, '', :now, :feed)"
     )
     clear_chunk = "DELETE FROM temp.chunk"
+    # Each a primary-key lookup, driven by the chunk (NULL seed: a row never seen).
+    listed_before = (
+        "SELECT p.seed, count(*) FROM temp.chunk AS c "
+        "LEFT JOIN pages AS p ON p.normalized_url = c.normalized_url "
+        "WHERE p.seen_run IS NOT :run GROUP BY p.seed"
+    )
     # One statement, not a step per row: SQLite runs the whole chunk without the GIL
     # while discovery parses the next one.
     fill_chunk = (
