@@ -17,8 +17,12 @@ which none was, λ solves
 The right side is one number, so a page keeps a sufficient statistic in bounded
 space: the total unchanged time, how many observations there were, and the
 intervals of its last few changed observations (older ones are folded away, see
-:func:`observe`). Smoothing adds one pseudo-observation of each kind, as long as
-the page's mean interval between fetches (``prior`` before any), so that a page
+:func:`observe`). Old evidence fades: at each observation everything seen before
+weighs half as much per HALF_LIFE elapsed, so a page stable for years that starts
+changing daily is checked at its new pace within weeks, not after as long again
+(without fading: 438 days to reach a weekly check). Smoothing adds one
+pseudo-observation of each kind, as long as the page's mean interval between
+fetches (``prior`` before any), so that a page
 never seen changing (or always seen changing) still gets a finite rate without the
 prior outweighing the page's own evidence: with no evidence the estimate is
 ln 2 / prior (even odds of a change within one prior interval).
@@ -35,6 +39,11 @@ from dataclasses import dataclass
 KEEP_CHANGED = 24
 #: Weight of each smoothing pseudo-observation, against the page's own ones.
 PSEUDO_WEIGHT = 0.5
+#: Evidence this old weighs half (seconds): long against monthly pages, whose rate
+#: needs months of evidence, short against a habit that changed.
+HALF_LIFE = 90 * 86_400.0
+#: A changed interval faded below this weight is dropped.
+MIN_WEIGHT = 0.01
 
 
 @dataclass(frozen=True)
@@ -44,43 +53,66 @@ class History:
 
     changed: tuple[float, ...] = ()
     unchanged_time: float = 0.0
-    count: float = 0.0  # observations behind the above (fractional once folded)
+    count: float = 0.0  # observations behind the above (fractional once faded)
+    #: The weight of each changed interval (1 when new, fading); empty: all 1.
+    weights: tuple[float, ...] = ()
+
+    def weight_of(self) -> tuple[float, ...]:
+        return self.weights or (1.0,) * len(self.changed)
 
     def mean_interval(self, default: float) -> float:
         if self.count < 1:
             return default
-        return (sum(self.changed) + self.unchanged_time) / max(self.count, len(self.changed))
+        changed = sum(w * tau for w, tau in zip(self.weight_of(), self.changed, strict=True))
+        return (changed + self.unchanged_time) / max(self.count, sum(self.weight_of()))
 
     def encode(self) -> str:
-        """The changed intervals as stored (a short text column)."""
-        return ",".join(f"{tau:.0f}" for tau in self.changed)
+        """The changed intervals as stored (a short text column): ``tau`` or, once
+        faded, ``tau:weight``."""
+        return ",".join(
+            f"{tau:.0f}" if w >= 0.9995 else f"{tau:.0f}:{w:.3f}"
+            for tau, w in zip(self.changed, self.weight_of(), strict=True)
+        )
 
     @classmethod
     def decode(
         cls, changed: str | None, unchanged_time: float | None, count: float | None
     ) -> History:
-        values = tuple(float(part) for part in changed.split(",") if part) if changed else ()
-        return cls(values, unchanged_time or 0.0, count or 0.0)
+        parts = [part.partition(":") for part in changed.split(",") if part] if changed else []
+        values = tuple(float(tau) for tau, _, _ in parts)
+        weights = tuple(float(w) if w else 1.0 for _, _, w in parts)
+        if all(w == 1.0 for w in weights):
+            weights = ()  # rows written before evidence faded read as they were
+        return cls(values, unchanged_time or 0.0, count or 0.0, weights)
 
 
 def observe(history: History, interval: float, changed: bool) -> History:
     """*history* after one more observation (a fetch *interval* seconds after the
-    previous one, which found a change or not). Bounded: when more than
-    KEEP_CHANGED changed intervals are kept, the oldest goes, and the unchanged
-    time is scaled down in the same proportion, so old evidence fades evenly."""
+    previous one, which found a change or not). What was seen before fades by
+    half per HALF_LIFE of *interval*. Bounded: when more than KEEP_CHANGED changed
+    intervals are kept, the oldest goes, and the unchanged time is scaled down in
+    the same proportion, so old evidence fades evenly."""
     interval = max(interval, 1.0)
-    count = history.count + 1
+    fade = 0.5 ** (interval / HALF_LIFE)
+    pairs = [
+        (tau, w * fade)
+        for tau, w in zip(history.changed, history.weight_of(), strict=True)
+        if w * fade >= MIN_WEIGHT
+    ]
+    unchanged, count = history.unchanged_time * fade, history.count * fade + 1
     if not changed:
-        return History(history.changed, history.unchanged_time + interval, count)
-    # When the kept changed intervals overflow, the oldest goes, and the unchanged
-    # time and the count shrink in proportion: the evidence is a moving window.
-    kept = (*history.changed, interval)
-    unchanged = history.unchanged_time
-    if len(kept) > KEEP_CHANGED:
-        kept = kept[1:]
-        scale = KEEP_CHANGED / (KEEP_CHANGED + 1)
-        unchanged, count = unchanged * scale, count * scale
-    return History(kept, unchanged, count)
+        unchanged += interval
+    else:
+        pairs.append((interval, 1.0))
+        if len(pairs) > KEEP_CHANGED:
+            # The oldest goes, and the unchanged time and the count shrink in
+            # proportion: the evidence stays a moving window.
+            pairs = pairs[1:]
+            scale = KEEP_CHANGED / (KEEP_CHANGED + 1)
+            unchanged, count = unchanged * scale, count * scale
+    kept = tuple(tau for tau, _ in pairs)
+    weights = tuple(w for _, w in pairs)
+    return History(kept, unchanged, count, weights if any(w < 1 for w in weights) else ())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,16 +124,22 @@ def change_rate(history: History, prior: float) -> float:
         history.changed,
         history.unchanged_time + PSEUDO_WEIGHT * pseudo,
         pseudo=(pseudo, PSEUDO_WEIGHT),
+        weights=history.weight_of(),
     )
 
 
 def mle_rate(
-    changed: Sequence[float], unchanged_time: float, pseudo: tuple[float, float] = (0.0, 0.0)
+    changed: Sequence[float],
+    unchanged_time: float,
+    pseudo: tuple[float, float] = (0.0, 0.0),
+    weights: Sequence[float] | None = None,
 ) -> float:
-    """λ solving Σ τᵢ/(e^{λτᵢ} - 1) = *unchanged_time* (bisection on log λ: the left
-    side falls monotonically from +∞ to 0 as λ grows). *pseudo* is one more changed
-    interval with a weight: ``(τ, w)``."""
+    """λ solving Σ wᵢτᵢ/(e^{λτᵢ} - 1) = *unchanged_time* (bisection on log λ: the
+    left side falls monotonically from +∞ to 0 as λ grows). *pseudo* is one more
+    changed interval with a weight: ``(τ, w)``; *weights* those of *changed* (1)."""
     tau0, weight = pseudo
+    if weights is None:
+        weights = (1.0,) * len(changed)
     if not changed and not weight:
         return 0.0
     if unchanged_time <= 0:
@@ -112,7 +150,10 @@ def mle_rate(
         return math.log1p(weight * tau0 / unchanged_time) / tau0
 
     def excess(rate: float) -> float:
-        total = sum(tau / math.expm1(min(rate * tau, 700.0)) for tau in changed)
+        total = sum(
+            w * tau / math.expm1(min(rate * tau, 700.0))
+            for tau, w in zip(changed, weights, strict=True)
+        )
         if weight:
             total += weight * tau0 / math.expm1(min(rate * tau0, 700.0))
         return total - unchanged_time

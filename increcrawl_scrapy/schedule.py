@@ -43,6 +43,9 @@ JITTER = 0.05  # intervals vary by up to ±5%, so pages do not come due in locks
 #: interval (the learned policy's default target): the rate its interval implies.
 BUDGET_PROBABILITY = 0.1
 BUDGET_RATE_FACTOR = -math.log1p(-BUDGET_PROBABILITY)
+#: Moves that were changes, with nothing against them, that earn a host's dates
+#: trust before INCRECRAWL_LASTMOD_MIN_EVIDENCE (two edits a day: the third read).
+CLEAN_EVIDENCE = 4
 
 
 def classify(
@@ -171,7 +174,7 @@ class LearnedPolicy(RevisitPolicy):
             return self.bounded(self.default_interval)
         if verdict == TRUSTED and page.sitemap_lastmod:
             wanted = ceiling = self.trusted_max_interval
-        elif outcome is Outcome.NEW or history.count < MIN_OBSERVATIONS:
+        elif outcome is Outcome.NEW or _observations(page) < MIN_OBSERVATIONS:
             return self.next_interval(page.interval_s, outcome)
         else:
             ceiling = self.ceiling(page, outcome, now)
@@ -184,7 +187,7 @@ class LearnedPolicy(RevisitPolicy):
 
     def rate_after(self, page: PageState, history: History, interval: float) -> float:
         """The page's own estimate once it has enough history."""
-        if history.count < MIN_OBSERVATIONS:
+        if _observations(page) < MIN_OBSERVATIONS:
             return super().rate_after(page, history, interval)
         return change_rate(history, self.default_interval)
 
@@ -221,7 +224,12 @@ def lastmod_verdict(
 ) -> str:
     """What a host's sitemap dates have earned from the fetches of its pages: a move
     that meant a change (precision), a change that came with a move (recall).
-    ``unknown`` until *min_evidence* informative fetches (a move or a change)."""
+    ``unknown`` until *min_evidence* informative fetches (a move or a change), except
+    that clean evidence (CLEAN_EVIDENCE moves that were changes, nothing against)
+    earns trust early: an honest host settles within its first few sitemap reads,
+    and the first move for nothing or unannounced change takes the trust back."""
+    if moved_changed >= CLEAN_EVIDENCE and not moved_unchanged and not unmoved_changed:
+        return TRUSTED
     if moved_changed + moved_unchanged + unmoved_changed < min_evidence:
         return UNKNOWN
     moves = moved_changed + moved_unchanged
@@ -233,6 +241,12 @@ def lastmod_verdict(
     if recall < 0.5:
         return STALE
     return TRUSTED if precision >= 0.8 and recall >= 0.8 else UNKNOWN
+
+
+def _observations(page: PageState) -> int:
+    """The observations behind the page's history, this fetch's included (every
+    fetch after the first is one; the history's own count fades with its evidence)."""
+    return page.fetch_count
 
 
 def _jitter(key: str, salt: int) -> float:

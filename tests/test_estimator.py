@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from increcrawl_scrapy.estimator import (
+    HALF_LIFE,
     KEEP_CHANGED,
     History,
     change_probability,
@@ -46,14 +47,17 @@ def synthetic(rate: float, mean_gap: float, fetches: int, rng: random.Random) ->
 )
 def test_the_estimate_is_close_to_the_true_rate(rate: float, gap_factor: float) -> None:
     """Median relative error within 15% over 300 pages of 60 fetches each, even when
-    fetches are 3 times sparser than changes (where counting changes is far off)."""
+    fetches are 3 times sparser than changes (where counting changes is far off).
+    Fetched every two weeks, a weekly page keeps only its last months of evidence
+    (HALF_LIFE): about nine observations, which the smoothing pulls down: 20%."""
     rng = random.Random(11)
     estimates, naive = [], []
     for _ in range(300):
         history, counted = synthetic(rate, gap_factor / rate, 60, rng)
         estimates.append(change_rate(history, prior=DAY))
         naive.append(counted)
-    assert statistics.median(estimates) == pytest.approx(rate, rel=0.15)
+    sparse = gap_factor / rate > HALF_LIFE / 10
+    assert statistics.median(estimates) == pytest.approx(rate, rel=0.2 if sparse else 0.15)
     if gap_factor >= 3:
         assert statistics.median(naive) < 0.5 * rate  # why the naive count is not used
 
@@ -88,7 +92,22 @@ def test_history_stays_bounded_and_round_trips() -> None:
     assert len(history.changed) == KEEP_CHANGED
     again = History.decode(history.encode(), history.unchanged_time, history.count)
     assert again.changed == pytest.approx(history.changed, abs=1)
+    assert again.weights == pytest.approx(history.weights, abs=1e-3)
     assert History.decode(None, None, None) == History()
+    # a row written before evidence faded reads as it was: every weight 1
+    assert History.decode("3600,7200", 5.0, 3.0) == History((3600.0, 7200.0), 5.0, 3.0)
+
+
+def test_old_evidence_fades() -> None:
+    """Evidence a half-life old weighs half: a page that stood still for a year and
+    is now seen changing weighs the year as a few months."""
+    history = observe(History(), 365 * DAY, changed=False)
+    history = observe(history, HALF_LIFE, changed=True)
+    assert history.unchanged_time == pytest.approx(365 * DAY / 2)
+    assert history.count == pytest.approx(1.5)
+    history = observe(history, HALF_LIFE, changed=False)
+    assert history.weights == pytest.approx((0.5,))
+    assert history.unchanged_time == pytest.approx(365 * DAY / 4 + HALF_LIFE)
 
 
 def test_the_mle_solves_its_equation() -> None:

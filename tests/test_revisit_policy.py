@@ -86,7 +86,10 @@ class Story:
 
 
 def test_verdicts_from_the_counts() -> None:
-    assert lastmod_verdict(5, 0, 0, min_evidence=10) == UNKNOWN
+    assert lastmod_verdict(3, 0, 0, min_evidence=10) == UNKNOWN
+    assert lastmod_verdict(4, 0, 0, min_evidence=10) == TRUSTED  # clean: trusted early
+    assert lastmod_verdict(5, 1, 0, min_evidence=10) == UNKNOWN
+    assert lastmod_verdict(5, 0, 1, min_evidence=10) == UNKNOWN
     assert lastmod_verdict(20, 1, 1, min_evidence=10) == TRUSTED
     assert lastmod_verdict(5, 20, 0, min_evidence=10) == NOISY
     assert lastmod_verdict(5, 0, 20, min_evidence=10) == STALE
@@ -317,3 +320,57 @@ def test_a_trusted_host_whose_dates_go_stale_is_demoted(store: StateStore, clock
         story.run()
     assert store.hosts._load("example.com")[2] >= len(quiet)
     assert story.verdict() != TRUSTED
+
+
+def test_a_page_whose_habit_changes_is_checked_at_its_new_pace_within_weeks() -> None:
+    """Two years stable, then edited daily: old evidence fades, so within four weeks
+    of the first fetch that sees an edit the page is checked at least weekly
+    (without fading: 438 days)."""
+    from increcrawl_scrapy.rows import FetchResult, Outcome
+    from increcrawl_scrapy.schedule import apply_result, new_page
+
+    policy, week = LearnedPolicy(), 7 * DAY
+    page = new_page("https://e.com/a", "https://e.com/a", SEED, 0.0, DAY)
+    page = apply_result(page, FetchResult(Outcome.NEW, 200, "v0"), 0.0, policy)
+    edited_from = 730 * DAY
+    while page.next_check < edited_from:
+        page = apply_result(
+            page, FetchResult(Outcome.UNCHANGED, 200, "v0"), page.next_check, policy
+        )
+    assert page.interval_s > 60 * DAY  # it earned its long wait
+    seen = page.next_check  # the first fetch since the edits began
+    while page.next_check < seen + 4 * week:
+        at = page.next_check
+        page = apply_result(page, FetchResult(Outcome.CHANGED, 200, f"v{at}"), at, policy)
+    assert page.interval_s <= week
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_honest_host_is_trusted_within_three_sitemap_reads(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Two real edits a day, their dates moving with them, nothing said falsely:
+    clean evidence earns trust by the third daily read (a real Hugo site's first
+    week), and the pages the dates leave alone then wait for them."""
+    with SampleSite(pages=40) as site:
+        settings = crawl_settings(str(tmp_path / "h.sqlite"), clock, INCRECRAWL_POLICY="learned")
+        verdicts = []
+        for day in range(3):
+            if day:
+                clock.advance(DAY)
+                for page in (3 * day - 2, 3 * day - 1):  # pages with a sitemap date
+                    site.edit(page, at=clock.now - HOUR)
+            result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            verdicts.append([line for line in result.log if "Sitemap dates of 127.0.0.1:" in line])
+        assert result.changes("changed") == {site.page_url(4), site.page_url(5)}
+        assert (
+            "moved and changed 4, moved for nothing 0, changed without a move 0" in (verdicts[2][0])
+        )
+        assert "unknown" in verdicts[1][0]
+        assert ": trusted" in verdicts[2][0], verdicts[2]
+        clock.advance(DAY)
+        await run_crawl(settings, sitemap_url=site.sitemap_url)  # on the old schedule
+        clock.advance(20 * DAY)
+        quiet = await run_crawl(settings, sitemap_url=site.sitemap_url)
+    undated = sum(1 for i in range(40) if site.lastmod(i) is None)
+    assert 0 < quiet.stats["increcrawl/due"] <= undated  # the dated pages wait for dates
