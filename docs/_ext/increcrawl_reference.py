@@ -65,6 +65,8 @@ def shown_default(name: str) -> str:
 
 
 def setup(app: Any) -> dict[str, Any]:
+    from docutils import nodes
+    from docutils.parsers.rst import Directive
     from sphinx import addnodes
     from sphinx.util import logging
 
@@ -100,5 +102,34 @@ def setup(app: Any) -> dict[str, Any]:
                 if "not documented" in problem:
                     logger.warning("%s (add a {%s} block to docs/reference/)", problem, kind)
 
+    class SettingsTable(Directive):
+        """``{settings-table}``: every setting with its default, each linked to its entry."""
+
+        def run(self) -> list[Any]:
+            table = nodes.table()
+            group = nodes.tgroup(cols=2)
+            table += group
+            group += [nodes.colspec(colwidth=1), nodes.colspec(colwidth=1)]
+            head = nodes.thead()
+            head += nodes.row(
+                "", *(nodes.entry("", nodes.paragraph(text=t)) for t in ("setting", "default"))
+            )
+            body = nodes.tbody()
+            for name in sorted(DEFAULTS):
+                ref = addnodes.pending_xref(
+                    "", refdomain="std", reftype="setting", reftarget=name, refexplicit=False
+                )
+                ref += nodes.literal(name, name)
+                body += nodes.row(
+                    "",
+                    nodes.entry("", nodes.paragraph("", "", ref)),
+                    nodes.entry(
+                        "", nodes.paragraph("", "", nodes.literal(text=shown_default(name)))
+                    ),
+                )
+            group += [head, body]
+            return [table]
+
+    app.add_directive("settings-table", SettingsTable)
     app.connect("env-check-consistency", check)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
