@@ -259,7 +259,8 @@ def main() -> None:
         'fault once a third are recorded. "Recorded twice": pages two workers fetched and '
         'recorded; "paid, not recorded": extractions whose result no worker wrote (a dead '
         "worker's buffer); exit codes as README's Exit codes; recovery: from the fault's "
-        "end to the next page recorded; the next run starts once the leases expired.\n\n"
+        "end to the next result written; after the SIGKILL the next run starts once the "
+        "dead worker's leases expired.\n\n"
         + table(
             [
                 "fault",
