@@ -155,7 +155,7 @@ def test_an_api_host_that_does_not_resolve_exits_5_within_seconds(tmp_path: Path
     with SampleSite(pages=10) as site:
         command[command.index("sitemap_url=")] = f"sitemap_url={site.sitemap_url}"
         started = time.monotonic()
-        done = subprocess.run(  # noqa: S603 - our own argv
+        done = subprocess.run(
             command,
             env=crawl_env(KEY, PYTHONPATH=str(tmp_path / "patch")),
             cwd=tmp_path,
