@@ -333,3 +333,26 @@ def test_a_run_that_does_not_reach_the_site_claims_no_requests_saved(tmp_path: P
         assert project.crawl("-s", "RETRY_TIMES=0", advance=2 * DAY) == []
         assert "reached 0 of the 3 pages with state" in project.log
         assert "not reached" in project.log and "fewer" not in project.log
+
+
+@pytest.mark.parametrize("skipping", [True, False])
+@pytest.mark.parametrize("spider", ["pages", "sitemap", "numbered"])
+def test_a_change_a_later_pipeline_failed_on_is_delivered_next_run(
+    tmp_path: Path, spider: str, skipping: bool
+) -> None:
+    # The CrawlSpider, the SitemapSpider and response.follow with cb_kwargs, with
+    # and without skipping: the project's storage fails once on an edited quote.
+    with QuotesSite(quotes=50) as site:
+        project = Project(tmp_path, site, spider)
+        setting = ("-s", f"INCRECRAWL_SKIP_NOT_DUE={skipping}")
+        assert len(project.crawl(*setting)) == 50
+        edited = "\u201cEdited while the storage was down.\u201d"
+        site.edit(45, edited)
+        failing = ("-s", "QUOTES_FAIL_TEXT=storage was down")
+        assert project.crawl(*setting, *failing, advance=2 * DAY) == []
+        assert "reported again next run" in project.log
+        retried = project.crawl(*setting, advance=HOUR)
+        assert [(item["change"], item["text"]) for item in retried] == [("changed", edited)]
+        assert project.crawl(*setting, advance=HOUR) == []
+        if skipping:  # nothing due an hour later: nothing with items fetched
+            assert project.fetched <= (1 if spider == "sitemap" else 0)
