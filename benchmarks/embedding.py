@@ -115,7 +115,7 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
         caught = extra = missed = 0
         requests, whole, delays, found_after = [], [], [], []
         added: dict[int, int] = {}  # a page added and not requested yet -> the run
-        schedules: list[float] = []  # days until the listing linking each added page is due
+        schedules: list[float | None] = []  # days until the page linking each added one is due
         for run in range(runs):
             if run:
                 for i in chance.sample(range(len(site.quotes)), int(len(site.quotes) * edits)):
@@ -167,12 +167,13 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
         }
 
 
-def _due_in(work: Path, site: QuotesSite, page: int, run: int) -> float:
-    """Days from *run* until *page* (of the quotes site) is due, by its row's schedule."""
+def _due_in(work: Path, site: QuotesSite, page: int, run: int) -> float | None:
+    """Days from *run* until *page* (of the quotes site) is due, by its row's schedule;
+    None if the crawl has no row for it (not found itself yet)."""
     url = f"{site.url}/" if page == 1 else site.page_url(page)
     with sqlite3.connect(f"file:{work / 'state.sqlite'}?mode=ro", uri=True) as db:
         row = db.execute("SELECT next_check FROM pages WHERE url = ?", (url,)).fetchone()
-    return max(0.0, (row[0] - (1_800_000_000 + run * DAY)) / DAY) if row else 0.0
+    return max(0.0, (row[0] - (1_800_000_000 + run * DAY)) / DAY) if row else None
 
 
 def shapes(runs: int, edits: float) -> None:
@@ -199,7 +200,8 @@ def shapes(runs: int, edits: float) -> None:
                     f"{result['delay']:.1f}",
                     ", ".join(str(d) for d in days)
                     + (f" ({result['not_found']} not found yet)" if result["not_found"] else ""),
-                    ", ".join(f"{d:.1f}" for d in result["schedules"]) or "-",
+                    ", ".join("not found" if d is None else f"{d:.1f}" for d in result["schedules"])
+                    or "-",
                 ]
             )
     body = (
@@ -212,7 +214,8 @@ def shapes(runs: int, edits: float) -> None:
         "fetched whole after it and the change not delivered; waiting: its page not due "
         "yet at the last run; new page found: runs after it was added until it was "
         "requested (0: the same run); its listing due in: when the page that links it was due "
-        "by its own schedule, at the run the page was added (the target: found no later).\n\n"
+        "by its own schedule, at the run the page was added (the target: found no later; not "
+        "found: that listing was itself a page added and not found yet).\n\n"
         + table(
             [
                 "shape",
