@@ -17,6 +17,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
@@ -94,28 +95,32 @@ def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
         for row in db.execute(
             "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
             "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
-            "tokens_charged, discovery_complete, close_reason "
+            "tokens_charged, discovery_complete, close_reason, statuses "
             "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT ?",
             (seed, RUNS_SHOWN),
         )
     ][::-1]
+    for run in runs:  # responses by kind (state/history.py); none before schema 9
+        run["statuses"] = json.loads(run["statuses"]) if run["statuses"] else None
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
+    changing = [
+        dict(row)
+        for row in db.execute(
+            "SELECT id, url, change_count, fetch_count, last_changed, interval_s FROM pages "
+            "WHERE seed = ? AND change_count > 0 "
+            "ORDER BY change_count DESC, fetch_count, url LIMIT ?",
+            (seed, CHANGING_SHOWN),
+        )
+    ]
     return {
         "seed": seed,
         **dict(counts),
         "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
         "runs": runs,
         "intervals": _intervals(db, seed),
-        "changing": [
-            dict(row)
-            for row in db.execute(
-                "SELECT url, change_count, fetch_count, last_changed, interval_s FROM pages "
-                "WHERE seed = ? AND change_count > 0 "
-                "ORDER BY change_count DESC, fetch_count, url LIMIT ?",
-                (seed, CHANGING_SHOWN),
-            )
-        ],
+        "changing": changing,
+        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing]),
         "verdicts": [
             dict(row)
             for row in db.execute(

@@ -40,6 +40,7 @@ from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
+    OFFSITE,
     batch_item,
     conditions,
     failed_item,
@@ -334,6 +335,7 @@ class IncrementalSpider(scrapy.Spider):
                 **row,
                 "http_status": 0,
                 "error": f"redirect to another site: {final_url}",
+                "error_kind": OFFSITE,
                 "site_failure": True,
             }
             return

@@ -57,6 +57,8 @@ class OperatorEdits:
                     f"(SELECT normalized_url FROM pages {where})",
                     params,
                 )
+            # A page's checks go with it (SQLite may give a later page its id).
+            db.execute(f"DELETE FROM checks WHERE page IN (SELECT id FROM pages {where})", params)
             return int(db.execute(f"DELETE FROM pages {where}", params).rowcount)
 
     def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:

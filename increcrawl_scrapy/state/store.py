@@ -23,7 +23,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
-from increcrawl_scrapy.state import memories
+from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.database import Database, serialized
@@ -71,6 +71,7 @@ class StateStore(OperatorEdits):
         volatile_patterns: tuple[str, ...] | None = None,
         content_scheme: str | None = None,
         keys_as_stored: bool = False,
+        history_runs: int = 100,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -117,6 +118,7 @@ class StateStore(OperatorEdits):
             flush_seconds=flush_seconds,
             claims=claims,
         )
+        self.results.history.keep_runs = history_runs
         self.queue = ChangeQueue(self.results)
         try:
             if keys_as_stored:  # the operator's commands: the state's keys as they are
@@ -169,6 +171,7 @@ class StateStore(OperatorEdits):
             volatile_patterns=config.volatile_patterns,
             content_scheme=ContentOptions.from_config(config).scheme(),
             keys_as_stored=keys_as_stored,
+            history_runs=config.history_runs,
         )
 
     @property
@@ -182,7 +185,7 @@ class StateStore(OperatorEdits):
     def start_run(self, seed: str) -> Run:
         """Record a new run of *seed*; its discovery goes through the returned Run
         (a later run on this store ends this one's discovery)."""
-        return Run.start(
+        run = Run.start(
             self.database,
             seed,
             settle=self.results.settle,
@@ -192,6 +195,13 @@ class StateStore(OperatorEdits):
             missing_runs=self.missing_runs,
             lastmod=self.lastmod,
         )
+        self.results.history.begin(run.id)
+        return run
+
+    @serialized
+    def finish_history(self, run: Run) -> None:
+        """After ``run.finish``: its responses by kind kept, older runs' checks dropped."""
+        history.finish(self.database, run.id, run.seed, self.results.history)
 
     @serialized
     def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:
@@ -307,6 +317,7 @@ class StateStore(OperatorEdits):
         hold: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
+        error_kind: str | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -314,13 +325,13 @@ class StateStore(OperatorEdits):
         on the row that was due); without it *url* is normalized. *status* is the
         origin's HTTP status, or None for a network or API failure. A failure with
         *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
-        any other failure leaves it due. *validators* is ``(etag, last_modified)``
-        as the origin sent them; None means the fetcher cannot see them (Geonode).
-        With *hold*, the result is written only once :meth:`deliver` is called.
-        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT);
-        *memory* what the fetch leaves for the next one (``page_memory.py``).
-        *lease* is the token a shared backend checks; one SQLite file has one
-        crawl (the crawl lock), so it has no leases to check.
+        any other failure leaves it due (*error_kind* says what failed: ``timeout``...).
+        *validators* is ``(etag, last_modified)`` as the origin sent them; None means
+        the fetcher cannot see them (Geonode). With *hold*, the result is written
+        only once :meth:`deliver` is called. *content* is the page's text, kept when
+        given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
+        one (``page_memory.py``). *lease* is the token a shared backend checks; one
+        SQLite file has one crawl (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
             key or self.normalize(url),
@@ -334,6 +345,7 @@ class StateStore(OperatorEdits):
             hold=hold,
             content=content,
             memory=memory,
+            error_kind=error_kind,
         )
 
     @serialized
