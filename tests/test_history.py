@@ -63,8 +63,8 @@ async def test_each_run_keeps_its_checks_and_responses_by_kind(
 
         def changes(run_id: int) -> dict[str, str]:
             rows = execute(
-                "SELECT p.url, c.outcome, c.kind FROM checks AS c JOIN pages AS p "
-                "ON p.id = c.page WHERE c.run = ? AND c.outcome NOT IN ('not_modified', 'unchanged')",
+                "SELECT p.url, c.outcome, c.kind FROM checks AS c JOIN pages AS p ON p.id = c.page "
+                "WHERE c.run = ? AND c.outcome NOT IN ('not_modified', 'unchanged')",
                 (run_id,),
             )
             return {row[0]: row[1] + (f" {row[2]}" if row[2] else "") for row in rows}

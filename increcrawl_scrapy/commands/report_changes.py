@@ -26,7 +26,7 @@ _PAGE_COLUMNS = (
 
 
 def changes(db: Any, run_ids: list[int], also: list[int]) -> dict[str, Any]:
-    """The report's ``change_sets`` (latest run first), ``pages`` (by id, with their
+    """The report's ``change_sets`` (latest run first), ``histories`` (pages with their
     ``checks``) and ``diffs`` (by page id) for a seed's *run_ids*; *also*: pages
     whose history is carried even if no listed run changed them."""
     recent = run_ids[-CHANGE_RUNS_SHOWN:][::-1]
@@ -52,7 +52,7 @@ def changes(db: Any, run_ids: list[int], also: list[int]) -> dict[str, Any]:
         "change_sets": [
             {"run": run, "checks": kept[run], "changes": sets.get(run, [])} for run in recent
         ],
-        "pages": {str(page_id): page for page_id, page in pages.items()},
+        "histories": list(pages.values()),  # the latest changes' pages first
         "diffs": {str(page_id): text for page_id, text in diffs.items()},
     }
 
