@@ -40,11 +40,11 @@ def changes(db: Any, run_ids: list[int], also: list[int]) -> dict[str, Any]:
     diffs: dict[int, str] = {}
     for run in recent:
         for change in sets.get(run, []):
-            page = pages.get(change["page"])
-            change["shown"] = page is not None  # its history is in the report
-            if page is None or change["outcome"] != "changed" or len(diffs) >= DIFFS_SHOWN:
+            shown = pages.get(change["page"])
+            change["shown"] = shown is not None  # its history is in the report
+            if shown is None or change["outcome"] != "changed" or len(diffs) >= DIFFS_SHOWN:
                 continue
-            text = _diff(db, page, change["at"])
+            text = _diff(db, shown, change["at"])
             if text is not None:
                 diffs[change["page"]] = text
                 change["diff"] = True
