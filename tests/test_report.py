@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
+from increcrawl_scrapy.state.schema import APPLICATION_ID, MIGRATIONS
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from increcrawl_scrapy.testing.process import run_process
 from tests.browser import chromium, open_file, screenshot
@@ -54,6 +56,22 @@ async def test_report_needs_an_output_and_a_database(tmp_path: Path) -> None:
     assert none.returncode == 1 and "No state database" in none.stdout
     no_output = increcrawl(tmp_path / "none.sqlite", "report")
     assert no_output.returncode == 2 and "needs -o FILE" in no_output.stdout
+
+
+def test_report_of_a_state_no_crawl_of_this_version_opened(tmp_path: Path) -> None:
+    """A state of schema 8 (before the runs' checks) says what brings it up to date."""
+    db = tmp_path / "old.sqlite"
+    connection = sqlite3.connect(db)
+    for statements in MIGRATIONS[:8]:
+        for statement in statements:
+            connection.execute(statement)
+    connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    connection.execute("PRAGMA user_version = 8")
+    connection.commit()
+    connection.close()
+    done = increcrawl(db, "report", "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 1
+    assert "has schema version 8, the report reads 9: a crawl with this package" in done.stdout
 
 
 @pytest.mark.e2e

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 from importlib import resources
 from typing import Any
 
@@ -19,6 +20,7 @@ from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
+from increcrawl_scrapy.state.schema import SCHEMA_VERSION
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -46,9 +48,14 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     if not exists(config):
         return 1
     try:
-        data = gather(read_only(config), now(config), seed=opts.seed)
+        db = read_only(config)
+        behind = _schema_behind(db)
+        data = gather(db, now(config), seed=opts.seed) if behind is None else {}
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
+        return 1
+    if behind is not None:
+        print(f"{shown(config.db_path)} {behind}")
         return 1
     if opts.seed and not data["seeds"]:
         print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
@@ -65,6 +72,21 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     runs = sum(len(seed["runs"]) for seed in data["seeds"])
     print(f"Wrote {opts.output}: {len(data['seeds'])} seeds, {runs} runs")
     return 0
+
+
+def _schema_behind(db: Any) -> str | None:
+    """Why a SQLite state is too old for the report (no crawl of this package has
+    opened it yet: its runs' history is not there), or None. (A PostgreSQL state
+    of another version is refused when opened.)"""
+    if not isinstance(db, sqlite3.Connection):
+        return None
+    (found,) = db.execute("PRAGMA user_version").fetchone()
+    if found >= SCHEMA_VERSION:
+        return None
+    return (
+        f"has schema version {found}, the report reads {SCHEMA_VERSION}: a crawl with "
+        "this package brings it up to date"
+    )
 
 
 def render(data: dict[str, Any]) -> str:
