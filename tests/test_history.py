@@ -103,3 +103,23 @@ async def test_a_forgotten_page_takes_its_checks_along(tmp_path: Path, clock: Cl
     with StateStore(db) as store:
         assert store.forget(url=forgotten) == 1
         assert store.database.execute("SELECT count(*) FROM checks").fetchone()[0] == 3
+
+
+def test_failures_are_counted_by_what_failed() -> None:
+    from scrapy.http import Request, Response
+    from scrapy.spidermiddlewares.httperror import HttpError
+    from twisted.internet.error import ConnectionRefusedError, DNSLookupError, TCPTimedOutError
+    from twisted.internet.error import TimeoutError as DownloadTimeout
+
+    from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeRetriesExhausted
+    from increcrawl_scrapy.spiders.page_items import error_kind
+
+    answer = Response("https://example.com/", status=503, request=Request("https://example.com/"))
+    assert error_kind(HttpError(answer)) == "HTTP 503"
+    assert error_kind(DownloadTimeout()) == error_kind(TCPTimedOutError()) == "timeout"
+    assert error_kind(DNSLookupError()) == error_kind(ConnectionRefusedError()) == "connection"
+    assert error_kind(GeonodeApiError(422, "CAPTCHA_CHALLENGE", "no")) == "API CAPTCHA_CHALLENGE"
+    assert error_kind(GeonodeApiError(400, None, "bad request")) == "API 400"
+    assert error_kind(GeonodeRetriesExhausted("gave up", "TIMEOUT")) == "API TIMEOUT"
+    assert error_kind(GeonodeRetriesExhausted("gave up")) == "API"
+    assert error_kind(ValueError("odd")) == "ValueError"

@@ -13,7 +13,7 @@ from twisted.internet.error import ConnectError, ConnectionLost, DNSLookupError,
 from twisted.internet.error import TimeoutError as DownloadTimeout
 
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, PageTooLarge, page_text
-from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeError
+from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.rows import PageState
@@ -59,10 +59,9 @@ def error_kind(error: BaseException | None) -> str:
         return f"HTTP {error.response.status}"
     if isinstance(error, OffsiteRedirect):
         return OFFSITE
-    if isinstance(error, GeonodeApiError):
-        return f"API {error.code or error.status}"
-    if isinstance(error, GeonodeError):
-        return "API"
+    if isinstance(error, GeonodeError):  # by the API's code (or its status) when it gave one
+        code = getattr(error, "code", None) or getattr(error, "status", None)
+        return f"API {code}" if code else "API"
     if too_large(error):
         return TOO_LARGE
     if isinstance(error, DownloadTimeout | TCPTimedOutError):
