@@ -1,8 +1,9 @@
 """Every stats key the package emits, named in one place.
 
 Keys are ``prefix/noun[/qualifier]``; a ``{...}`` part is filled in when counted
-(``increcrawl/sitemap/skipped/{reason}``). The README lists each of them (a test
-checks it), and every crawl in the test suite checks that it emitted no other.
+(``increcrawl/sitemap/skipped/{reason}``). docs/reference/stats.md documents each of
+them (the docs build and tests/test_docs.py check it), and every crawl in the test
+suite checks that it emitted no other.
 """
 
 from __future__ import annotations

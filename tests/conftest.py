@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,35 @@ def postgres_server():
 def postgres_dsn(postgres_server) -> str:
     """A new, empty database on the session's server."""
     return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
+
+
+#: Modules whose tests run whole crawls in processes of their own, or long simulations:
+#: the quick selection (``pytest -m "not e2e and not slow"``) leaves them out, the whole
+#: suite (``pytest``, as .ci/run runs it) keeps them.
+SLOW_MODULES = frozenset(
+    {
+        "test_bad_state",
+        "test_catalog_project",
+        "test_commands",
+        "test_crashes",
+        "test_exit_codes",
+        "test_memory_bound",
+        "test_noisy_and_diff",
+        "test_nothing_lost",
+        "test_postgres_commands",
+        "test_postgres_state",
+        "test_simulator",
+        "test_state_commands",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gone = sorted(
+        name for name in SLOW_MODULES if not (Path(__file__).parent / f"{name}.py").exists()
+    )
+    if gone:
+        raise pytest.UsageError(f"SLOW_MODULES names test modules that do not exist: {gone}")
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

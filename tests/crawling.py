@@ -89,7 +89,7 @@ async def run_crawl(
     result.stats = dict(crawler.stats.get_stats()) if crawler.stats else {}
     # Failures inside signal handlers are only logged: none may happen.
     assert not [line for line in result.log if "Error caught on signal handler" in line]
-    # Every stats key of ours is one the stats module names (and the README lists).
+    # Every stats key of ours is one the stats module names (and docs/reference/stats.md documents).
     ours = [key for key in result.stats if key.startswith(("increcrawl/", "geonode/"))]
     assert all(stats.is_known(key) for key in ours), sorted(ours)
     return result

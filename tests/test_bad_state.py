@@ -74,8 +74,9 @@ def test_a_corrupt_database_stops_the_crawl_and_is_left_untouched(tmp_path: Path
 def test_a_second_crawl_on_a_database_in_use_stops_with_a_message(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite"
     with (
-        SampleSite(pages=30) as site,
-        GeonodeStandIn(api_keys=[KEY], latency=0.2, concurrency_limit=1) as api,
+        # Long enough that the first crawl outlasts the second's start on a busy machine.
+        SampleSite(pages=60) as site,
+        GeonodeStandIn(api_keys=[KEY], latency=0.5, concurrency_limit=1) as api,
     ):
         first = crawl(
             db,
@@ -94,7 +95,7 @@ def test_a_second_crawl_on_a_database_in_use_stops_with_a_message(tmp_path: Path
                 assert time.monotonic() < deadline and first.poll() is None
                 time.sleep(0.05)
             second = crawl(db, "-s", f"GEONODE_API_URL={api.url}", sitemap=site.sitemap_url)
-            assert second.returncode == 75  # EX_TEMPFAIL: cron's "try later"
+            assert second.returncode == 75, second.stderr  # EX_TEMPFAIL: cron's "try later"
             assert "is in use by another crawl (pid" in second.stderr
             assert "Traceback" not in second.stderr
             assert first.poll() is None  # the first crawl goes on undisturbed

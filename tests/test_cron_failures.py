@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env, run_process
 
 KEY = "cron-key-0123456789"
 
@@ -131,6 +131,44 @@ def test_an_api_refusing_connections_at_start_exits_5_within_seconds(
     with sqlite3.connect(tmp_path / "s.sqlite") as db:  # the run is recorded, nothing fetched
         assert db.execute("SELECT close_reason FROM runs").fetchall() == [("geonode_unreachable",)]
         assert db.execute("SELECT count(last_fetched) FROM pages").fetchone() == (0,)
+
+
+#: The resolver of the crawl's process fails for .invalid names, as getaddrinfo does
+#: for a misspelled host (no DNS server is ever asked: tests stay on 127.0.0.1).
+NO_DNS = """
+import socket
+_real = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    if str(host).endswith(".invalid"):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    return _real(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+"""
+
+
+def test_an_api_host_that_does_not_resolve_exits_5_within_seconds(tmp_path: Path) -> None:
+    (tmp_path / "patch").mkdir()
+    (tmp_path / "patch" / "sitecustomize.py").write_text(NO_DNS)
+    command = crawl_command(
+        "", tmp_path / "s.sqlite", "GEONODE_API_URL=http://geonode.invalid", "GEONODE_CONCURRENCY=2"
+    )
+    with SampleSite(pages=10) as site:
+        command[command.index("sitemap_url=")] = f"sitemap_url={site.sitemap_url}"
+        started = time.monotonic()
+        done = subprocess.run(
+            command,
+            env=crawl_env(KEY, PYTHONPATH=str(tmp_path / "patch")),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        took = time.monotonic() - started
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert took < 20
+    reasons = [line for line in errors_in(done.stderr) if "cannot be reached" in line]
+    assert reasons and "geonode.invalid" in reasons[0], errors_in(done.stderr)
 
 
 def test_an_api_that_goes_down_during_a_batch_run_exits_5(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """A shared PostgreSQL state under faults of a real server: connections dropped
-(``pg_terminate_backend``), the server restarted. Buffered results survive and are
-written once the server answers again; claims go on."""
+(``pg_terminate_backend``), the server restarted, a statement timeout, another
+client's transaction holding row locks, a worker SIGKILLed inside a write, workers'
+clocks 10 minutes apart. Buffered results survive and are written once the server
+answers again; claims go on; nothing is written twice or half."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ def _record_all(store: StateStore) -> None:
 def _terminate_others(dsn: str) -> int:
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True) as admin:
+    # (An administrator's connection: no statement timeout the database may set.)
+    with psycopg.connect(dsn, autocommit=True, options="-c statement_timeout=0") as admin:
         rows = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -208,3 +211,126 @@ async def test_a_server_restart_mid_crawl_loses_no_result(own_server, clock: Clo
     assert result.reason == "finished"
     with StateStore(dsn, clock=clock) as store:
         assert store.count(last_status=200) == 40
+
+
+def test_a_statement_timeout_delays_results_and_loses_none(postgres_dsn: str, clock: Clock) -> None:
+    # The server cancels statements past 200 ms (statement_timeout, taken by the
+    # connections opened again after a drop), and the write takes longer (a row it
+    # writes is locked by another client): it fails and keeps its results; once the
+    # timeout is lifted, they are written, once.
+    import psycopg
+
+    name = postgres_dsn.rsplit("/", 1)[1]
+    with StateStore(postgres_dsn, clock=clock, flush_items=1000) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        _record_all(store)
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {name} SET statement_timeout = '200ms'")
+        _terminate_others(postgres_dsn)
+        blocker = psycopg.connect(postgres_dsn, options="-c statement_timeout=0")
+        try:
+            blocker.execute("SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE", (URLS[0],))
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                store.flush()
+        finally:
+            blocker.rollback()
+            blocker.close()
+            with psycopg.connect(
+                postgres_dsn, autocommit=True, options="-c statement_timeout=0"
+            ) as admin:
+                admin.execute(f"ALTER DATABASE {name} RESET statement_timeout")
+        _terminate_others(postgres_dsn)
+        assert store.flush() == 10
+    with StateStore(postgres_dsn, clock=clock) as reopened:
+        assert reopened.count(last_status=200) == 10
+        assert reopened.count(fetch_count=1) == 10
+
+
+def test_a_worker_killed_inside_a_write_leaves_nothing_half_written(
+    postgres_dsn: str, clock: Clock
+) -> None:
+    # A worker is SIGKILLed while its results' transaction is open (its write waits
+    # on a row another client locked): nothing of the batch is written, its leases
+    # expire, and another worker fetches and records every page once.
+    import subprocess
+    import sys
+    import time
+
+    import psycopg
+
+    with StateStore(postgres_dsn, clock=clock) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+    worker = (
+        "import sys\n"
+        "from increcrawl_scrapy.state import StateStore\n"
+        "store = StateStore(sys.argv[1], flush_items=1000, lease_seconds=2, lock_timeout=60)\n"
+        f"for page in store.due({SEED!r}):\n"
+        f"    store.record(page.url, 200, seed={SEED!r}, key=page.normalized_url, "
+        "content_hash='doomed')\n"
+        "print('recorded', flush=True)\n"
+        "sys.stdin.readline()  # once the test holds a row's lock\n"
+        "store.flush()\n"
+    )
+    blocker = psycopg.connect(postgres_dsn)  # a transaction left open
+    process = subprocess.Popen(
+        [sys.executable, "-c", worker, postgres_dsn],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "recorded"
+        blocker.execute("SELECT 1 FROM pages WHERE normalized_url = %s FOR UPDATE", (URLS[-1],))
+        assert process.stdin is not None
+        process.stdin.write("write\n")
+        process.stdin.flush()
+        with psycopg.connect(postgres_dsn, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the write is waiting inside its transaction
+                (waiting,) = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                ).fetchone()
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting
+        process.kill()
+        assert process.wait(30) == -9
+    finally:
+        process.kill()
+        process.communicate()  # its pipes closed
+        blocker.rollback()
+        blocker.close()
+    time.sleep(2.5)  # the dead worker's leases (2 s, by the server's clock) expire
+    with StateStore(postgres_dsn, clock=clock) as survivor:
+        assert survivor.count(last_status=200) == 0  # none of the batch was written
+        assert survivor.count(content_hash="doomed") == 0
+        _record_all(survivor)
+        assert survivor.flush() == 10
+        assert survivor.count(fetch_count=1) == 10
+
+
+def test_workers_ten_minutes_apart_never_claim_one_page(postgres_dsn: str) -> None:
+    # One worker's clock 10 minutes ahead, the other's 10 minutes behind: their
+    # claims (leases by the server's clock) never overlap, and between them they
+    # record every page once.
+    from tests.conftest import Clock
+
+    ahead, behind = Clock(Clock().now + 600), Clock(Clock().now - 600)
+    first = StateStore(postgres_dsn, clock=ahead, flush_items=1000)
+    second = StateStore(postgres_dsn, clock=behind, flush_items=1000)
+    try:
+        first.start_run(SEED).upsert([(f"https://example.com/q{i}", None) for i in range(250)])
+        taken = next(first.due_chunks(SEED, size=100))
+        theirs = [page for chunk in second.due_chunks(SEED) for page in chunk]
+        assert not {p.normalized_url for p in taken} & {p.normalized_url for p in theirs}
+        assert len(taken) + len(theirs) == 250
+        for store, pages in ((first, taken), (second, theirs)):
+            for page in pages:
+                store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+            store.flush()
+        assert first.count(fetch_count=1) == 250
+    finally:
+        first.close()
+        second.close()

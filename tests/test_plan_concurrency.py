@@ -46,6 +46,10 @@ async def test_a_setting_wins_and_429s_lower_it(tmp_path: Path, clock: Clock) ->
         counters = api.counters()
     assert len(result.changes("new")) == 30  # the refused calls were retried
     assert "GET /v1/usage/concurrency" not in counters["requests"]
-    lowered = [line for line in result.log if "calls at once from now on" in line]
+    lowered = [
+        line
+        for line in result.log
+        if line.startswith("WARNING") and "calls at once from now on" in line
+    ]
     assert lowered and int(lowered[-1].split(": ")[1].split()[0]) <= 5  # from 6, lowered
     assert counters["peak_concurrency"] <= 3

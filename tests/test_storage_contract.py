@@ -504,7 +504,7 @@ def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Cl
     report reads each run's change set and the changed pages' histories."""
     store = open_store(history_runs=2)
     [first, second] = urls(2)
-    for step, answers in enumerate([(("a", 200), ("x", 200)), (("b", 200), (None, 503))]):
+    for answers in [(("a", 200), ("x", 200)), (("b", 200), (None, 503))]:
         run = store.start_run(SEED)
         run.upsert([(u, None) for u in urls(2)])
         for page, (version, status) in zip(store.due(SEED), answers, strict=True):
