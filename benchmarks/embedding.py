@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,7 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
         caught = extra = missed = 0
         requests, whole, delays, found_after = [], [], [], []
         added: dict[int, int] = {}  # a page added and not requested yet -> the run
+        schedules: list[float | None] = []  # days until the page linking each added one is due
         for run in range(runs):
             if run:
                 for i in chance.sample(range(len(site.quotes)), int(len(site.quotes) * edits)):
@@ -125,6 +127,8 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
                 for i in site.add(10):
                     pending[str(site.quotes[i]["text"])] = run
                 added[site.pages] = run
+                if addon:  # the page that now links it: when it is due, by its schedule
+                    schedules.append(_due_in(work, site, site.pages - 1, run))
             site.reset_counters()
             items = crawl_quotes(spider, addon, site, work, run)
             requests.append(sum(site.requested.values()))
@@ -159,7 +163,17 @@ def shape(spider: str, addon: bool, runs: int, edits: float) -> dict:
             "missed": missed,
             "waiting": len(pending),
             "found_after": found_after,
+            "schedules": schedules,
         }
+
+
+def _due_in(work: Path, site: QuotesSite, page: int, run: int) -> float | None:
+    """Days from *run* until *page* (of the quotes site) is due, by its row's schedule;
+    None if the crawl has no row for it (not found itself yet)."""
+    url = f"{site.url}/" if page == 1 else site.page_url(page)
+    with sqlite3.connect(f"file:{work / 'state.sqlite'}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT next_check FROM pages WHERE url = ?", (url,)).fetchone()
+    return max(0.0, (row[0] - (1_800_000_000 + run * DAY)) / DAY) if row else None
 
 
 def shapes(runs: int, edits: float) -> None:
@@ -186,6 +200,8 @@ def shapes(runs: int, edits: float) -> None:
                     f"{result['delay']:.1f}",
                     ", ".join(str(d) for d in days)
                     + (f" ({result['not_found']} not found yet)" if result["not_found"] else ""),
+                    ", ".join("not found" if d is None else f"{d:.1f}" for d in result["schedules"])
+                    or "-",
                 ]
             )
     body = (
@@ -197,7 +213,9 @@ def shapes(runs: int, edits: float) -> None:
         "extra: any other item delivered after the first run; missed: the change's page "
         "fetched whole after it and the change not delivered; waiting: its page not due "
         "yet at the last run; new page found: runs after it was added until it was "
-        "requested (0: the same run).\n\n"
+        "requested (0: the same run); its listing due in: when the page that links it was due "
+        "by its own schedule, at the run the page was added (the target: found no later; not "
+        "found: that listing was itself a page added and not found yet).\n\n"
         + table(
             [
                 "shape",
@@ -211,6 +229,7 @@ def shapes(runs: int, edits: float) -> None:
                 "waiting at the end",
                 "days from change to delivery (mean)",
                 "new page found after (days)",
+                "its listing due in (days)",
             ],
             rows,
         )

@@ -815,6 +815,7 @@ def target_table(seeds: list[int], mean_of: Callable[..., dict], budget: int | N
         ("mixed: ≤ 2,500/wk, ≥ 97.5%", "mixed", pages(2500, 0.975)),
         ("deploy: ≤ 15,000/wk, ≥ 85%", "deploy", pages(15000, 0.85)),
         ("never: ≤ 14,877/wk, ≥ 85%", "never", pages(14877, 0.85)),
+        ("never, near the limit: ≤ 7,000/wk, ≥ 86%", "never", pages(7000, 0.86)),
     ):
         try:
             check(label, mode, test)

@@ -75,6 +75,11 @@ class Delivery:
         """*key*'s result is written once all its *items* (a page's) are delivered."""
         self._expected[key] = items
 
+    def settle(self, key: str) -> None:
+        """One of *key*'s expected items will not come (it moved to another page)."""
+        if key in self._expected:
+            self._count_delivered(key)
+
     def scraped(self, item: Any, **_: Any) -> None:
         uploads = self._uploads_of_item()  # the remote feeds the item went to
         keys = self._waiting.pop(id(item), None)
@@ -86,13 +91,16 @@ class Delivery:
                 upload.keys.append(key)
             if uploads:
                 self._awaiting[key] = self._awaiting.get(key, 0) + len(uploads)
-            left = self._expected.get(key, 1) - 1
-            if left > 0:
-                self._expected[key] = left
-                continue
-            self._expected.pop(key, None)
-            if not self._awaiting.get(key):
-                self.store.deliver(key)
+            self._count_delivered(key)
+
+    def _count_delivered(self, key: str) -> None:
+        left = self._expected.get(key, 1) - 1
+        if left > 0:
+            self._expected[key] = left
+            return
+        self._expected.pop(key, None)
+        if not self._awaiting.get(key):
+            self.store.deliver(key)
 
     def uploads_pending(self) -> Deferred[None] | None:
         """What the crawl's close waits for before the last results are written:

@@ -8,12 +8,13 @@ of them changed, appeared or disappeared, and its schedule follows that, not eac
 item in turn. Its items are matched against the page's previous version
 (``page_memory.py``): each gets its own label (``new``, ``changed`` with
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
-of its own (``gone``, with the fields that identified it). With ``INCRECRAWL_ITEM_KEY``
-(the fields that identify an item within its page, e.g. ``sku``) each item gets its
-own row instead. The response's own page also keeps the requests it produced, to
-be replayed when it is skipped (``skip_not_due.py``), and its fingerprint covers
-their URLs with its items: a listing whose links change is a page that changes, so
-its learned schedule checks it as often as its links move.
+of its own (``gone``, with the fields that identified it); new and gone ones wait
+for the run's other pages, where they may have moved (``moved_items.py``). With
+``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
+``sku``) each item gets its own row instead. The response's own page also keeps
+the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
+and its fingerprint covers their URLs with its items: a listing whose links change
+is a page that changes, so its learned schedule checks it as often as they move.
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
+from increcrawl_scrapy.moved_items import RELEASE, held_items
 from increcrawl_scrapy.page_memory import (
+    ARRIVED,
     GONE,
     MAX_ITEMS,
     MAX_REQUESTS,
+    MOVED,
     NEW,
+    UNCHANGED,
     Memory,
     item_print,
     match,
@@ -69,7 +74,7 @@ class PageGroup:
     recorded: Recorded | None = None  # the page's result, once its first item came
     memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
     matched: bool = False  # the items were matched against a previous version
-    labels: list[str] = field(default_factory=list)  # each member's own label
+    members: list[Member] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
 
     def text_with(self, item_text: Callable[[], str]) -> str:
@@ -79,13 +84,15 @@ class PageGroup:
 
     def delivered(self, page_change: str) -> int:
         """How many of the page's items are delivered when the page is *page_change*."""
-        changes = (item_change(page_change, self, label) for label in self.labels)
-        return sum(1 for change in changes if change not in (None, "unchanged"))
+        changes = (item_change(page_change, self, member.label) for member in self.members)
+        return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
 
 
 def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
     """An item's own label from its page's and the match (None: an item gone from a
     version not kept, nothing to say)."""
+    if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
+        return MOVED if label == MOVED else UNCHANGED
     if page_change == "changed" and group.matched:
         return label
     return None if label == GONE else page_change
@@ -98,6 +105,8 @@ class Member:
     text: str = field(default="")  # the item's own canonical text (with a key)
     label: str = NEW  # against the page's previous version (page_memory.match)
     changed_fields: list[str] = field(default_factory=list)
+    whole: str = ""  # its print's hash, for moves between pages (moved_items.py)
+    moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
 
 
 _MEMBERS: WeakKeyDictionary[Crawler, dict[int, Member]] = WeakKeyDictionary()
@@ -135,9 +144,12 @@ class PageItemsMiddleware:
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        if not self._active():
+        if not self._active() or response.meta.get(RELEASE):
             async for output in result:
                 yield output
+            if response.meta.get(RELEASE):
+                for item in held_items(self.crawler).release():
+                    yield item
             return
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
@@ -165,10 +177,13 @@ class PageItemsMiddleware:
         links: set[str],
     ) -> list[Any]:
         by_page: dict[str, list[Any]] = defaultdict(list)
+        unplaced: set[int] = set()  # items without a URL: they may move between pages
         for item in items:
             url = ItemAdapter(item).get(self.config.url_field)
             # An item without a URL belongs to the response it was scraped from.
             by_page[url if isinstance(url, str) and url else response.url].append(item)
+            if not (isinstance(url, str) and url):
+                unplaced.add(id(item))
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[Any] = []
@@ -193,6 +208,8 @@ class PageItemsMiddleware:
             prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
             page.memory = Memory(prints, requests if own else None).pack()
             grouped = [Member(page, key, text) for item, key, text in members]
+            for member, item_print_ in zip(grouped, prints, strict=False):
+                member.whole = item_print_.whole
             if not keys:
                 previous = await self._memory(url)
                 if previous is not None and len(group) <= MAX_ITEMS:
@@ -203,13 +220,19 @@ class PageItemsMiddleware:
                     for old in found.gone:
                         item = dict(old.values)
                         gone.append(item)
-                        grouped.append(Member(page, None, label=GONE))
+                        grouped.append(Member(page, None, label=GONE, whole=old.whole))
                         self.members[id(item)] = grouped[-1]
+                        unplaced.add(id(item))
                 page.size = len(grouped)
-            page.labels = [member.label for member in grouped]
+            page.members = grouped
             for item, member in zip(group, grouped, strict=False):
                 self.members[id(item)] = member
-        return items + gone
+        held = held_items(self.crawler)
+        return [
+            item
+            for item in items + gone
+            if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
+        ]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""

@@ -16,6 +16,7 @@ from increcrawl_scrapy.delivery import Delivery
 from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint
 from increcrawl_scrapy.item_fingerprint import item_text
 from increcrawl_scrapy.page_groups import Member, item_change, peek, take
+from increcrawl_scrapy.page_memory import MOVED
 from increcrawl_scrapy.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
@@ -194,6 +195,10 @@ class IncrementalStatePipeline:
                     stats.inc(self.crawler.stats, stats.BACKED_OFF)
                 raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
             stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
+        if member is not None and member.moved and not first:
+            self.delivery.settle(page.normalized_url)  # expected before it was found moved
+        if change == MOVED:  # gone from here, on another page (moved_items.py)
+            raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             self.delivery.hold(item, page.normalized_url)  # written once delivered

@@ -83,11 +83,13 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     not_due = count(stats.SKIPPED.format(reason="not_due"))
     lines = []
     if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
+        moved = count(stats.ITEMS_MOVED)
         lines.append(
             f"  skipped {not_due:,} pages not due and "
             f"{count(stats.SKIPPED.format(reason='not_modified')):,} not modified (304), "
             f"replayed {count(stats.REPLAYED):,} requests they led to; "
             f"{count(stats.ITEMS_UNCHANGED):,} unchanged items not delivered"
+            + (f" ({moved:,} of them moved from another page)" if moved else "")
         )
     if not listed:
         return lines

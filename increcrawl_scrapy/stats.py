@@ -72,6 +72,8 @@ PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too
 REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
 #: Items not delivered: identical to one of their page's previous version.
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
+#: Items that moved to another page (a gone one there, identical): not delivered.
+ITEMS_MOVED = "increcrawl/items/moved"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 # Batch jobs

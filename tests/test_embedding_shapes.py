@@ -34,6 +34,7 @@ class Project:
         self, tmp_path: Path, site: QuotesSite, spider: str, api: GeonodeStandIn | None = None
     ) -> None:
         self.tmp, self.site, self.spider, self.api = tmp_path, site, spider, api
+        self.url = site.url  # also once the site is stopped
         self.now = 1_800_000_000.0
         (tmp_path / "tclock.py").write_text(
             f"def now():\n    return float(open({str(tmp_path / 'now')!r}).read())\n"
@@ -56,7 +57,7 @@ class Project:
         env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
         command = [
             sys.executable, "-m", "scrapy", "crawl", self.spider,
-            "-a", f"start_url={self.site.url}/", *args,
+            "-a", f"start_url={self.url}/", *args,
             "-o", f"{feed}:jsonlines",
             "-s", f"INCRECRAWL_DB={self.db}",
             "-s", "INCRECRAWL_CLOCK=tclock.now",
@@ -294,3 +295,64 @@ def test_a_listing_whose_links_change_is_checked_by_its_own_schedule(tmp_path: P
         assert site.requested["/page/11/"] == 1 and site.requested["/page/12/"] == 1
         assert "/page/9/" not in site.requested
 
+
+@pytest.mark.parametrize("mode", ["direct", "geonode"])
+def test_items_that_move_between_pages_are_not_delivered_again(tmp_path: Path, mode: str) -> None:
+    # A quote added at the top moves every quote one place down: the last of each
+    # page is the next page's first (the last one on a new page). The same quotes:
+    # only the added one is delivered; removing it moves them back.
+    with QuotesSite(quotes=35) as site, GeonodeStandIn(api_keys=[KEY]) as api:
+        project = Project(tmp_path, site, "quotes", api if mode == "geonode" else None)
+        assert len(project.crawl()) == 35
+        added = site.insert(0, "\u201cA quote at the top.\u201d")
+        site.edit(25, "\u201cEdited on page three.\u201d")  # it stayed on its page
+        changes = project.crawl(advance=2 * DAY)
+        assert delivered(changes) == [
+            ("changed", "\u201cEdited on page three.\u201d"),
+            ("new", added["text"]),
+        ]
+        assert project.stat("increcrawl/items/moved") == 3  # pages 1-2, 2-3, 3-4
+        assert "unchanged items not delivered (3 of them moved from another page)" in project.log
+        assert "Traceback" not in project.log and "ERROR" not in project.log
+
+        site.delete(0)
+        changes = project.crawl(advance=2 * DAY)
+        assert delivered(changes) == [("gone", added["text"])]
+        assert project.stat("increcrawl/items/moved") == 3
+
+        # Nothing left over: the next run (all due) delivers nothing.
+        assert project.crawl(advance=2 * DAY) == []
+        assert project.stat("increcrawl/items/moved") == 0
+
+
+def test_a_run_that_does_not_reach_the_site_claims_no_requests_saved(tmp_path: Path) -> None:
+    with QuotesSite(quotes=30) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 30
+        site.stop()  # the site is down: every page due, none answers
+        assert project.crawl("-s", "RETRY_TIMES=0", advance=2 * DAY) == []
+        assert "reached 0 of the 3 pages with state" in project.log
+        assert "not reached" in project.log and "fewer" not in project.log
+
+
+@pytest.mark.parametrize("skipping", [True, False])
+@pytest.mark.parametrize("spider", ["pages", "sitemap", "numbered"])
+def test_a_change_a_later_pipeline_failed_on_is_delivered_next_run(
+    tmp_path: Path, spider: str, skipping: bool
+) -> None:
+    # The CrawlSpider, the SitemapSpider and response.follow with cb_kwargs, with
+    # and without skipping: the project's storage fails once on an edited quote.
+    with QuotesSite(quotes=50) as site:
+        project = Project(tmp_path, site, spider)
+        setting = ("-s", f"INCRECRAWL_SKIP_NOT_DUE={skipping}")
+        assert len(project.crawl(*setting)) == 50
+        edited = "\u201cEdited while the storage was down.\u201d"
+        site.edit(45, edited)
+        failing = ("-s", "QUOTES_FAIL_TEXT=storage was down")
+        assert project.crawl(*setting, *failing, advance=2 * DAY) == []
+        assert "reported again next run" in project.log
+        retried = project.crawl(*setting, advance=HOUR)
+        assert [(item["change"], item["text"]) for item in retried] == [("changed", edited)]
+        assert project.crawl(*setting, advance=HOUR) == []
+        if skipping:  # nothing due an hour later: nothing with items fetched
+            assert project.fetched <= (1 if spider == "sitemap" else 0)

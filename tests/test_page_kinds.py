@@ -197,11 +197,15 @@ async def test_a_200_with_an_empty_body_is_a_site_failure_that_keeps_the_page(
     root = tmp_path / "www"
     root.mkdir()
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        pages = {"a.html": b"<main>first words</main>", "b.html": b"<main>other</main>"}
+        pages = {
+            "a.html": b"<main>first words</main>",
+            "b.html": b"<main>other</main>",
+            "c.html": b"<main>a page that stays</main>",  # not every fetch fails
+        }
         _write_files(root, url, pages)
         db = str(tmp_path / "s.sqlite")
         first = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
-        assert first.changes("new") == {f"{url}/a.html", f"{url}/b.html"}
+        assert first.changes("new") == {f"{url}/{name}" for name in pages}
         (root / "a.html").write_bytes(b"")
         (root / "b.html").write_bytes(b"<!-- nothing but a comment -->")
         clock.advance(LATER)

@@ -7,8 +7,9 @@ page and a navigation bar linking the home page; ``/`` shows the first page, and
 ``/sitemap.xml`` lists every ``/page/N/``. Each
 page has an ETag (a hash of its body) and answers 304 to a matching
 ``If-None-Match``. Quotes
-are edited, added (past a multiple of ten, a new last page appears) or deleted by
-index; deleting one moves the quotes after it up by one place, as such sites do.
+are edited, added (past a multiple of ten, a new last page appears), inserted or
+deleted by index; inserting one moves the quotes after it down by one place,
+deleting one moves them up, as such sites do.
 """
 
 from __future__ import annotations
@@ -89,6 +90,15 @@ class QuotesSite:
                 self.quotes.append(self._quote(self._made))
                 self._made += 1
         return added
+
+    def insert(self, i: int, text: str) -> dict[str, object]:
+        """A new quote at index *i*: the ones after it move down one place (the
+        last of each page becomes the next page's first)."""
+        with self._lock:
+            quote = {**self._quote(self._made), "text": text}
+            self._made += 1
+            self.quotes.insert(i, quote)
+        return quote
 
     def delete(self, i: int) -> dict[str, object]:
         with self._lock:
