@@ -60,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_REVIVE_GONE": False,
     "INCRECRAWL_EXPORT": "changes",
     "INCRECRAWL_KEEP_CONTENT": False,
+    "INCRECRAWL_HISTORY_RUNS": 100,  # runs of a seed whose checks the report shows
     "INCRECRAWL_MAIN_CONTENT": True,  # the page's own content, not the site's template
     "INCRECRAWL_CONTENT_SELECTOR": None,  # CSS or XPath of the site's main element
     "INCRECRAWL_MAX_PAGE_BYTES": 10 * 1024 * 1024,  # decompressed
@@ -131,6 +132,7 @@ class IncrecrawlConfig:
     revive_gone: bool
     export: str
     keep_content: bool
+    history_runs: int
     main_content: bool
     content_selector: str | None
     max_page_bytes: int
@@ -216,6 +218,7 @@ class IncrecrawlConfig:
             revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
             export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
             keep_content=read.flag("INCRECRAWL_KEEP_CONTENT"),
+            history_runs=read.number("INCRECRAWL_HISTORY_RUNS", int, minimum=0),
             main_content=read.flag("INCRECRAWL_MAIN_CONTENT"),
             content_selector=(read.raw("INCRECRAWL_CONTENT_SELECTOR") or "").strip() or None,
             max_page_bytes=read.number("INCRECRAWL_MAX_PAGE_BYTES", int, minimum=1024),

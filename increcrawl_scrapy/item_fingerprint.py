@@ -25,6 +25,7 @@ ADDED_FIELDS = frozenset(
         "fetcher",
         "final_url",
         "error",
+        "error_kind",
         "site_failure",
         "alias_of",
         "changed_fields",

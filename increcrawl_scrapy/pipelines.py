@@ -260,6 +260,7 @@ class IncrementalStatePipeline:
                 content=text if self.config.keep_content else None,
                 hold=True,
                 memory=member.group.memory if member is not None else None,
+                error_kind=adapter.get("error_kind"),
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")

@@ -158,6 +158,7 @@ class CrawlState:
                 close_reason=reason,
                 listed=listed,
             )
+            self.store.finish_history(self.run)
             logger.info(
                 run_summary(
                     value,

@@ -498,6 +498,54 @@ def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) 
     assert len(db.tuples(sql.due_after, queue).fetchall()) == 3
 
 
+def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Clock) -> None:
+    """What each run fetched (``state/history.py``): a check per page written with
+    its result, the run's responses by kind, only the last runs' checks kept; the
+    report reads each run's change set and the changed pages' histories."""
+    store = open_store(history_runs=2)
+    [first, second] = urls(2)
+    for answers in [(("a", 200), ("x", 200)), (("b", 200), (None, 503))]:
+        run = store.start_run(SEED)
+        run.upsert([(u, None) for u in urls(2)])
+        for page, (version, status) in zip(store.due(SEED), answers, strict=True):
+            store.record(
+                page.url,
+                status,
+                seed=SEED,
+                key=page.normalized_url,
+                content_hash=version,
+                site_failure=version is None,
+                error_kind=None if version else f"HTTP {status}",
+            )
+        store.flush()
+        run.finish({}, discovery_complete=True)
+        store.finish_history(run)
+        clock.advance(2 * DAY)
+        store.make_due(seed=SEED)
+    runs = [row["id"] for row in store.runs(SEED)]
+    report = gather(store.database, clock(), SEED)["seeds"][0]
+    assert [row["statuses"] for row in report["runs"]] == [{"200": 2}, {"200": 1, "HTTP 503": 1}]
+    assert [(s["run"], s["checks"]) for s in report["change_sets"]] == [(runs[1], 2), (runs[0], 2)]
+    assert [c["url"] for c in report["change_sets"][0]["changes"]] == [first]
+    histories = {page["url"]: page["checks"] for page in report["histories"]}
+    assert [check[3] for check in histories[first]] == ["new", "changed"]
+    # A third run: the first run's checks go (two runs kept), its counts stay.
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(2)])
+    for page in store.due(SEED):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="c")
+    store.flush()
+    run.finish({}, discovery_complete=True)
+    store.finish_history(run)
+    report = gather(open_store().database, clock(), SEED)["seeds"][0]
+    kept = {s["run"]: s["checks"] for s in report["change_sets"]}
+    assert kept[runs[0]] == 0 and kept[runs[1]] == 2
+    assert report["runs"][0]["statuses"] == {"200": 2}
+    store.forget(url=second)  # its checks go with it
+    report = gather(store.database, clock(), SEED)["seeds"][0]
+    assert {s["run"]: s["checks"] for s in report["change_sets"]}[runs[1]] == 1
+
+
 def _named(statements: Any) -> dict[str, set[str]]:
     """Each statement's text -> the names that say it (a name may hold several)."""
     texts: dict[str, set[str]] = {}

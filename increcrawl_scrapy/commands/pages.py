@@ -65,15 +65,20 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     if kept.previous is None:
         print(f"{url} has not changed since its text was first kept ({_when(kept)})")
         return 0
-    sys.stdout.writelines(
+    sys.stdout.writelines(diff_lines(url, kept))
+    return 0
+
+
+def diff_lines(url: str, kept: KeptVersions) -> list[str]:
+    """The unified diff of a page's last change (``diff``, and the report's diffs)."""
+    return list(
         difflib.unified_diff(
-            _ending(kept.previous).splitlines(keepends=True),
+            _ending(kept.previous or "").splitlines(keepends=True),
             _ending(kept.text).splitlines(keepends=True),
             fromfile=f"{url} (before)",
             tofile=f"{url} (changed {_when(kept)})",
         )
     )
-    return 0
 
 
 def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:

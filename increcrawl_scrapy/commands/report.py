@@ -17,7 +17,10 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
+from increcrawl_scrapy.state.sqlite import database as sqlite
+from increcrawl_scrapy.state.sqlite.schema import SCHEMA_VERSION
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -45,9 +48,14 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     if not exists(config):
         return 1
     try:
-        data = gather(read_only(config), now(config), seed=opts.seed)
+        db = read_only(config)
+        behind = _schema_behind(db)
+        data = gather(db, now(config), seed=opts.seed) if behind is None else {}
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
+        return 1
+    if behind is not None:
+        print(f"{shown(config.db_path)} {behind}")
         return 1
     if opts.seed and not data["seeds"]:
         print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
@@ -64,6 +72,21 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     runs = sum(len(seed["runs"]) for seed in data["seeds"])
     print(f"Wrote {opts.output}: {len(data['seeds'])} seeds, {runs} runs")
     return 0
+
+
+def _schema_behind(db: Any) -> str | None:
+    """Why a SQLite state is too old for the report (no crawl of this package has
+    opened it yet: its runs' history is not there), or None. (A PostgreSQL state
+    of another version is refused when opened.)"""
+    if not isinstance(db, sqlite.ReadOnly):
+        return None
+    found = db.schema_version()
+    if found >= SCHEMA_VERSION:
+        return None
+    return (
+        f"has schema version {found}, the report reads {SCHEMA_VERSION}: a crawl with "
+        "this package brings it up to date"
+    )
 
 
 def render(data: dict[str, Any]) -> str:
@@ -84,15 +107,19 @@ def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
     sql = db.sql
     counts = db.execute(sql.report_counts, (at, seed)).fetchone()
     runs = [dict(row) for row in db.execute(sql.report_runs, (seed, RUNS_SHOWN))][::-1]
+    for run in runs:  # responses by kind (state/history.py); none before schema 9
+        run["statuses"] = json.loads(run["statuses"]) if run["statuses"] else None
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
+    changing = [dict(row) for row in db.execute(sql.changing_pages, (seed, CHANGING_SHOWN))]
     return {
         "seed": seed,
         **dict(counts),
         "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
         "runs": runs,
         "intervals": _intervals(db, seed),
-        "changing": [dict(row) for row in db.execute(sql.changing_pages, (seed, CHANGING_SHOWN))],
+        "changing": changing,
+        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing]),
         "verdicts": [dict(row) for row in db.execute(sql.report_verdicts, (seed,))],
     }
 

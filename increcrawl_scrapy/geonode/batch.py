@@ -124,6 +124,7 @@ def page_result(result: dict[str, Any]) -> dict[str, Any] | None:
         return {
             "http_status": 0,
             "error": code or "no status",
+            "error_kind": f"API {code}" if code else "no status",
             "site_failure": is_site_error_code(code),
         }
     data = _mapping(result.get("data")) if status == 200 else {}

@@ -43,6 +43,7 @@ from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
+    OFFSITE,
     conditions,
     failed_item,
     final_url_of,
@@ -343,6 +344,7 @@ class IncrementalSpider(scrapy.Spider):
                 **row,
                 "http_status": 0,
                 "error": f"redirect to another site: {final_url}",
+                "error_kind": OFFSITE,
                 "site_failure": True,
             }
             return

@@ -20,7 +20,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, PageText, Unusab
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.spiders.page_items import final_url_of, text_of
+from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of, text_of
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -197,5 +197,6 @@ class PageContent:
             "http_status": 0,
             "markdown": None,
             "error": str(error),
+            "error_kind": TOO_LARGE,
             "site_failure": True,
         }

@@ -9,6 +9,7 @@ from typing import Any
 import scrapy
 from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.internet.error import ConnectError, ConnectionLost, DNSLookupError, TCPTimedOutError
 from twisted.internet.error import TimeoutError as DownloadTimeout
 
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, PageTooLarge, page_text
@@ -52,6 +53,28 @@ def failure_kind(error: BaseException | None) -> tuple[int, bool]:
     return 0, False
 
 
+def error_kind(error: BaseException | None) -> str:
+    """What failed, in a word or two: failures are counted by it (the report)."""
+    if isinstance(error, HttpError):
+        return f"HTTP {error.response.status}"
+    if isinstance(error, OffsiteRedirect):
+        return OFFSITE
+    if isinstance(error, GeonodeError):  # by the API's code (or its status) when it gave one
+        code = getattr(error, "code", None) or getattr(error, "status", None)
+        return f"API {code}" if code else "API"
+    if too_large(error):
+        return TOO_LARGE
+    if isinstance(error, DownloadTimeout | TCPTimedOutError):
+        return "timeout"
+    if isinstance(error, ConnectError | DNSLookupError | ConnectionLost):
+        return "connection"
+    return type(error).__name__ if error is not None else "failed"
+
+
+#: The kinds of failures that are not exceptions (``error_kind``).
+OFFSITE, TOO_LARGE = "off-site redirect", "too large"
+
+
 def failed_item(request: scrapy.Request, error: BaseException | None, message: str) -> dict:
     """The item of a page fetch that failed with *error*."""
     status, site_failure = failure_kind(error)
@@ -66,6 +89,7 @@ def failed_item(request: scrapy.Request, error: BaseException | None, message: s
         "normalized_url": request.meta.get(META_KEY),
         "http_status": status,
         "error": message,
+        "error_kind": error_kind(error),
         "site_failure": site_failure,
     }
 

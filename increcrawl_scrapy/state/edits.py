@@ -43,6 +43,8 @@ class OperatorEdits:
                 db.execute(db.sql.forget_seed_sitemaps, (seed,))
             db.execute(db.sql.forget_contents[target], params)
             db.execute(db.sql.forget_memories[target], params)
+            # A page's checks go with it (SQLite may give a later page its id).
+            db.execute(db.sql.forget_checks[target], params)
             return int(db.execute(db.sql.forget_pages[target], params).rowcount)
 
     def _target(self, url: str | None, seed: str | None) -> tuple[str, tuple[str, ...]]:

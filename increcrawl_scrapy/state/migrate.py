@@ -29,8 +29,10 @@ TABLES: dict[str, tuple[str, ...]] = {
     "hosts": ("host",),
     "contents": ("normalized_url",),
     "memories": ("normalized_url",),
+    "checks": ("run", "page"),
 }
 _BATCH = 5000
+_NUMBERS = ("id", "run", "page")  # key columns that are not text
 
 
 def driver_errors() -> tuple[type[Exception], ...]:
@@ -197,7 +199,7 @@ class _Postgres(_Side):
 
     def order(self, key: tuple[str, ...]) -> str:
         # Byte order, as SQLite's: the same keys are sampled whichever side reads.
-        return ", ".join(name if name == "id" else f'{name} COLLATE "C"' for name in key)
+        return ", ".join(name if name in _NUMBERS else f'{name} COLLATE "C"' for name in key)
 
     def begin_snapshot(self) -> None:
         self.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -28,6 +28,7 @@ from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, ne
 from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents
+from increcrawl_scrapy.state.history import RunHistory
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.loads import CACHE, RowLoads
 from increcrawl_scrapy.state.memories import Memories
@@ -71,6 +72,7 @@ class Results(RowLoads):
         self._absent: dict[str, None] = {}  # read by load(): not in the table
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
+        self.history = RunHistory()  # the run's checks, written with their results
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
@@ -168,6 +170,7 @@ class Results(RowLoads):
         hold: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
+        error_kind: str | None = None,
     ) -> Recorded:
         now = self.clock()
         self._collect()
@@ -204,6 +207,8 @@ class Results(RowLoads):
             self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
         if memory is not None and outcome is not Outcome.ERROR:
             self.memories.add(key, memory)
+        if ITEM_MARK not in key:  # an item row's fetch is its page's
+            self.history.add(key, now, status or 0, outcome, error_kind, content_hash)
         if (
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -231,6 +236,7 @@ class Results(RowLoads):
                 self._new_keys.discard(key)
             self.contents.discard(key)
             self.memories.discard(key)
+            self.history.discard(key)
         return page is not None
 
     @property
@@ -338,6 +344,7 @@ class Results(RowLoads):
             hosts=self.hosts.take(),
             contents=self.contents.take(list(pages)),
             memories=self.memories.take(list(pages)),
+            checks=self.history.take(list(pages)),
             leased=leased,
             # A result that leaves its row due keeps its lease (not retried at once).
             keep={key for key in leased if pages[key].next_check <= now},
@@ -363,6 +370,7 @@ class Results(RowLoads):
                 self._pending[key] = page
         self.contents.restore(batch.contents)
         self.memories.restore(batch.memories)
+        self.history.restore(batch.checks)
         self.hosts.restore(batch.hosts)
         if self.claims is not None:
             for key, token in batch.leased.items():

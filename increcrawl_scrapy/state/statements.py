@@ -120,6 +120,7 @@ class UpkeepStatements(Protocol):
     forget_seed_sitemaps: str
     forget_contents: Mapping[str, str]
     forget_memories: Mapping[str, str]
+    forget_checks: Mapping[str, str]  # history.py's checks of the pages forgotten
     forget_pages: Mapping[str, str]
     seed_hosts: str
     unannounced_count: str
@@ -148,7 +149,23 @@ class UpkeepStatements(Protocol):
         ...
 
 
-class Statements(DiscoveryStatements, ResultStatements, UpkeepStatements, Protocol):
+class HistoryStatements(Protocol):
+    """What each run fetched (``history.py``) and what the report reads of it
+    (``commands/report_changes.py``)."""
+
+    record_check: str  # of the page keyed by the last parameter, by its id
+    set_run_statuses: str
+    oldest_run_dropped: str  # the newest of a seed's runs past the ones kept
+    drop_checks: str
+    run_check_count: str
+    change_set: str  # a run's pages new, changed or gone, by time
+    page_checks: str  # of a JSON array of page ids
+    pages_by_ids: str  # of a JSON array of page ids
+
+
+class Statements(
+    DiscoveryStatements, ResultStatements, UpkeepStatements, HistoryStatements, Protocol
+):
     """Every statement a backend says."""
 
 

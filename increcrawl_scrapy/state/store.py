@@ -23,7 +23,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions
 from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
-from increcrawl_scrapy.state import memories
+from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
@@ -34,12 +34,8 @@ from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
-from increcrawl_scrapy.state.refingerprint import (
-    check_content_scheme,
-    check_volatile_rules,
-    read_setting,
-    write_setting,
-)
+from increcrawl_scrapy.state.readings import StoreReadings
+from increcrawl_scrapy.state.refingerprint import check_content_scheme, check_volatile_rules
 from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
@@ -50,7 +46,7 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
 
-class StateStore(OperatorEdits):
+class StateStore(OperatorEdits, StoreReadings):
     """SQLite state for one database file."""
 
     def __init__(
@@ -72,6 +68,7 @@ class StateStore(OperatorEdits):
         volatile_patterns: tuple[str, ...] | None = None,
         content_scheme: str | None = None,
         keys_as_stored: bool = False,
+        history_runs: int = 100,
     ) -> None:
         self.path = str(path)
         self.policy = policy or RevisitPolicy()
@@ -125,6 +122,7 @@ class StateStore(OperatorEdits):
             flush_seconds=flush_seconds,
             claims=claims,
         )
+        self.results.history.keep_runs = history_runs
         self.queue = ChangeQueue(self.results)
         try:
             if keys_as_stored:  # the operator's commands: the state's keys as they are
@@ -177,6 +175,7 @@ class StateStore(OperatorEdits):
             volatile_patterns=config.volatile_patterns,
             content_scheme=ContentOptions.from_config(config).scheme(),
             keys_as_stored=keys_as_stored,
+            history_runs=config.history_runs,
         )
 
     @property
@@ -190,7 +189,7 @@ class StateStore(OperatorEdits):
     def start_run(self, seed: str) -> Run:
         """Record a new run of *seed*; its discovery goes through the returned Run
         (a later run on this store ends this one's discovery)."""
-        return Run.start(
+        run = Run.start(
             self.database,
             seed,
             settle=self.results.settle,
@@ -200,44 +199,13 @@ class StateStore(OperatorEdits):
             missing_runs=self.missing_runs,
             lastmod=self.lastmod,
         )
+        self.results.history.begin(run.id)
+        return run
 
     @serialized
-    def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:
-        """What the sitemap dates of *seed*'s hosts have earned, with the evidence."""
-        self.results.flush()
-        rows = self.database.execute(self.database.sql.seed_hosts, (seed,))
-        return [dict(row) for row in rows]
-
-    @serialized
-    def remembered(self, name: str) -> str | None:
-        """What a crawl kept for the next under *name* (``remember``), or None."""
-        return read_setting(self.database, name)
-
-    @serialized
-    def remember(self, name: str, value: str) -> None:
-        with self.database.transaction() as db:
-            write_setting(db, name, value)
-
-    @serialized
-    def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
-        """Pages of *seed* that changed twice or more while their sitemap date stood
-        still, on hosts whose dates are not judged stale (volatile text the rules
-        miss, on a site whose dates are otherwise right): how many, the first *limit*."""
-        self.results.flush()
-        sql = self.database.sql
-        (count,) = self.database.execute(sql.unannounced_count, (seed,)).fetchone()
-        rows = self.database.execute(sql.unannounced_urls, (seed, limit))
-        return int(count), [row[0] for row in rows]
-
-    @serialized
-    def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
-        sql = self.database.sql
-        rows = (
-            self.database.execute(sql.seed_runs, (seed,))
-            if seed
-            else self.database.execute(sql.all_runs)
-        )
-        return [dict(row) for row in rows]
+    def finish_history(self, run: Run) -> None:
+        """After ``run.finish``: its responses by kind kept, older runs' checks dropped."""
+        history.finish(self.database, run.id, run.seed, self.results.history)
 
     # -- the change queue ----------------------------------------------------
 
@@ -309,6 +277,7 @@ class StateStore(OperatorEdits):
         hold: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
+        error_kind: str | None = None,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -316,13 +285,13 @@ class StateStore(OperatorEdits):
         on the row that was due); without it *url* is normalized. *status* is the
         origin's HTTP status, or None for a network or API failure. A failure with
         *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
-        any other failure leaves it due. *validators* is ``(etag, last_modified)``
-        as the origin sent them; None means the fetcher cannot see them (Geonode).
-        With *hold*, the result is written only once :meth:`deliver` is called.
-        *content* is the page's text, kept when given (INCRECRAWL_KEEP_CONTENT);
-        *memory* what the fetch leaves for the next one (``page_memory.py``).
-        *lease* is the token a shared backend checks; one SQLite file has one
-        crawl (the crawl lock), so it has no leases to check.
+        any other failure leaves it due (*error_kind* says what failed: ``timeout``...).
+        *validators* is ``(etag, last_modified)`` as the origin sent them; None means
+        the fetcher cannot see them (Geonode). With *hold*, the result is written
+        only once :meth:`deliver` is called. *content* is the page's text, kept when
+        given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
+        one (``page_memory.py``). *lease* is the token a shared backend checks; one
+        SQLite file has one crawl (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
             key or self.normalize(url),
@@ -336,6 +305,7 @@ class StateStore(OperatorEdits):
             hold=hold,
             content=content,
             memory=memory,
+            error_kind=error_kind,
         )
 
     @serialized

@@ -13,6 +13,7 @@ from typing import Any
 
 from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
 from increcrawl_scrapy.state.backend import Backend
+from increcrawl_scrapy.state.history import Check
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.pages import RESULT_INSERT
 
@@ -31,6 +32,7 @@ class Batch:
     hosts: list[tuple[Any, ...]]  # (host, *increments) of hosts with new evidence
     contents: list[tuple[Any, ...]]  # kept texts (contents.py)
     memories: list[tuple[str, bytes]] = field(default_factory=list)  # memories.py
+    checks: list[Check] = field(default_factory=list)  # history.py
     #: On a shared state: key -> fencing token of the leases under which the results
     #: were fetched, and the keys whose lease is kept (the row stays due).
     leased: dict[str, int] = field(default_factory=dict)
@@ -68,6 +70,9 @@ def write_batch(database: Backend, batch: Batch, *, demoted_wait: float, min_evi
         remembered = [row for row in batch.memories if row[0] in written]
         if remembered:
             db.executemany(db.sql.remember, remembered)
+        checks = [row for row in batch.checks if row[-1] in written]
+        if checks:  # after the pages: a new page's check needs its id
+            db.executemany(db.sql.record_check, checks)
 
 
 class Writer:

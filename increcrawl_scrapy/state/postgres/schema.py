@@ -160,10 +160,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 6: SQLite schema 9: what each run fetched, and its responses by kind.
+    (
+        """
+        CREATE TABLE checks (
+            run     BIGINT NOT NULL,
+            page    BIGINT NOT NULL,
+            at      DOUBLE PRECISION NOT NULL,
+            status  INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            kind    TEXT,
+            PRIMARY KEY (run, page)
+        )
+        """,
+        "CREATE INDEX checks_page ON checks (page)",
+        "ALTER TABLE runs ADD COLUMN statuses TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.
-SQLITE_VERSION = 8
+SQLITE_VERSION = 9
 #: One key for every increcrawl database on a server: migrations never overlap.
 _MIGRATION_LOCK = 0x49434352
 

@@ -134,6 +134,12 @@ class UpkeepSQL:
             for target in FORGET_TARGETS
         }
     )
+    forget_checks: Mapping[str, str] = MappingProxyType(
+        {
+            target: f"DELETE FROM checks WHERE page IN (SELECT id FROM pages {_WHERE[target]})"
+            for target in FORGET_TARGETS
+        }
+    )
     forget_pages: Mapping[str, str] = MappingProxyType(
         {target: f"DELETE FROM pages {_WHERE[target]}" for target in FORGET_TARGETS}
     )
@@ -184,11 +190,11 @@ class UpkeepSQL:
     report_runs = (
         "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
         "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
-        "tokens_charged, discovery_complete, close_reason "
+        "tokens_charged, discovery_complete, close_reason, statuses "
         "FROM runs WHERE seed = %s ORDER BY id DESC LIMIT %s"
     )
     changing_pages = (
-        "SELECT url, change_count, fetch_count, last_changed, interval_s FROM pages "
+        "SELECT id, url, change_count, fetch_count, last_changed, interval_s FROM pages "
         "WHERE seed = %s AND change_count > 0 "
         "ORDER BY change_count DESC, fetch_count, url LIMIT %s"
     )

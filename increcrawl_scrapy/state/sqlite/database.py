@@ -195,6 +195,11 @@ class ReadOnly:
         cursor.row_factory = None
         return cursor.execute(sql, params)
 
+    def schema_version(self) -> int:
+        """The file's schema version (a command reading what a later one added can
+        say the file is behind instead of failing on a missing table)."""
+        return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
+
     def close(self) -> None:
         self.connection.close()
 

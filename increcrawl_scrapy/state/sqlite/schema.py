@@ -159,5 +159,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    # 9: what each run fetched (state/history.py), for the report: a check per page
+    # (status, outcome, the kind of a failure), kept for the last
+    # INCRECRAWL_HISTORY_RUNS runs of each seed; and each run's responses by kind.
+    (
+        """
+        CREATE TABLE checks (
+            run     INTEGER NOT NULL,
+            page    INTEGER NOT NULL,  -- pages.id: it stays when a key is re-made
+            at      REAL NOT NULL,
+            status  INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            kind    TEXT,
+            PRIMARY KEY (run, page)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX checks_page ON checks (page)",
+        "ALTER TABLE runs ADD COLUMN statuses TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

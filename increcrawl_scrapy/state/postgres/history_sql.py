@@ -1,0 +1,38 @@
+"""PostgreSQL's statements of what each run fetched (``history.py``) and of what
+the report reads of it (``commands/report_changes.py``), by the names of
+``state/statements.py``."""
+
+from __future__ import annotations
+
+from increcrawl_scrapy.state.history import CHANGES, REPORTED_PAGE
+
+_CHANGES = ", ".join(f"'{outcome}'" for outcome in CHANGES)
+_IDS = "(SELECT jsonb_array_elements_text(%s::jsonb)::bigint)"  # of a JSON array
+
+
+class HistorySQL:
+    #: The page's id, not its key: it stays when re-keying changes the key. The
+    #: page's row is written first.
+    record_check = (
+        "INSERT INTO checks (run, page, at, status, outcome, kind) "
+        "SELECT %s, id, %s, %s, %s, %s FROM pages WHERE normalized_url = %s "
+        "ON CONFLICT (run, page) DO UPDATE SET at = excluded.at, status = excluded.status, "
+        "outcome = excluded.outcome, kind = excluded.kind"
+    )
+    set_run_statuses = "UPDATE runs SET statuses = %s WHERE id = %s"
+    oldest_run_dropped = "SELECT id FROM runs WHERE seed = %s ORDER BY id DESC LIMIT 1 OFFSET %s"
+    drop_checks = (
+        "DELETE FROM checks WHERE run IN (SELECT id FROM runs WHERE seed = %s AND id <= %s)"
+    )
+    run_check_count = "SELECT count(*) FROM checks WHERE run = %s"
+    change_set = (
+        "SELECT c.page, p.url, c.at, c.outcome FROM checks AS c "
+        "JOIN pages AS p ON p.id = c.page "
+        f'WHERE c.run = %s AND c.outcome IN ({_CHANGES}) ORDER BY c.at, p.url COLLATE "C" '
+        "LIMIT %s"
+    )
+    page_checks = (
+        "SELECT page, run, at, status, outcome, kind FROM checks "
+        f"WHERE page IN {_IDS} ORDER BY page, at"
+    )
+    pages_by_ids = f"SELECT {', '.join(REPORTED_PAGE)} FROM pages WHERE id IN {_IDS}"

@@ -1,0 +1,58 @@
+"""What the store tells of a state beside its queue (hosts' verdicts, settings kept
+for the next crawl, unannounced changes, runs), part of ``StateStore``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from increcrawl_scrapy.state.backend import serialized
+from increcrawl_scrapy.state.refingerprint import read_setting, write_setting
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.state.backend import Backend
+    from increcrawl_scrapy.state.results import Results
+
+
+class StoreReadings:
+    """Mixed into ``StateStore``, whose database and results it uses."""
+
+    database: Backend
+    results: Results
+
+    @serialized
+    def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:
+        """What the sitemap dates of *seed*'s hosts have earned, with the evidence."""
+        self.results.flush()
+        rows = self.database.execute(self.database.sql.seed_hosts, (seed,))
+        return [dict(row) for row in rows]
+
+    @serialized
+    def remembered(self, name: str) -> str | None:
+        """What a crawl kept for the next under *name* (``remember``), or None."""
+        return read_setting(self.database, name)
+
+    @serialized
+    def remember(self, name: str, value: str) -> None:
+        with self.database.transaction() as db:
+            write_setting(db, name, value)
+
+    @serialized
+    def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
+        """Pages of *seed* that changed twice or more while their sitemap date stood
+        still, on hosts whose dates are not judged stale (volatile text the rules
+        miss, on a site whose dates are otherwise right): how many, the first *limit*."""
+        self.results.flush()
+        sql = self.database.sql
+        (count,) = self.database.execute(sql.unannounced_count, (seed,)).fetchone()
+        rows = self.database.execute(sql.unannounced_urls, (seed, limit))
+        return int(count), [row[0] for row in rows]
+
+    @serialized
+    def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
+        sql = self.database.sql
+        rows = (
+            self.database.execute(sql.seed_runs, (seed,))
+            if seed
+            else self.database.execute(sql.all_runs)
+        )
+        return [dict(row) for row in rows]
