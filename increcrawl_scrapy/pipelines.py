@@ -78,7 +78,8 @@ class IncrementalStatePipeline:
         self.close_spider_counts()
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
-            self.store.results.hand_off()
+            with contextlib.suppress(StateLockedError):  # said and handled at close
+                self.store.results.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         if self.store is None:
@@ -153,6 +154,16 @@ class IncrementalStatePipeline:
     def _process(self, item: Any) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
+        state = crawl_state(self.crawler)
+        if state.in_use is None:
+            try:
+                return self._process_recorded(item)
+            except StateLockedError as exc:  # another program's transaction, mid-run
+                state.stop_in_use(exc)
+        raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
+
+    def _process_recorded(self, item: Any) -> Any:
+        assert self.store is not None
         adapter = ItemAdapter(item)
         self._taken = self._hashes.pop(id(item), {})
         member = take(self.crawler, item)  # one of its page's items

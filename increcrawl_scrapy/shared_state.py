@@ -86,10 +86,27 @@ class CrawlState:
         self.api_down: Callable[[], str | None] | None = None
         #: The pipeline's delivery of held results (None without the pipeline).
         self.delivery: Delivery | None = None
+        #: Another program's lock met while recording (an sqlite3 shell's open
+        #: transaction): the crawl stops with ``database_in_use``.
+        self.in_use: StateLockedError | None = None
         if flag("increcrawl_reset", getattr(crawler.spider, "increcrawl_reset", False)):
             again = self.store.make_due(seed=self.seed)
             logger.info("increcrawl_reset: the schedule starts over (%d pages due now)", again)
         warn_unknown_settings(crawler.settings)
+
+    def stop_in_use(self, exc: StateLockedError) -> None:
+        """A write found the database locked past INCRECRAWL_DB_LOCK_TIMEOUT: said
+        once, and the crawl ends with ``database_in_use`` (exit code 75); what was
+        not written stays due."""
+        if self.in_use is not None:
+            return
+        self.in_use = exc
+        logger.error(
+            "Try later: %s (the crawl ends with %s; the pages not recorded stay due)",
+            exc,
+            close_reasons.IN_USE,
+        )
+        deferred_from_coro(compat.close_spider(self.crawler, close_reasons.IN_USE))
 
     def idle(self) -> None:
         """The crawl has nothing left to do: end it with the failure it met, if any."""
@@ -133,45 +150,58 @@ class CrawlState:
         return None
 
     def close(self, reason: str) -> None:
-        """Finish the run with the crawl's counts, flush and close the store."""
+        """Finish the run with the crawl's counts, flush and close the store; with
+        the database still locked by another program, leave the run unfinished and
+        its unwritten results undone (their pages stay due)."""
         try:
-            collector = self.crawler.stats
-            value = (
-                collector.get_value if collector is not None else (lambda key, default=0: default)
-            )
-            counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
-            noisy, examples = self.store.unannounced(self.seed)
-            if noisy:
-                logger.warning(
-                    "%d pages changed more than once while their sitemap date did not "
-                    "move (%s%s): volatile text the rules miss? Only their first such change "
-                    "counts as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
-                    noisy,
-                    ", ".join(examples),
-                    ", ..." if noisy > len(examples) else "",
-                )
-            listed = self.store.count(self.seed, gone=False)  # after writing every result
-            stats.inc(collector, stats.LEASES_LOST, self.store.results.leases_lost)
-            self.run.finish(
-                counts,
-                discovery_complete=self.discovery_complete,
-                close_reason=reason,
-                listed=listed,
-            )
-            self.store.finish_history(self.run)
-            logger.info(
-                run_summary(
-                    value,
-                    seed=self.seed,
-                    listed=listed,
-                    verdicts=self.store.lastmod_verdicts(self.seed),
-                    reason=reason,
-                    embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
-                    warnings=run_warnings.release(self.crawler),
-                )
+            self._finish(reason)
+        except StateLockedError as exc:
+            if self.in_use is None:  # met only now, writing the last results
+                logger.error("Try later: %s (the crawl ends with %s)", exc, close_reasons.IN_USE)
+            close_reasons.seen.append(close_reasons.IN_USE)  # the exit code says it
+            logger.error(
+                "%d results not written, the database still in use: their pages stay due",
+                self.store.results.abandon(),
             )
         finally:
             self.store.close()
+
+    def _finish(self, reason: str) -> None:
+        if self.in_use is not None:
+            self.store.results.flush()  # free again? else StateLockedError
+        collector = self.crawler.stats
+        value = collector.get_value if collector is not None else (lambda key, default=0: default)
+        counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
+        noisy, examples = self.store.unannounced(self.seed)
+        if noisy:
+            logger.warning(
+                "%d pages changed more than once while their sitemap date did not "
+                "move (%s%s): volatile text the rules miss? Only their first such change "
+                "counts as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
+                noisy,
+                ", ".join(examples),
+                ", ..." if noisy > len(examples) else "",
+            )
+        listed = self.store.count(self.seed, gone=False)  # after writing every result
+        stats.inc(collector, stats.LEASES_LOST, self.store.results.leases_lost)
+        self.run.finish(
+            counts,
+            discovery_complete=self.discovery_complete,
+            close_reason=reason,
+            listed=listed,
+        )
+        self.store.finish_history(self.run)
+        logger.info(
+            run_summary(
+                value,
+                seed=self.seed,
+                listed=listed,
+                verdicts=self.store.lastmod_verdicts(self.seed),
+                reason=reason,
+                embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
+                warnings=run_warnings.release(self.crawler),
+            )
+        )
 
 
 def crawl_state(crawler: Crawler) -> CrawlState:

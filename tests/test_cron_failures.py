@@ -22,7 +22,7 @@ KEY = "cron-key-0123456789"
 
 HOLD = """
 import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
 if sys.argv[2] == "exclusive":
     db.execute("PRAGMA locking_mode=EXCLUSIVE")
     db.execute("BEGIN EXCLUSIVE")
@@ -253,3 +253,35 @@ def test_boolean_arguments_in_their_usual_spellings_are_accepted(
     assert done.returncode == 0, done.stderr[-2000:]
     fetched = "0 fetched" if value == "true" else "2 fetched"
     assert fetched in done.stderr
+
+
+def test_a_database_another_program_takes_mid_run_exits_75(tmp_path: Path) -> None:
+    """The lock taken while the crawl runs (an sqlite3 shell's transaction left
+    open): the crawl stops with database_in_use, says why at ERROR, exits 75, and
+    the next run, the database free again, fetches what was not recorded."""
+    db = tmp_path / "s.sqlite"
+    log = tmp_path / "crawl.log"
+    slow = ("INCRECRAWL_FETCHER=direct", "CONCURRENT_REQUESTS=1", "DOWNLOAD_DELAY=0.05")
+    with SampleSite(pages=200) as site:
+        command = crawl_command(
+            site.sitemap_url, db, *slow, "INCRECRAWL_DB_LOCK_TIMEOUT=1", f"LOG_FILE={log}"
+        )
+        with subprocess.Popen(
+            command, cwd=tmp_path, env=crawl_env(None), stderr=subprocess.PIPE, text=True
+        ) as crawling:
+            deadline = time.monotonic() + 60
+            while sum(site.fetched.values()) < 40 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert crawling.poll() is None, "the crawl ended before the lock was taken"
+            with held(db, "write"):
+                _, stderr = crawling.communicate(timeout=60)
+        assert crawling.returncode == 75, stderr[-3000:]
+        logged = errors_in(log.read_text())
+        assert any("in use" in line for line in logged), log.read_text()[-3000:]
+        assert "Traceback" not in log.read_text(), log.read_text()[-5000:]
+        fetched_before = sum(site.fetched.values())
+        assert fetched_before < 200
+        again = crawl(db, site.sitemap_url, "INCRECRAWL_FETCHER=direct")
+        assert again.returncode == 0, again.stderr[-2000:]
+    rows = sqlite3.connect(db).execute("SELECT count(*) FROM pages WHERE fetch_count > 0")
+    assert rows.fetchone()[0] >= 200  # every page recorded once the database was free

@@ -377,6 +377,14 @@ class Results(RowLoads):
                 self.claims.tokens.setdefault(key, token)
 
     @serialized
+    def abandon(self) -> int:
+        """Drop every result not written yet (the database stays locked by another
+        program): their rows stay as they were, due. Returns how many."""
+        batch = self._take()
+        held, self._held = len(self._held), {}
+        return held + (len(batch.pages) if batch is not None else 0)
+
+    @serialized
     def settle(self) -> None:
         """Before discovery writes: pending results go to the table first (discovery
         decides over them), and rows handed out or loaded may change under it."""
