@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -329,7 +329,10 @@ class IncrementalSpider(scrapy.Spider):
             },
         )
 
-    async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[dict[str, Any]]:
+    async def parse_page(self, response: scrapy.http.Response) -> Iterable[Any]:
+        # A coroutine returning its outputs, not an async generator: Scrapy then waits
+        # for the content thread once, instead of each of its CONCURRENT_ITEMS output
+        # workers waiting on an empty queue (measured: a fifth of a page's CPU).
         self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
         row = {
             "url": response.meta.get(META_URL, response.url),
@@ -340,19 +343,18 @@ class IncrementalSpider(scrapy.Spider):
             # The API followed a redirect to another site: not this page's content.
             stats.inc(self.crawler.stats, stats.REDIRECT_OFFSITE)
             logger.warning("%s redirects to another site (%s): not kept", response.url, final_url)
-            yield {
-                **row,
-                "http_status": 0,
-                "error": f"redirect to another site: {final_url}",
-                "error_kind": OFFSITE,
-                "site_failure": True,
-            }
-            return
+            return [
+                {
+                    **row,
+                    "http_status": 0,
+                    "error": f"redirect to another site: {final_url}",
+                    "error_kind": OFFSITE,
+                    "site_failure": True,
+                }
+            ]
         callback = self._rule_callback(row["url"]) if response.status == 200 else None
         if callback is not None:
-            for output in routed(self, callback, response, row["url"]):
-                yield output
-            return
+            return routed(self, callback, response, row["url"])  # iterated lazily
         item = {
             **row,
             "final_url": final_url,
@@ -362,7 +364,7 @@ class IncrementalSpider(scrapy.Spider):
             "etag": header_of(response, "ETag"),
             "last_modified": header_of(response, "Last-Modified"),
         }
-        yield await self._content.with_text(item, response) if response.status == 200 else item
+        return [await self._content.with_text(item, response) if response.status == 200 else item]
 
     def _rule_callback(self, url: str) -> Callable[..., Any] | None:
         """The subclass's callback for *url* (``page_rules``), or None: ours."""
