@@ -106,6 +106,8 @@ def main() -> None:
             write_site(www, url, args.pages)
             sitemap = f"{url}/sitemap.xml"
             env = crawl_env(None)
+            # Plain Scrapy: not this project's settings (its add-on and pipeline).
+            plain_env = {k: v for k, v in env.items() if k != "SCRAPY_SETTINGS_MODULE"}
             plain = [
                 sys.executable,
                 "-m",
@@ -131,7 +133,7 @@ def main() -> None:
 
             times: dict[str, list[tuple[float, float]]] = {"plain": [], "main": [], "whole": []}
             for n in range(args.repeat):
-                times["plain"].append(timed(plain, root, env))
+                times["plain"].append(timed(plain, root, plain_env))
                 times["main"].append(timed(ours(False, 2 * n), Path(__file__).parent.parent, env))
                 times["whole"].append(
                     timed(ours(True, 2 * n + 1), Path(__file__).parent.parent, env)
