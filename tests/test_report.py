@@ -154,7 +154,7 @@ async def test_report_shows_what_changed_in_each_run(
     with SampleSite(pages=12) as site:
         starts, texts = await crawl_months(db, site, api, clock)
         edited, gone, failing = site.page_url(2), site.page_url(5), site.page_url(9)
-        added = site.page_url(12)
+        added, quiet, unknown_url = site.page_url(12), site.page_url(3), site.page_url(99)
     done = increcrawl(db, "report", "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     opened = open_file(out)
@@ -231,3 +231,21 @@ async def test_report_shows_what_changed_in_each_run(
     # The change list links to it.
     assert root.xpath(f'//a[@class="page" and text()="{edited}"]/@href')
     screenshot(out, ARTIFACTS / "report-changes.png", size="1280,3950")  # docs/report.png
+
+    # Any page's history on request, first (on a larger site one that never changed is
+    # in no list; here every page was new in the first run shown).
+    assert root.xpath('(//details[@class="page"])[1]/@data-url') != [quiet]
+    asked = tmp_path / "asked.html"
+    done = increcrawl(db, "report", "-o", str(asked), quiet + "#a-fragment")
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = open_file(asked).dom.xpath('(//details[@class="page"])[1]')[0]
+    assert page.get("data-url") == quiet
+    checks = [
+        [cell.text_content() for cell in row.xpath("td")]
+        for row in page.xpath('.//tr[@class="check"]')
+    ]
+    assert len(checks) >= 4 and checks[-1][0] == "#1"
+    assert checks[-1][3] == "new" and {row[3] for row in checks[:-1]} == {"unchanged"}
+    unknown = increcrawl(db, "report", "-o", str(asked), unknown_url)
+    assert unknown.returncode == 1 and "No page" in unknown.stdout
+    assert increcrawl(db, "report", "-o", str(asked), "not a url").returncode == 2

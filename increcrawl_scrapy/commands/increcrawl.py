@@ -23,7 +23,7 @@ SUBCOMMANDS = (
     "migrate",
 )
 #: Subcommands that take one URL argument (optional for due and forget).
-_WITH_URL = ("due", "forget", "diff")
+_WITH_URL = ("due", "forget", "diff", "report")
 
 
 class Command(ScrapyCommand):
@@ -35,8 +35,8 @@ class Command(ScrapyCommand):
         return (
             "check | demo [--dir DIR] [--pages N] | status [--seed SEED] [--json] | "
             "due URL|--seed SEED|--all | forget URL|--seed SEED | diff URL | "
-            "noisy [--min-streak K] [--seed SEED] [--json] | report -o FILE [--seed SEED] | "
-            "migrate --from SOURCE --to TARGET"
+            "noisy [--min-streak K] [--seed SEED] [--json] | "
+            "report -o FILE [--seed SEED] [URL] | migrate --from SOURCE --to TARGET"
         )
 
     def short_desc(self) -> str:
@@ -52,8 +52,9 @@ class Command(ScrapyCommand):
             "page or a seed (a page still listed comes back as new). diff: what a page's "
             "last change changed (needs INCRECRAWL_KEEP_CONTENT). noisy: pages reported "
             "changed on every fetch, what differed, and a volatile pattern that would not "
-            "see it. report: one self-contained HTML file of the crawl's history. migrate: "
-            "copy a whole state between SQLite and PostgreSQL (postgresql://...), checked."
+            "see it. report: one self-contained HTML file of the crawl's history (with a "
+            "URL, that page's history too). migrate: copy a whole state between SQLite and "
+            "PostgreSQL (postgresql://...), checked."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -88,7 +89,7 @@ class Command(ScrapyCommand):
         elif name == "noisy":
             self.exitcode = pages.noisy(self.settings, opts)
         elif name == "report":
-            self.exitcode = report.write(self.settings, opts)
+            self.exitcode = report.write(self.settings, opts, url)
         elif name == "migrate":
             self.exitcode = migrate.run(opts)
         elif name == "status":

@@ -38,15 +38,10 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         return 1
     try:
         db = read_only(config)
-        # The URL is keyed as the state's keys were made (the settings stored with
-        # it), not by the shell's settings.
-        shell = partial(normalize_url, **normalization_settings(config))
-        normalize = stored_normalize(db, RULES_VERSION, shell)
+        key = stored_key(db, config, url)
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
-    try:
-        key = normalize(url)
     except ValueError as exc:
         print(f"Not a page URL: {url} ({exc})")
         return close_reasons.BAD_INPUT
@@ -67,6 +62,13 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         return 0
     sys.stdout.writelines(diff_lines(url, kept))
     return 0
+
+
+def stored_key(db: Any, config: Any, url: str) -> str:
+    """*url*'s row key, made as the state's keys were made (the settings stored
+    with it), not by the shell's settings; ValueError if it is not a page URL."""
+    shell = partial(normalize_url, **normalization_settings(config))
+    return stored_normalize(db, RULES_VERSION, shell)(url)
 
 
 def diff_lines(url: str, kept: KeptVersions) -> list[str]:

@@ -17,6 +17,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.sqlite import database as sqlite
@@ -38,7 +39,8 @@ CHANGING_SHOWN = 20
 _PLACEHOLDER = "__REPORT_DATA__"
 
 
-def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
+def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = None) -> int:
+    """The report; with *url*, that page's history too, first, whatever it did."""
     config = config_of(settings)
     if config is None:
         return close_reasons.BAD_INPUT
@@ -50,10 +52,22 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     try:
         db = read_only(config)
         behind = _schema_behind(db)
-        data = gather(db, now(config), seed=opts.seed) if behind is None else {}
+        page = (
+            db.execute(db.sql.page_exists, (stored_key(db, config, url),)).fetchone()
+            if url and behind is None
+            else None
+        )
+        if url and behind is None and page is None:
+            print(f"No page {url} in {shown(config.db_path)}")
+            return 1
+        shown_page = (page[0], page[1]) if page else None
+        data = gather(db, now(config), seed=opts.seed, page=shown_page) if behind is None else {}
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
+    except ValueError as exc:
+        print(f"Not a page URL: {url} ({exc})")
+        return close_reasons.BAD_INPUT
     if behind is not None:
         print(f"{shown(config.db_path)} {behind}")
         return 1
@@ -96,14 +110,21 @@ def render(data: dict[str, Any]) -> str:
     return template.read_text(encoding="utf-8").replace(_PLACEHOLDER, island)
 
 
-def gather(db: Any, at: float, seed: str | None = None) -> dict[str, Any]:
+def gather(
+    db: Any, at: float, seed: str | None = None, page: tuple[int, str] | None = None
+) -> dict[str, Any]:
+    """The report's data; *page*: the (id, seed) of a page whose history is shown."""
     seeds = [r[0] for r in db.execute(db.sql.seeds)]
     if seed:
         seeds = [name for name in seeds if name == seed]
-    return {"generated_at": at, "seeds": [_seed(db, name, at) for name in seeds]}
+    shown_pages = {page[1]: [page[0]]} if page else {}
+    return {
+        "generated_at": at,
+        "seeds": [_seed(db, name, at, shown_pages.get(name, [])) for name in seeds],
+    }
 
 
-def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
+def _seed(db: Any, seed: str, at: float, asked: list[int]) -> dict[str, Any]:
     sql = db.sql
     counts = db.execute(sql.report_counts, (at, seed)).fetchone()
     runs = [dict(row) for row in db.execute(sql.report_runs, (seed, RUNS_SHOWN))][::-1]
@@ -119,7 +140,7 @@ def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:
         "runs": runs,
         "intervals": _intervals(db, seed),
         "changing": changing,
-        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing]),
+        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing], asked),
         "verdicts": [dict(row) for row in db.execute(sql.report_verdicts, (seed,))],
     }
 

@@ -9,6 +9,7 @@ Everything is bounded, so the file stays small whatever the site's size.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from increcrawl_scrapy.commands.pages import diff_lines
@@ -22,14 +23,18 @@ DIFFS_SHOWN = 100
 DIFF_LINES = 400  # of one diff
 
 
-def changes(db: Any, run_ids: list[int], also: list[int]) -> dict[str, Any]:
+def changes(
+    db: Any, run_ids: list[int], also: list[int], asked: Sequence[int] = ()
+) -> dict[str, Any]:
     """The report's ``change_sets`` (latest run first), ``histories`` (pages with their
     ``checks``) and ``diffs`` (by page id) for a seed's *run_ids*; *also*: pages
-    whose history is carried even if no listed run changed them."""
+    whose history is carried even if no listed run changed them; *asked*: pages
+    whose history comes first (``report URL``)."""
     recent = run_ids[-CHANGE_RUNS_SHOWN:][::-1]
     kept = history.run_counts(db, recent)
     sets = history.change_sets(db, [run for run in recent if kept[run]], CHANGES_SHOWN)
-    wanted = list(dict.fromkeys([c["page"] for run in recent for c in sets.get(run, [])] + also))
+    listed = [c["page"] for run in recent for c in sets.get(run, [])]
+    wanted = list(dict.fromkeys([*asked, *listed, *also]))
     pages = _pages(db, wanted[:PAGES_SHOWN])
     checks = history.page_checks(db, list(pages))
     for page_id, page in pages.items():

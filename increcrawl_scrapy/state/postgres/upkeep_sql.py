@@ -203,7 +203,7 @@ class UpkeepSQL:
         "FROM hosts WHERE host IN (SELECT DISTINCT host FROM pages WHERE seed = %s) "
         "ORDER BY host"
     )
-    page_exists = "SELECT 1 FROM pages WHERE normalized_url = %s"
+    page_exists = "SELECT id, seed FROM pages WHERE normalized_url = %s"
     seed_exists = "SELECT 1 FROM pages WHERE seed = %s LIMIT 1"
     noisy_pages = _NOISY + " ORDER BY change_streak DESC, url"
     noisy_pages_of_seed = _NOISY + " AND seed = %s ORDER BY change_streak DESC, url"

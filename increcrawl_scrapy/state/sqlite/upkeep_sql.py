@@ -197,7 +197,7 @@ class UpkeepSQL:
         "FROM hosts WHERE host IN (SELECT DISTINCT host FROM pages WHERE seed = ?) "
         "ORDER BY host"
     )
-    page_exists = "SELECT 1 FROM pages WHERE normalized_url = ?"
+    page_exists = "SELECT id, seed FROM pages WHERE normalized_url = ?"
     seed_exists = "SELECT 1 FROM pages WHERE seed = ? LIMIT 1"
     noisy_pages = _NOISY + " ORDER BY change_streak DESC, url"
     noisy_pages_of_seed = _NOISY + " AND seed = ? ORDER BY change_streak DESC, url"
