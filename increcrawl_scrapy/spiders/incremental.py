@@ -39,6 +39,7 @@ from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, 
 from increcrawl_scrapy.spiders.arguments import flag, unknown_arguments
 from increcrawl_scrapy.spiders.batch_run import run_batch
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
+from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
@@ -47,7 +48,8 @@ from increcrawl_scrapy.spiders.page_items import (
     conditions,
     failed_item,
     final_url_of,
-    header_of,
+    page_item,
+    row_of,
     tokens_of,
     too_large,
 )
@@ -127,6 +129,7 @@ class IncrementalSpider(scrapy.Spider):
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
+        self._hybrid: HybridFetch | None = None  # INCRECRAWL_FETCHER = "hybrid"
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
@@ -170,6 +173,8 @@ class IncrementalSpider(scrapy.Spider):
             )
             self._client = client_for(self.crawler)
             state.api_down = self._client.breaker.down
+            if config.hybrid:
+                self._hybrid = HybridFetch(self.crawler, config, state.store, self._content)
             try:
                 await self._client.adopt_plan_concurrency()
             except GeonodeFatalError as exc:  # a bad key, a spent quota, no API there
@@ -226,6 +231,8 @@ class IncrementalSpider(scrapy.Spider):
                 if not tokens.take(1):
                     tokens.stop(expected - tokens.queued)
                     return
+                if self._hybrid is not None:  # its host's first probe answered first
+                    await self._hybrid.before(page)
                 yield self._page_request(page)
             for start in range(0, len(batched), MAX_URLS):
                 batch = batched[start : start + MAX_URLS]
@@ -271,7 +278,7 @@ class IncrementalSpider(scrapy.Spider):
         """Rows with validators go one by one (conditional headers); the others as
         batch jobs when there are enough of them and Geonode is the fetcher."""
         plain = [page for page in due if not conditions(page)]
-        if self._client is None or len(plain) < self.config.batch_min_urls:
+        if self._client is None or self._hybrid or len(plain) < self.config.batch_min_urls:
             return due, []
         return [page for page in due if conditions(page)], plain
 
@@ -315,7 +322,7 @@ class IncrementalSpider(scrapy.Spider):
     # -- fetching pages ----------------------------------------------------------
 
     def _page_request(self, page: PageState) -> Request:
-        return Request(
+        request = Request(
             page.url,
             callback=self.parse_page,
             errback=self.page_failed,
@@ -328,13 +335,16 @@ class IncrementalSpider(scrapy.Spider):
                 META_KEY: page.normalized_url,
             },
         )
+        return self._hybrid.request(page, request) if self._hybrid else request
 
-    async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[dict[str, Any]]:
+    async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[Any]:
+        step = HybridFetch.step(response.meta)
+        if step == PROBE and self._hybrid is not None:
+            async for output in self._hybrid.probed(response, page_item, self._tokens):
+                yield output
+            return
         self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
-        row = {
-            "url": response.meta.get(META_URL, response.url),
-            "normalized_url": response.meta.get(META_KEY),
-        }
+        row = row_of(response)
         final_url = final_url_of(response)
         if final_url is not None and not self.increcrawl_scope.follows_redirect(final_url):
             # The API followed a redirect to another site: not this page's content.
@@ -353,16 +363,12 @@ class IncrementalSpider(scrapy.Spider):
             for output in routed(self, callback, response, row["url"]):
                 yield output
             return
-        item = {
-            **row,
-            "final_url": final_url,
-            "http_status": response.status,
-            "markdown": None,
-            "fetcher": "geonode" if "geonode" in response.flags else "direct",
-            "etag": header_of(response, "ETag"),
-            "last_modified": header_of(response, "Last-Modified"),
-        }
-        yield await self._content.with_text(item, response) if response.status == 200 else item
+        item = page_item(response, row, final_url)
+        if response.status == 200:
+            item = await self._content.with_text(item, response)
+        if step == EXTRACT and self._hybrid is not None:
+            item = await self._hybrid.extracted(response, item)
+        yield item
 
     def _rule_callback(self, url: str) -> Callable[..., Any] | None:
         """The subclass's callback for *url* (``page_rules``), or None: ours."""
@@ -370,14 +376,18 @@ class IncrementalSpider(scrapy.Spider):
             self._page_rules = compile_rules(self, self.page_rules)
         return next((cb for regex, cb in self._page_rules if regex.search(url)), None)
 
-    def page_failed(self, failure: Failure) -> Iterator[dict[str, Any]]:
-        self._tokens.answer()
+    async def page_failed(self, failure: Failure) -> AsyncIterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
             # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
             # error, not gone; the row stays as it is.
+            self._tokens.answer()
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=ROBOTS)
             return
+        if self._hybrid is not None and self._hybrid.takes(failure):
+            yield await self._hybrid.probe_failed(failure)  # no answer: Geonode is asked
+            return
+        self._tokens.answer()
         if too_large(failure.value):  # a site failure (failure_kind), counted
             stats.inc(self.crawler.stats, stats.TOO_LARGE)
         yield failed_item(request, failure.value, failure.getErrorMessage())

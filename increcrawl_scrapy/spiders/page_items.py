@@ -94,6 +94,29 @@ def failed_item(request: scrapy.Request, error: BaseException | None, message: s
     }
 
 
+def row_of(response: scrapy.http.Response) -> dict[str, Any]:
+    """The URL and key of the row a page response answers."""
+    return {
+        "url": response.meta.get(META_URL, response.url),
+        "normalized_url": response.meta.get(META_KEY),
+    }
+
+
+def page_item(
+    response: scrapy.http.Response, row: dict[str, Any] | None = None, final: str | None = None
+) -> dict[str, Any]:
+    """The item of a page answered by *response*, before its text is taken."""
+    return {
+        **(row or row_of(response)),
+        "final_url": final or final_url_of(response),
+        "http_status": response.status,
+        "markdown": None,
+        "fetcher": "geonode" if "geonode" in response.flags else "direct",
+        "etag": header_of(response, "ETag"),
+        "last_modified": header_of(response, "Last-Modified"),
+    }
+
+
 def final_url_of(response: scrapy.http.Response) -> str | None:
     """Where the page was finally fetched from, when not the requested URL."""
     requested = response.meta.get(META_URL, response.url)
