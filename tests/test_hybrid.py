@@ -227,3 +227,54 @@ async def test_a_host_whose_direct_answers_differ_stops_being_probed(
         third = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert probes(third) == 1 and third.stats[stats.HYBRID_DIFFERED] == 1
         assert changed(third) == set() and tokens(third) == len(PAGES)
+
+
+CHALLENGE = (
+    "<html><head><title>Just a moment...</title></head><body>"
+    '<div id="cf-chl-widget">Checking your browser before accessing the site.</div>'
+    "</body></html>"
+)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_challenge_page_answered_200_is_extracted(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    root, server = origin(tmp_path, OTHER_FOR_DIRECT)
+    with server as (url, _access):
+        write_site(root, url)
+        (root / "direct").mkdir()
+        for name in PAGES:
+            (root / "direct" / name).write_text(CHALLENGE)
+        settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
+        assert not any("Checking your browser" in item["markdown"] for item in first.items)
+        assert probes(first) == 1 and tokens(first) == len(PAGES)
+        assert first.stats["increcrawl/hybrid/extractions/challenge"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_token_budget_counts_free_probes_as_free(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    root, server = origin(tmp_path, "")
+    with server as (url, _access):
+        write_site(root, url)
+        db = str(tmp_path / "s.sqlite")
+        first = await run_crawl(settings_for(db, clock, api), sitemap_url=f"{url}/sitemap.xml")
+        assert tokens(first) == len(PAGES)
+
+        settings = settings_for(db, clock, api, INCRECRAWL_MAX_TOKENS=2)
+        clock.advance(3 * DAY)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        # Every page checked: unchanged pages cost nothing, the budget is untouched.
+        assert second.stats[stats.UNCHANGED] == len(PAGES) and tokens(second) == 0
+        assert stats.TOKENS_LEFT not in second.stats
+
+        for name in PAGES[:4]:
+            (root / name).write_text(page_html(name, "Edited text of"))
+        clock.advance(3 * DAY)
+        third = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert tokens(third) <= 2 and len(third.changes("changed")) == tokens(third)
+        assert third.stats.get(stats.TOKENS_LEFT, 0) >= 1  # the rest stay due

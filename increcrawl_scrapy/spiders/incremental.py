@@ -209,7 +209,9 @@ class IncrementalSpider(scrapy.Spider):
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
         tokens = self._tokens = TokenBudget(
-            config.max_tokens if self._client is not None else 0, self.crawler.stats
+            config.max_tokens if self._client is not None else 0,
+            self.crawler.stats,
+            free_answers=self._hybrid is not None,
         )
         # Chunk by chunk, each read as the crawl drains the previous one (below):
         # memory stays bounded whatever the size of the due set. Read off the
@@ -228,7 +230,7 @@ class IncrementalSpider(scrapy.Spider):
                     batched, self._fetch, self.crawler.settings, self.crawler.stats, self._robots
                 )
             for page in singles:
-                if not tokens.take(1):
+                if not await tokens.take_one():
                     tokens.stop(expected - tokens.queued)
                     return
                 if self._hybrid is not None:  # its host's first probe answered first
