@@ -278,3 +278,21 @@ async def test_the_token_budget_counts_free_probes_as_free(
         third = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert tokens(third) <= 2 and len(third.changes("changed")) == tokens(third)
         assert third.stats.get(stats.TOKENS_LEFT, 0) >= 1  # the rest stay due
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_first_probe_that_says_nothing_lets_the_next_page_judge(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    # The host's first page fails (500) and its second is robots.txt's: neither gives
+    # a verdict, and no page waits for one (the crawl would hang).
+    root, server = origin(tmp_path, "location = /page-1.html { return 500; }")
+    with server as (url, _access):
+        write_site(root, url)
+        (root / "robots.txt").write_text("User-agent: *\nDisallow: /page-2.html\n")
+        settings = settings_for(str(tmp_path / "s.sqlite"), clock, api, CLOSESPIDER_TIMEOUT=60)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.reason == "finished"
+        assert first.changes("new") == {f"{url}/{name}" for name in PAGES[2:]}
+        assert first.stats["increcrawl/skipped/robots"] == 1
+        assert first.stats[stats.ERRORS] == 1 and tokens(first) == len(PAGES) - 2

@@ -15,17 +15,24 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.spidermiddlewares.httperror import HttpError
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.content.blocked import BLOCKED_STATUSES, is_challenge, is_shell
+from increcrawl_scrapy.content.blocked import (
+    BLOCKED_STATUSES,
+    SHELL_CHARS,
+    is_challenge,
+    is_shell,
+)
 from increcrawl_scrapy.fingerprint import content_fingerprint
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.host_fetchers import EXTRACT as EXTRACT_MODE
 from increcrawl_scrapy.host_fetchers import HostFetchers
+from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.rows import GONE_STATUSES
-from increcrawl_scrapy.spiders.page_items import META_KEY, META_URL
+from increcrawl_scrapy.spiders.page_items import META_KEY, META_URL, too_large
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -131,22 +138,27 @@ class HybridFetch:
         host, stored = host_of(request.url), request.meta[META].get("stored")
         status, body = response.status, response.body
         if status in BLOCKED_STATUSES or (status == 200 and is_challenge(body)):
-            await self.hosts.direct_fails(host, "blocked" if status != 200 else "challenge")
-            yield self.extraction(request, "blocked" if status != 200 else "challenge")
-            return
-        if status == 200 and await compat.in_content_thread(is_shell, body):
-            await self.hosts.direct_fails(host, "shell")
-            yield self.extraction(request, "shell")
+            reason = "blocked" if status != 200 else "challenge"
+            await self.hosts.direct_fails(host, reason)
+            yield self.extraction(request, reason)
             return
         item = item_of(response)
         if status == 200:
             item = await self.content.with_text(item, response)
         text = item.get("markdown")
-        if status == 200 and item.get("http_status") == 200 and text is not None:
+        # Little text of its own (or none): a shell only scripts fill? (Parsed again
+        # only then: most pages have text enough.)
+        little = status == 200 and len("".join((text or "").split())) < SHELL_CHARS
+        if little and await compat.in_content_thread(is_shell, body):
+            await self.hosts.direct_fails(host, "shell")
+            yield self.extraction(request, "shell")
+            return
+        answered = item.get("http_status") in (304, *GONE_STATUSES) or item.get("alias_of")
+        if item.get("http_status") == 200 and text is not None and not item.get("alias_of"):
             found = await compat.in_content_thread(
                 content_fingerprint, text, self.config.volatile_patterns
             )
-            if found != stored and not item.get("alias_of"):
+            if found != stored:
                 # Changed (or new): Geonode's text is what is kept and reported.
                 probe = {
                     "print": found,
@@ -157,11 +169,30 @@ class HybridFetch:
                 return
             stats.inc(self.crawler.stats, stats.HYBRID_AGREED)
             await self.hosts.direct_sees(host, agreed=True)
+            answered = True
         elif item.get("http_status") in (304, *GONE_STATUSES):
             await self.hosts.direct_sees(host, agreed=False)
+        self.release(request)  # a failure, an alias: no verdict, the next page judges
+        if answered:
+            stats.inc(self.crawler.stats, stats.HYBRID_SAVED)
         tokens.answer(1, 0)
-        stats.inc(self.crawler.stats, stats.HYBRID_SAVED)
         yield item
+
+    async def finishing(
+        self, response: Response, outputs: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        """*outputs* of an extraction's response, then its scout released."""
+        try:
+            async for output in outputs:
+                yield output
+        finally:
+            assert response.request is not None
+            self.release(response.request)
+
+    def release(self, request: Request) -> None:
+        """*request*'s page is done: if it was its host's scout and gave no verdict,
+        the host's next page is the next scout (no page waits for nothing)."""
+        self.hosts.scouting.discard(host_of(request.url))
 
     async def extracted(self, response: Response, item: dict[str, Any]) -> dict[str, Any]:
         """An extraction after a probe: the item keeps the probe's validators (the
@@ -188,10 +219,18 @@ class HybridFetch:
         return item
 
     def takes(self, failure: Failure) -> bool:
-        """Whether *failure* is a probe's that got no answer (an origin status is
-        the site's failure, handled as in direct mode)."""
+        """Whether *failure* is a probe's that got no answer: Geonode is asked. An
+        origin status, an off-site redirect, a page too large are the site's answer,
+        handled as in direct mode; so is robots.txt's "no"."""
         request = failure.request  # type: ignore[attr-defined]
-        return self.step(request.meta) == PROBE and not failure.check(HttpError)
+        if self.step(request.meta) is None:
+            return False
+        if self.step(request.meta) == PROBE and not (
+            failure.check(HttpError, OffsiteRedirect, IgnoreRequest) or too_large(failure.value)
+        ):
+            return True
+        self.release(request)  # the page is done without a verdict
+        return False
 
     async def probe_failed(self, failure: Failure) -> Request:
         """A probe that got no answer (refused, reset, timed out): Geonode is asked."""

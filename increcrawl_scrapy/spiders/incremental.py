@@ -167,7 +167,8 @@ class IncrementalSpider(scrapy.Spider):
         run = self.run = state.run
         if config.uses_geonode:
             logger.info(
-                "Fetching pages through the Geonode API at %s (key %s)",
+                "Fetching pages %sthrough the Geonode API at %s (key %s)",
+                "directly first (hybrid), when they changed " if config.hybrid else "",
                 config.api_url,
                 redact(config.api_key),
             )
@@ -341,10 +342,16 @@ class IncrementalSpider(scrapy.Spider):
 
     async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[Any]:
         step = HybridFetch.step(response.meta)
-        if step == PROBE and self._hybrid is not None:
-            async for output in self._hybrid.probed(response, page_item, self._tokens):
-                yield output
-            return
+        if self._hybrid is None or step is None:
+            outputs = self._page_outputs(response, step)
+        elif step == PROBE:
+            outputs = self._hybrid.probed(response, page_item, self._tokens)
+        else:  # an extraction after a probe: its host's scout is done now, whatever it said
+            outputs = self._hybrid.finishing(response, self._page_outputs(response, step))
+        async for output in outputs:
+            yield output
+
+    async def _page_outputs(self, response: Any, step: str | None) -> AsyncIterator[Any]:
         self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
         row = row_of(response)
         final_url = final_url_of(response)
@@ -380,16 +387,15 @@ class IncrementalSpider(scrapy.Spider):
 
     async def page_failed(self, failure: Failure) -> AsyncIterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
-            # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
-            # error, not gone; the row stays as it is.
-            self._tokens.answer()
-            stats.inc(self.crawler.stats, stats.SKIPPED, reason=ROBOTS)
-            return
         if self._hybrid is not None and self._hybrid.takes(failure):
             yield await self._hybrid.probe_failed(failure)  # no answer: Geonode is asked
             return
         self._tokens.answer()
+        if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
+            # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
+            # error, not gone; the row stays as it is.
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=ROBOTS)
+            return
         if too_large(failure.value):  # a site failure (failure_kind), counted
             stats.inc(self.crawler.stats, stats.TOO_LARGE)
         yield failed_item(request, failure.value, failure.getErrorMessage())
