@@ -86,7 +86,9 @@ class HybridFetch:
         host = host_of(page.url)
         if not self.hosts.probes(host):
             stats.inc(self.crawler.stats, stats.HYBRID_EXTRACTIONS, reason="host")
-            return request.replace(meta={**request.meta, **self._extraction_params(host)})
+            # Without the probes' validators: they describe what direct requests saw.
+            meta = {**request.meta, **self._extraction_params(host)}
+            return request.replace(meta=meta, headers={})
         stats.inc(self.crawler.stats, stats.HYBRID_PROBES)
         # A host not probed for a while is asked without conditions: its answer is
         # compared with Geonode's (a 304 to validators a probe kept says nothing).
