@@ -6,11 +6,13 @@ requests, serve them a JavaScript shell, or answer them something else."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_twisted
 
 from increcrawl_scrapy import stats
+from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 from increcrawl_scrapy.testing import GeonodeStandIn
 from tests.conftest import Clock
 from tests.crawling import KEY, crawl_settings, run_crawl
@@ -296,3 +298,31 @@ async def test_a_first_probe_that_says_nothing_lets_the_next_page_judge(
         assert first.changes("new") == {f"{url}/{name}" for name in PAGES[2:]}
         assert first.stats["increcrawl/skipped/robots"] == 1
         assert first.stats[stats.ERRORS] == 1 and tokens(first) == len(PAGES) - 2
+
+
+class TitleSpider(IncrementalSpider):
+    """The incremental spider with a callback of its own for the first page."""
+
+    name = "titles"
+    page_rules = ((r"/page-1\.html$", "parse_title"),)
+
+    def parse_title(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_of_a_subclass_callback_are_extracted_not_probed(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    root, server = origin(tmp_path, "")
+    with server as (url, _access):
+        write_site(root, url)
+        settings = settings_for(str(tmp_path / "s.sqlite"), clock, api, CLOSESPIDER_TIMEOUT=60)
+        first = await run_crawl(
+            settings, spider_class=TitleSpider, sitemap_url=f"{url}/sitemap.xml"
+        )
+        assert first.reason == "finished"
+        titled = [item for item in first.items if item.get("title")]
+        assert [item["title"] for item in titled] == [PAGES[0]] and titled[0]["change"] == "new"
+        assert first.stats["increcrawl/hybrid/extractions/rule"] == 1
+        assert probes(first) == len(PAGES) - 1 and tokens(first) == len(PAGES)

@@ -80,12 +80,14 @@ class HybridFetch:
         if self.hosts.judging(host):
             self.hosts.scouting.add(host)  # this page is the scout
 
-    def request(self, page: PageState, request: Request) -> Request:
+    def request(self, page: PageState, request: Request, probe: bool = True) -> Request:
         """*request* (the page's, as direct mode sends it) as a probe, or as an
-        extraction when its host is not probed."""
+        extraction when its host is not probed (or not *probe*: a page rule's)."""
         host = host_of(page.url)
-        if not self.hosts.probes(host):
-            stats.inc(self.crawler.stats, stats.HYBRID_EXTRACTIONS, reason="host")
+        if not probe or not self.hosts.probes(host):
+            self.hosts.scouting.discard(host)  # not this page: the host's next one judges
+            reason = "host" if probe else "rule"
+            stats.inc(self.crawler.stats, stats.HYBRID_EXTRACTIONS, reason=reason)
             # Without the probes' validators: they describe what direct requests saw.
             meta = {**request.meta, **self._extraction_params(host)}
             return request.replace(meta=meta, headers={})

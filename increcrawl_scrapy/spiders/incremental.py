@@ -338,7 +338,10 @@ class IncrementalSpider(scrapy.Spider):
                 META_KEY: page.normalized_url,
             },
         )
-        return self._hybrid.request(page, request) if self._hybrid else request
+        if self._hybrid is None:
+            return request
+        # A page for the subclass's callback is its items: Geonode's, not a probe's.
+        return self._hybrid.request(page, request, probe=self._rule_callback(page.url) is None)
 
     async def parse_page(self, response: scrapy.http.Response) -> AsyncIterator[Any]:
         step = HybridFetch.step(response.meta)
