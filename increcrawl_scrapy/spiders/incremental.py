@@ -168,7 +168,7 @@ class IncrementalSpider(scrapy.Spider):
         if config.uses_geonode:
             logger.info(
                 "Fetching pages %sthrough the Geonode API at %s (key %s)",
-                "directly first (hybrid), when they changed " if config.hybrid else "",
+                "with a direct probe first and, when they changed, " if config.hybrid else "",
                 config.api_url,
                 redact(config.api_key),
             )
