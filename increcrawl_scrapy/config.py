@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "GEONODE_BACKOFF_BASE": 0.5,
     "GEONODE_BACKOFF_MAX": 30.0,
     "INCRECRAWL_FETCHER": "auto",
+    "INCRECRAWL_HYBRID_RETRY": 7 * 86_400.0,  # hybrid: a host not probed is probed again
     "INCRECRAWL_DB": "crawl_state.sqlite",
     "INCRECRAWL_DB_LOCK_TIMEOUT": 10.0,
     "INCRECRAWL_LEASE_SECONDS": 600.0,  # PostgreSQL: a worker's hold on the pages it fetches
@@ -90,7 +91,7 @@ DEFAULTS: dict[str, Any] = {
 
 logger = logging.getLogger(__name__)
 
-FETCHERS = ("auto", "geonode", "direct")
+FETCHERS = ("auto", "geonode", "direct", "hybrid")
 POLICIES = ("learned", "adaptive")
 BUDGET_ORDERS = ("change", "oldest")
 EXPORTS = ("changes", "all")
@@ -112,6 +113,7 @@ class IncrecrawlConfig:
     backoff_base: float
     backoff_max: float
     fetcher: str
+    hybrid_retry: float
     db_path: str
     db_lock_timeout: float
     lease_seconds: float
@@ -171,7 +173,12 @@ class IncrecrawlConfig:
         """The fetcher actually in use once ``auto`` is resolved."""
         if self.fetcher == "auto":
             return bool(self.api_key)
-        return self.fetcher == "geonode"
+        return self.fetcher in ("geonode", "hybrid")  # hybrid: extractions after probes
+
+    @property
+    def hybrid(self) -> bool:
+        """Pages probed directly first, extracted through Geonode when they changed."""
+        return self.fetcher == "hybrid"
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> IncrecrawlConfig:
@@ -198,6 +205,7 @@ class IncrecrawlConfig:
             backoff_base=read.number("GEONODE_BACKOFF_BASE", float, minimum=0),
             backoff_max=read.number("GEONODE_BACKOFF_MAX", float, minimum=0),
             fetcher=read.choice("INCRECRAWL_FETCHER", FETCHERS),
+            hybrid_retry=read.number("INCRECRAWL_HYBRID_RETRY", float, above=0),
             db_path=read.text("INCRECRAWL_DB"),
             db_lock_timeout=read.number("INCRECRAWL_DB_LOCK_TIMEOUT", float, minimum=0),
             lease_seconds=read.number("INCRECRAWL_LEASE_SECONDS", float, minimum=1),
@@ -285,7 +293,7 @@ class IncrecrawlConfig:
                 self.default_interval,
                 "must lie between INCRECRAWL_MIN_INTERVAL and INCRECRAWL_MAX_INTERVAL",
             )
-        if self.fetcher == "geonode" and not self.api_key:
+        if self.fetcher in ("geonode", "hybrid") and not self.api_key:
             raise ConfigError(
                 "INCRECRAWL_FETCHER",
                 self.fetcher,

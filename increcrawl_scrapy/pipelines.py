@@ -254,7 +254,8 @@ class IncrementalStatePipeline:
             if adapter.get("alias_of"):  # its content is its canonical page's: not reported
                 text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
         validators = None
-        if adapter.get("fetcher") == "direct":  # only direct fetches see the origin's headers
+        # Only direct fetches see the origin's headers (hybrid: its probe's, kept).
+        if adapter.get("fetcher") in ("direct", "hybrid"):
             validators = (adapter.get("etag"), adapter.get("last_modified"))
         elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
             validators = self.validators.pop(url, None)

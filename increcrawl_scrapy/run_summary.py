@@ -60,6 +60,11 @@ def run_summary(
             f"  Geonode: {count(stats.API_REQUESTS):,} requests, "
             f"{count(stats.API_TOKENS):,} tokens charged"
         )
+    if count(stats.HYBRID_PROBES):  # hybrid: what the free probes saved
+        lines.append(
+            f"  hybrid: {count(stats.HYBRID_PROBES):,} direct probes (free), "
+            f"{count(stats.HYBRID_SAVED):,} of them answered the check without a token"
+        )
     if embedded:
         lines.extend(_embedded(count, fetched, listed))
     elif listed:

@@ -84,6 +84,14 @@ BATCH_ERRORS = "increcrawl/batch/errors"
 BATCH_BAD_RESULTS = "increcrawl/batch/bad_results"
 BATCH_REPEATED_RESULTS = "increcrawl/batch/repeated_results"
 BATCH_MISSING_RESULTS = "increcrawl/batch/missing_results"
+# Hybrid fetching (spiders/hybrid_fetch.py)
+HYBRID_PROBES = "increcrawl/hybrid/probes"  # pages asked directly first (free)
+HYBRID_SAVED = "increcrawl/hybrid/saved"  # probes that answered the check: no token
+#: Pages extracted through Geonode, by why: new, changed, blocked, challenge, shell,
+#: failed (the probe's), host (a host not probed).
+HYBRID_EXTRACTIONS = "increcrawl/hybrid/extractions/{reason}"
+HYBRID_AGREED = "increcrawl/hybrid/agreed"  # a probe saw what Geonode sees
+HYBRID_DIFFERED = "increcrawl/hybrid/differed"  # ... and did not: the host is not probed
 # The Geonode API
 API_REQUESTS = "geonode/requests"
 API_STATUS = "geonode/status/{code}"

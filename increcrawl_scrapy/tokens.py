@@ -5,6 +5,8 @@ Tokens are counted as the API reported them for each answered page (its
 ``tokens_charged``), plus what the run spent before pages were queued (a map); a
 fetch queued but not answered yet counts at the run's tokens per answered page so
 far (one until something was answered: the documented charge of a plain extract).
+With hybrid fetching a page may cost nothing (its probe answered): a page that does
+not fit waits for the fetches under way rather than ending the queue.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -21,8 +23,11 @@ logger = logging.getLogger(__name__)
 
 
 class TokenBudget:
-    def __init__(self, limit: int, crawler_stats: StatsCollector | None) -> None:
+    def __init__(
+        self, limit: int, crawler_stats: StatsCollector | None, free_answers: bool = False
+    ) -> None:
         self.limit = limit  # 0: no budget
+        self.free_answers = free_answers  # hybrid: an answered page may have cost nothing
         self.stats = crawler_stats
         self.start = self._charged()  # discovery (a map) may have spent some already
         self.queued = 0  # page fetches handed to Scrapy or to a batch job
@@ -46,6 +51,15 @@ class TokenBudget:
         fits = max(0, min(pages, int(room // cost)))
         self.queued += fits
         return fits
+
+    async def take_one(self) -> bool:
+        """Whether one more page fits; in hybrid mode, once the fetches under way
+        said what they cost, if it does not fit now."""
+        while not self.take(1):
+            if not (self.free_answers and self.queued > self.answered):
+                return False
+            await compat.sleep(0.05)
+        return True
 
     def answer(self, pages: int = 1, tokens: int = 0) -> None:
         self.answered += pages

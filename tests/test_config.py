@@ -118,6 +118,18 @@ def test_geonode_fetcher_without_key_is_refused(monkeypatch: pytest.MonkeyPatch)
         IncrecrawlConfig.from_settings({"INCRECRAWL_FETCHER": "geonode"})
 
 
+def test_hybrid_fetcher_needs_a_key_and_uses_geonode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEONODE_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"INCRECRAWL_FETCHER='hybrid'.*GEONODE_API_KEY"):
+        IncrecrawlConfig.from_settings({"INCRECRAWL_FETCHER": "hybrid"})
+    config = IncrecrawlConfig.from_settings(
+        {"INCRECRAWL_FETCHER": "hybrid", "GEONODE_API_KEY": "k" * 12}
+    )
+    assert config.hybrid and config.uses_geonode and config.hybrid_retry == 7 * 86400
+    with pytest.raises(ConfigError, match="INCRECRAWL_HYBRID_RETRY"):
+        IncrecrawlConfig.from_settings({"INCRECRAWL_HYBRID_RETRY": 0})
+
+
 def test_repr_never_shows_the_key() -> None:
     config = IncrecrawlConfig.from_settings({"GEONODE_API_KEY": "sk-very-secret-value"})
     assert "sk-very-secret-value" not in repr(config)

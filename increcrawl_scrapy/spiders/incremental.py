@@ -39,15 +39,18 @@ from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, 
 from increcrawl_scrapy.spiders.arguments import flag, unknown_arguments
 from increcrawl_scrapy.spiders.batch_run import run_batch
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
+from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
     META_URL,
     OFFSITE,
+    collected,
     conditions,
     failed_item,
     final_url_of,
-    header_of,
+    page_item,
+    row_of,
     tokens_of,
     too_large,
 )
@@ -127,6 +130,7 @@ class IncrementalSpider(scrapy.Spider):
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
+        self._hybrid: HybridFetch | None = None  # INCRECRAWL_FETCHER = "hybrid"
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
@@ -164,12 +168,15 @@ class IncrementalSpider(scrapy.Spider):
         run = self.run = state.run
         if config.uses_geonode:
             logger.info(
-                "Fetching pages through the Geonode API at %s (key %s)",
+                "Fetching pages %sthrough the Geonode API at %s (key %s)",
+                "with a direct probe first and, when they changed, " if config.hybrid else "",
                 config.api_url,
                 redact(config.api_key),
             )
             self._client = client_for(self.crawler)
             state.api_down = self._client.breaker.down
+            if config.hybrid:
+                self._hybrid = HybridFetch(self.crawler, config, state.store, self._content)
             try:
                 await self._client.adopt_plan_concurrency()
             except GeonodeFatalError as exc:  # a bad key, a spent quota, no API there
@@ -204,7 +211,9 @@ class IncrementalSpider(scrapy.Spider):
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
         tokens = self._tokens = TokenBudget(
-            config.max_tokens if self._client is not None else 0, self.crawler.stats
+            config.max_tokens if self._client is not None else 0,
+            self.crawler.stats,
+            free_answers=self._hybrid is not None,
         )
         # Chunk by chunk, each read as the crawl drains the previous one (below):
         # memory stays bounded whatever the size of the due set. Read off the
@@ -223,9 +232,11 @@ class IncrementalSpider(scrapy.Spider):
                     batched, self._fetch, self.crawler.settings, self.crawler.stats, self._robots
                 )
             for page in singles:
-                if not tokens.take(1):
+                if not await tokens.take_one():
                     tokens.stop(expected - tokens.queued)
                     return
+                if self._hybrid is not None:  # its host's first probe answered first
+                    await self._hybrid.before(page)
                 yield self._page_request(page)
             for start in range(0, len(batched), MAX_URLS):
                 batch = batched[start : start + MAX_URLS]
@@ -271,7 +282,7 @@ class IncrementalSpider(scrapy.Spider):
         """Rows with validators go one by one (conditional headers); the others as
         batch jobs when there are enough of them and Geonode is the fetcher."""
         plain = [page for page in due if not conditions(page)]
-        if self._client is None or len(plain) < self.config.batch_min_urls:
+        if self._client is None or self._hybrid or len(plain) < self.config.batch_min_urls:
             return due, []
         return [page for page in due if conditions(page)], plain
 
@@ -315,7 +326,7 @@ class IncrementalSpider(scrapy.Spider):
     # -- fetching pages ----------------------------------------------------------
 
     def _page_request(self, page: PageState) -> Request:
-        return Request(
+        request = Request(
             page.url,
             callback=self.parse_page,
             errback=self.page_failed,
@@ -328,43 +339,48 @@ class IncrementalSpider(scrapy.Spider):
                 META_KEY: page.normalized_url,
             },
         )
+        if self._hybrid is None:
+            return request
+        # A page for the subclass's callback is its items: Geonode's, not a probe's.
+        return self._hybrid.request(page, request, probe=self._rule_callback(page.url) is None)
 
     async def parse_page(self, response: scrapy.http.Response) -> Iterable[Any]:
-        # A coroutine returning its outputs, not an async generator: Scrapy then waits
-        # for the content thread once, instead of each of its CONCURRENT_ITEMS output
-        # workers waiting on an empty queue (measured: a fifth of a page's CPU).
+        step = HybridFetch.step(response.meta)
+        if self._hybrid is None or step is None:
+            outputs = self._page_outputs(response, step)
+        elif step == PROBE:
+            outputs = self._hybrid.probed(response, page_item, self._tokens)
+        else:  # an extraction after a probe: its host's scout is done now, whatever it said
+            outputs = self._hybrid.finishing(response, self._page_outputs(response, step))
+        return await collected(outputs)
+
+    async def _page_outputs(self, response: Any, step: str | None) -> AsyncIterator[Any]:
         self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
-        row = {
-            "url": response.meta.get(META_URL, response.url),
-            "normalized_url": response.meta.get(META_KEY),
-        }
+        row = row_of(response)
         final_url = final_url_of(response)
         if final_url is not None and not self.increcrawl_scope.follows_redirect(final_url):
             # The API followed a redirect to another site: not this page's content.
             stats.inc(self.crawler.stats, stats.REDIRECT_OFFSITE)
             logger.warning("%s redirects to another site (%s): not kept", response.url, final_url)
-            return [
-                {
-                    **row,
-                    "http_status": 0,
-                    "error": f"redirect to another site: {final_url}",
-                    "error_kind": OFFSITE,
-                    "site_failure": True,
-                }
-            ]
+            yield {
+                **row,
+                "http_status": 0,
+                "error": f"redirect to another site: {final_url}",
+                "error_kind": OFFSITE,
+                "site_failure": True,
+            }
+            return
         callback = self._rule_callback(row["url"]) if response.status == 200 else None
         if callback is not None:
-            return routed(self, callback, response, row["url"])  # iterated lazily
-        item = {
-            **row,
-            "final_url": final_url,
-            "http_status": response.status,
-            "markdown": None,
-            "fetcher": "geonode" if "geonode" in response.flags else "direct",
-            "etag": header_of(response, "ETag"),
-            "last_modified": header_of(response, "Last-Modified"),
-        }
-        return [await self._content.with_text(item, response) if response.status == 200 else item]
+            for output in routed(self, callback, response, row["url"]):
+                yield output
+            return
+        item = page_item(response, row, final_url)
+        if response.status == 200:
+            item = await self._content.with_text(item, response)
+        if step == EXTRACT and self._hybrid is not None:
+            item = await self._hybrid.extracted(response, item)
+        yield item
 
     def _rule_callback(self, url: str) -> Callable[..., Any] | None:
         """The subclass's callback for *url* (``page_rules``), or None: ours."""
@@ -372,9 +388,12 @@ class IncrementalSpider(scrapy.Spider):
             self._page_rules = compile_rules(self, self.page_rules)
         return next((cb for regex, cb in self._page_rules if regex.search(url)), None)
 
-    def page_failed(self, failure: Failure) -> Iterator[dict[str, Any]]:
-        self._tokens.answer()
+    async def page_failed(self, failure: Failure) -> AsyncIterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
+        if self._hybrid is not None and self._hybrid.takes(failure):
+            yield await self._hybrid.probe_failed(failure)  # no answer: Geonode is asked
+            return
+        self._tokens.answer()
         if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
             # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
             # error, not gone; the row stays as it is.
