@@ -21,6 +21,7 @@ from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.sqlite import database as sqlite
 from increcrawl_scrapy.state.sqlite.schema import SCHEMA_VERSION
+from increcrawl_scrapy.token_plan import read_figures
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -50,7 +51,8 @@ def write(settings: BaseSettings, opts: argparse.Namespace) -> int:
     try:
         db = read_only(config)
         behind = _schema_behind(db)
-        data = gather(db, now(config), seed=opts.seed) if behind is None else {}
+        plan = {"reset_day": config.tokens_reset_day, "budget": config.monthly_tokens}
+        data = gather(db, now(config), seed=opts.seed, **plan) if behind is None else {}
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -96,11 +98,18 @@ def render(data: dict[str, Any]) -> str:
     return template.read_text(encoding="utf-8").replace(_PLACEHOLDER, island)
 
 
-def gather(db: Any, at: float, seed: str | None = None) -> dict[str, Any]:
+def gather(
+    db: Any, at: float, seed: str | None = None, reset_day: int = 1, budget: int = 0
+) -> dict[str, Any]:
     seeds = [r[0] for r in db.execute(db.sql.seeds)]
     if seed:
         seeds = [name for name in seeds if name == seed]
-    return {"generated_at": at, "seeds": [_seed(db, name, at) for name in seeds]}
+    tokens = read_figures(db, at, reset_day, budget)  # the plan's: every seed's runs
+    return {
+        "generated_at": at,
+        "tokens": {**tokens.as_dict(), "line": tokens.line()},
+        "seeds": [_seed(db, name, at) for name in seeds],
+    }
 
 
 def _seed(db: Any, seed: str, at: float) -> dict[str, Any]:

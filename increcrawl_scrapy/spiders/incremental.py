@@ -55,7 +55,8 @@ from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.state.queue import CHUNK
-from increcrawl_scrapy.tokens import TokenBudget
+from increcrawl_scrapy.token_plan import MonthShare
+from increcrawl_scrapy.tokens import TokenBudget, month_share
 from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
@@ -120,7 +121,7 @@ class IncrementalSpider(scrapy.Spider):
         self._client: GeonodeClient | None = None
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._closing = False  # closed for a Geonode failure: said once
-        self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
+        self._tokens = TokenBudget(None, None)  # INCRECRAWL_MAX/MONTHLY_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
         self._roots: set[str] = set()  # the sitemaps given (always followed)
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
@@ -200,11 +201,16 @@ class IncrementalSpider(scrapy.Spider):
             return
         await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
         await self._content.learn_not_found()
-        expected, chunks = await self._due(state.store)
+        share = None
+        if self._client is not None:
+            share = await month_share(state.store, config, self.crawler.stats)
+        expected, chunks = await self._due(state.store, share)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
-        tokens = self._tokens = TokenBudget(
-            config.max_tokens if self._client is not None else 0, self.crawler.stats
+        tokens = self._tokens = (
+            TokenBudget.for_run(config, share, self.crawler.stats)
+            if self._client is not None
+            else TokenBudget(None, self.crawler.stats)
         )
         # Chunk by chunk, each read as the crawl drains the previous one (below):
         # memory stays bounded whatever the size of the due set. Read off the
@@ -244,23 +250,33 @@ class IncrementalSpider(scrapy.Spider):
             while tokens.queued - tokens.answered > len(chunk) // 2:
                 await compat.sleep(0.05)
 
-    async def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
+    async def _due(
+        self, store: StateStore, share: MonthShare | None = None
+    ) -> tuple[int, Iterator[list[PageState]]]:
         """How many rows this run fetches, and the rows in chunks (read lazily); with
-        INCRECRAWL_MAX_FETCHES, those likeliest to have changed (the rest wait, and
+        INCRECRAWL_MAX_FETCHES or a month's *share* of tokens (a token a page, less
+        what discovery spent), those likeliest to have changed (the rest wait, and
         the longest wait is reported)."""
-        limit = self.config.max_fetches or None
+        limit, name = self.config.max_fetches or None, "INCRECRAWL_MAX_FETCHES"
+        key = stats.BUDGET_LEFT
+        if share is not None:
+            # At least one: no limit would be none at all (the token budget stops it).
+            pages = max(1, share.share - int(self.crawler.stats.get_value(stats.API_TOKENS, 0)))
+            if limit is None or pages < limit:
+                limit, name, key = pages, "The share of INCRECRAWL_MONTHLY_TOKENS", stats.MONTH_LEFT
         budget = await compat.in_thread(store.budget, self.increcrawl_seed, limit)
         if budget.left:
             logger.warning(
-                "INCRECRAWL_MAX_FETCHES=%d: %d of %d due pages fetched, %d wait for a later "
+                "%s=%d: %d of %d due pages fetched, %d wait for a later "
                 "run (the longest has been due %.1f h)",
+                name,
                 limit,
                 budget.due - budget.left,
                 budget.due,
                 budget.left,
                 budget.longest_wait / 3600,
             )
-            stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
+            stats.inc(self.crawler.stats, key, budget.left)
             self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
         chunks = store.due_chunks(
             self.increcrawl_seed, limit, self.queue_chunk, budget=budget, wait=True
