@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest_twisted
 
-from increcrawl_scrapy.commands.state import _status
+from increcrawl_scrapy.commands.state import _status, _text
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from increcrawl_scrapy.token_plan import period
@@ -99,3 +99,6 @@ async def test_a_monthly_budget_is_spread_over_the_runs_and_never_passed(
     assert tokens["week"] == sum(t for started, t, _ in spent if started >= clock() - 7 * DAY)
     assert tokens["budget"] == BUDGET and tokens["month_start"] == max(months)
     assert tokens["projected"] >= tokens["month"]
+    line = _text(report).splitlines()[-1]
+    assert line.startswith(f"tokens: {tokens['week']:,} in the last 7 days, {tokens['month']:,}")
+    assert f"plan {BUDGET}: {BUDGET - tokens['month']} left" in line
