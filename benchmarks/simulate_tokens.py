@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import simulate as site_model
 from benchmarks.common import table, write_section
 from benchmarks.simulate import (
     HOUR,
@@ -115,8 +116,17 @@ class Job:
     monthly: int = 0  # a plan's tokens a month: the monthly budget job
 
 
+#: The default site's pages added and deleted a week, per page (100 and 50 of
+#: 50,000): a smaller site keeps its shape (new pages each cost an extraction).
+ADDED_SHARE = site_model.ADDED_PER_WEEK / 50_000
+DELETED_SHARE = site_model.DELETED_PER_WEEK / 50_000
+
+
 def simulate(job: Job) -> dict[str, Any]:
     _, factory, params = POLICIES["learned"]
+    # In the worker process: make_events reads them.
+    site_model.ADDED_PER_WEEK = round(job.pages * ADDED_SHARE)
+    site_model.DELETED_PER_WEEK = round(job.pages * DELETED_SHARE)
     weeks = job.weeks + TAIL_WEEKS
     rates, volatile, events = make_events(job.pages, weeks, job.seed)
     site = Site(job.pages, volatile, events, job.mode)
@@ -249,7 +259,9 @@ def main() -> None:
         ["monthly budget: within ±2%, never over", budget_row[3], _met(budget_ok)],
     ]  # fmt: skip
     body = (
-        f"{args.pages:,} pages on {HOSTS} hosts, {args.weeks} weeks, the learned policy "
+        f"{args.pages:,} pages on {HOSTS} hosts ({round(args.pages * ADDED_SHARE):,} added and "
+        f"{round(args.pages * DELETED_SHARE):,} deleted a week), {args.weeks} weeks, a run every "
+        "hour, the learned policy "
         f"(real StateStore), mean of seeds {', '.join(map(str, seeds))}; figures for the "
         f"last four weeks; {minutes:.1f} minutes on {args.jobs} processes. The hybrid "
         f"fetcher: a free conditional probe, an extraction (one token) when the page "
