@@ -63,11 +63,19 @@ class MonthShare:
         return max(0, self.budget - self.spent)
 
 
-def month_share(budget: int, spent: int, at: float, end: float, interval: float) -> MonthShare:
-    """What is left, spread over the runs still to come before *end*."""
+def month_share(
+    budget: int, spent: int, at: float, end: float, interval: float, start: float | None = None
+) -> MonthShare:
+    """What is left, spread over the runs still to come before *end*; at least what
+    keeps the month on its straight line from *start* to *end* by the next run (a
+    share under one token a run would otherwise round to nothing until the month's
+    last days, and a run that found little to do is caught up)."""
     left = max(0, budget - spent)
     runs_left = max(1.0, (end - at) / interval)
     share = math.floor(left / runs_left)
+    if start is not None and end > start:
+        line = budget * min(1.0, (at - start + interval) / (end - start))
+        share = max(share, min(left, math.floor(line) - spent))
     return MonthShare(budget=budget, spent=spent, interval=interval, end=end, share=share)
 
 
@@ -140,4 +148,4 @@ def read_share(db: Any, at: float, reset_day: int, budget: int) -> MonthShare:
     rows = db.execute(db.sql.spending_runs, (start,)).fetchall()
     spent = sum(int(r[1] or 0) for r in rows)
     starts = [float(r[0]) for r in db.execute(db.sql.recent_run_starts, (INTERVAL_RUNS,))]
-    return month_share(budget, spent, at, end, run_interval(starts))
+    return month_share(budget, spent, at, end, run_interval(starts), start)

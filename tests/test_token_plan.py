@@ -44,6 +44,11 @@ def test_a_share_is_what_is_left_over_the_runs_to_come() -> None:
     assert (share.left, share.share) == (500, 50)
     assert month_share(600, 100, end - 0.5 * DAY, end, DAY).share == 500  # the last one
     assert month_share(600, 700, end - 10 * DAY, end, DAY).share == 0  # over (a setting cut)
+    # A share under a token a run still spends along the month's line, never past it.
+    start = end - 30 * DAY
+    assert month_share(30, 0, start, end, 0.1 * DAY).share == 0  # without the line
+    assert month_share(30, 0, start + 3 * DAY, end, 0.1 * DAY, start).share == 3
+    assert month_share(30, 29, end - 0.2 * DAY, end, DAY, start).share == 1  # what is left
 
 
 @pytest.mark.parametrize("value", [0, 29, "x"])
