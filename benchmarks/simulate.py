@@ -265,6 +265,7 @@ class Recorder:
         self.sitemap_requests: list[tuple[float, int, int]] = []
         self.verdict = "-"  # what the site's sitemap dates earned, at the end
         self.due: list[tuple[float, int]] = []  # (when, pages due before any budget)
+        self.spent: list[tuple[float, int]] = []  # (when, tokens) of each run, with a plan
 
     def fetched(
         self,
@@ -283,12 +284,19 @@ class Recorder:
         last_seen_version[page] = version
 
 
+#: A run's page limit from the store and the time: a monthly plan's share (None:
+#: no limit, the plan not started: such a run is not charged against it).
+Limit = Callable[[StateStore, float], int | None]
+
+
 def store_policy(policy: RevisitPolicy, order: str = "change") -> Callable[..., Recorder]:
     """The project's StateStore, driven as a crawl would drive it, with *policy*
-    (and, given a budget, INCRECRAWL_MAX_FETCHES with INCRECRAWL_BUDGET_ORDER *order*)."""
+    (and, given a budget, INCRECRAWL_MAX_FETCHES with INCRECRAWL_BUDGET_ORDER *order*;
+    a *budget* that is a Limit is asked each run, each fetch charged a token as the
+    Geonode fetcher is, and the run's tokens kept in its row as a crawl keeps them)."""
 
     def run(
-        site: Site, runs: Iterator[float], workdir: str, budget: int | None = None
+        site: Site, runs: Iterator[float], workdir: str, budget: int | Limit | None = None
     ) -> tuple[Recorder, int]:
         clock = [START]
         store = StateStore(
@@ -328,7 +336,9 @@ def store_policy(policy: RevisitPolicy, order: str = "change") -> Callable[..., 
             run.apply_lastmod()
             run.mark_missing()
             recorder.due.append((now, store.budget(SEED_URL, None).due))
-            for row in store.due(SEED_URL, budget):
+            limit = budget(store, now) if callable(budget) else budget
+            rows = store.due(SEED_URL, limit) if limit != 0 else []
+            for row in rows:
                 page = page_of(row.url)
                 status, text = site.fetch(page, now)
                 result = store.record(
@@ -338,7 +348,10 @@ def store_policy(policy: RevisitPolicy, order: str = "change") -> Callable[..., 
                     content_hash=content_fingerprint(text) if text else None,
                 )
                 recorder.fetched(now, page, site, result.outcome, seen_version)
-            run.finish({}, discovery_complete=True)
+            charged = len(rows) if callable(budget) and limit is not None else 0
+            if charged:
+                recorder.spent.append((now, charged))
+            run.finish({"tokens_charged": charged}, discovery_complete=True)
         wrongly_gone = sum(
             1
             for page in range(len(site.live))
@@ -363,7 +376,7 @@ def fixed_policy(every: float) -> Callable[..., Recorder]:
     """Baselines without state: fetch every listed page every *every* seconds."""
 
     def run(
-        site: Site, runs: Iterator[float], workdir: str, budget: int | None = None
+        site: Site, runs: Iterator[float], workdir: str, budget: int | Limit | None = None
     ) -> tuple[Recorder, int]:
         recorder, seen_version = Recorder(), {}
         next_crawl = START

@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "INCRECRAWL_MAX_FETCHES": 0,
     "INCRECRAWL_BUDGET_ORDER": "change",
     "INCRECRAWL_MAX_TOKENS": 0,
+    "INCRECRAWL_MONTHLY_TOKENS": 0,
+    "INCRECRAWL_TOKENS_RESET_DAY": 1,
     "INCRECRAWL_MAX_ERROR_RATIO": 0.5,
     "INCRECRAWL_PROGRESS_INTERVAL": 60.0,
     "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
@@ -126,6 +128,8 @@ class IncrecrawlConfig:
     max_fetches: int
     budget_order: str
     max_tokens: int
+    monthly_tokens: int
+    tokens_reset_day: int
     max_error_ratio: float
     progress_interval: float
     tracking_params: tuple[str, ...]
@@ -218,6 +222,8 @@ class IncrecrawlConfig:
             max_fetches=read.number("INCRECRAWL_MAX_FETCHES", int, minimum=0),
             budget_order=read.choice("INCRECRAWL_BUDGET_ORDER", BUDGET_ORDERS),
             max_tokens=read.number("INCRECRAWL_MAX_TOKENS", int, minimum=0),
+            monthly_tokens=read.number("INCRECRAWL_MONTHLY_TOKENS", int, minimum=0),
+            tokens_reset_day=read.number("INCRECRAWL_TOKENS_RESET_DAY", int, minimum=1, maximum=28),
             max_error_ratio=read.number("INCRECRAWL_MAX_ERROR_RATIO", float, minimum=0, maximum=1),
             progress_interval=read.number("INCRECRAWL_PROGRESS_INTERVAL", float, minimum=0),
             tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from increcrawl_scrapy import close_reasons, stats
+from increcrawl_scrapy.token_plan import TokenFigures
 
 
 def run_summary(
@@ -17,12 +18,14 @@ def run_summary(
     verdicts: Sequence[Mapping[str, Any]] = (),
     embedded: bool = False,
     warnings: Sequence[str] = (),
+    tokens: TokenFigures | None = None,
 ) -> str:
     """*value* reads the crawl's stats (``StatsCollector.get_value``); *listed* is
     the seed's live pages, what fetching every listed page would have cost;
     *verdicts* are the seed's hosts' rows (``StateStore.lastmod_verdicts``);
     *embedded*: a spider of the project's own (the add-on), not ``incremental``;
-    *warnings*: the lines of the warnings the crawl logged (``run_warnings.py``)."""
+    *warnings*: the lines of the warnings the crawl logged (``run_warnings.py``);
+    *tokens*: the state's tokens this week and month (``token_plan.py``)."""
 
     def count(key: str) -> int:
         return int(value(key, 0) or 0)
@@ -49,6 +52,7 @@ def run_summary(
     waiting = {
         "INCRECRAWL_MAX_FETCHES": count(stats.BUDGET_LEFT),
         "INCRECRAWL_MAX_TOKENS": count(stats.TOKENS_LEFT),
+        "INCRECRAWL_MONTHLY_TOKENS": count(stats.MONTH_LEFT),
     }
     if any(waiting.values()):
         lines.append(
@@ -65,6 +69,8 @@ def run_summary(
             f"  hybrid: {count(stats.HYBRID_PROBES):,} direct probes (free), "
             f"{count(stats.HYBRID_SAVED):,} of them answered the check without a token"
         )
+    if tokens is not None and (tokens.week or tokens.month or tokens.budget):
+        lines.append(f"  {tokens.line()}")
     if embedded:
         lines.extend(_embedded(count, fetched, listed))
     elif listed:

@@ -73,6 +73,7 @@ class CrawlState:
         self.seed = seed_of(crawler)
         self.run = self.store.start_run(self.seed)
         self.max_error_ratio = config.max_error_ratio
+        self.tokens_plan = (config.tokens_reset_day, config.monthly_tokens)
         #: Set by a spider that discovers; None for an embedding project's spiders.
         self.discovery_complete: bool | None = None
         #: A close reason the crawl ends with once it has done what it can
@@ -200,6 +201,7 @@ class CrawlState:
                 reason=reason,
                 embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
                 warnings=run_warnings.release(self.crawler),
+                tokens=self.store.token_figures(self.store.clock(), *self.tokens_plan),
             )
         )
 

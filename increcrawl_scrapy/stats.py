@@ -53,6 +53,11 @@ SKIPPED = "increcrawl/skipped/{reason}"
 BUDGET_LEFT = "increcrawl/budget/left"
 BUDGET_LONGEST_WAIT = "increcrawl/budget/longest_wait_s"
 TOKENS_LEFT = "increcrawl/budget/tokens_left"
+#: INCRECRAWL_MONTHLY_TOKENS: the run's share, what the month had left at its start,
+#: and the due pages left for a later run because the share was spent.
+MONTH_SHARE = "increcrawl/budget/month_share"
+MONTH_TOKENS_LEFT = "increcrawl/budget/month_tokens_left"
+MONTH_LEFT = "increcrawl/budget/month_left"
 NEW = "increcrawl/new"
 CHANGED = "increcrawl/changed"
 UNCHANGED = "increcrawl/unchanged"

@@ -218,6 +218,9 @@ async def test_report_shows_what_changed_in_each_run(
     tokens = root.xpath('//*[@id="tokens-0"]//*[local-name()="rect"]')
     heights = [float(bar.get("height")) for bar in tokens]
     assert len(heights) == 5 and all(h > 0 for h in heights[:2]) and heights[2:] == [0, 0, 0]
+    # The state's tokens this week and plan month, as the run summary says them.
+    plan = root.xpath('string(//*[@id="tokens-plan"])')
+    assert plan.startswith("Tokens: ") and " since " in plan and "projected" in plan
 
     # A page's history: each of its checks, with date, status and outcome.
     page = root.xpath(f'//details[@class="page" and @data-url="{failing}"]')[0]

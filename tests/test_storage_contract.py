@@ -9,6 +9,7 @@ test_state.py."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -496,6 +497,32 @@ def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) 
     assert db.execute(sql.seed_of_page, (urls(3)[0],)).fetchone()[0] == SEED
     queue = {"seed": SEED, "now": clock() + 10 * DAY, "check": 0.0, "id": 0, "limit": 10}
     assert len(db.tuples(sql.due_after, queue).fetchall()) == 3
+
+
+def test_tokens_are_read_over_the_week_and_the_plan_month(
+    open_store: Factory, clock: Clock
+) -> None:
+    """``token_plan.py`` reads every seed's runs: the week, the plan month (from the
+    reset day), its projection and a run's share, the same on every backend."""
+    clock.now = datetime(2026, 11, 28, 12, tzinfo=timezone.utc).timestamp()
+    store = open_store()
+    for seed, tokens in [(SEED, 10), (OTHER, 20), (SEED, 30), (SEED, 40)]:
+        run = store.start_run(seed)
+        run.finish({"tokens_charged": tokens}, discovery_complete=True)
+        clock.advance(2 * DAY)  # Nov 28, 30, Dec 2, Dec 4; now Dec 6 12:00
+    figures = store.token_figures(clock(), 1, 500)
+    assert (figures.week, figures.month) == (90, 70)  # from Nov 29 12:00; from Dec 1
+    # 90 over the 6 days since the week's first run, to the reset on Jan 1 (25.5 days)
+    assert figures.projected == 70 + round(90 / 6 * 25.5) == 452
+    assert "since 2026-12-01 (projected 452 by 2027-01-01; plan 500: 430 left)" in figures.line()
+    assert gather(store.database, clock(), reset_day=1, budget=500)["tokens"]["month"] == 70
+    assert _status(store.database, clock(), 1, 500)["tokens"]["week"] == 90
+    store.start_run(SEED)  # the run asking: 2 days after the last, as all before
+    share = store.month_share(clock(), 1, 500)
+    assert (share.left, share.interval) == (430, 2 * DAY)
+    # 430 over 12.75 runs is 33; the month's line by the next run (7.5 of 31 days) is
+    # 120, 70 spent: 50, catching up.
+    assert int(430 / (25.5 / 2)) == 33 and share.share == 500 * 75 // 310 - 70 == 50
 
 
 def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Clock) -> None:

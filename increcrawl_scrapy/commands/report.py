@@ -22,6 +22,7 @@ from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.sqlite import database as sqlite
 from increcrawl_scrapy.state.sqlite.schema import SCHEMA_VERSION
+from increcrawl_scrapy.token_plan import read_figures
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -61,7 +62,12 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
             print(f"No page {url} in {shown(config.db_path)}")
             return 1
         shown_page = (page[0], page[1]) if page else None
-        data = gather(db, now(config), seed=opts.seed, page=shown_page) if behind is None else {}
+        plan = {"reset_day": config.tokens_reset_day, "budget": config.monthly_tokens}
+        data = (
+            gather(db, now(config), seed=opts.seed, page=shown_page, **plan)
+            if behind is None
+            else {}
+        )
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -111,15 +117,22 @@ def render(data: dict[str, Any]) -> str:
 
 
 def gather(
-    db: Any, at: float, seed: str | None = None, page: tuple[int, str] | None = None
+    db: Any,
+    at: float,
+    seed: str | None = None,
+    page: tuple[int, str] | None = None,
+    reset_day: int = 1,
+    budget: int = 0,
 ) -> dict[str, Any]:
     """The report's data; *page*: the (id, seed) of a page whose history is shown."""
     seeds = [r[0] for r in db.execute(db.sql.seeds)]
     if seed:
         seeds = [name for name in seeds if name == seed]
     shown_pages = {page[1]: [page[0]]} if page else {}
+    tokens = read_figures(db, at, reset_day, budget)  # the plan's: every seed's runs
     return {
         "generated_at": at,
+        "tokens": {**tokens.as_dict(), "line": tokens.line()},
         "seeds": [_seed(db, name, at, shown_pages.get(name, [])) for name in seeds],
     }
 

@@ -23,6 +23,7 @@ from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, r
 from increcrawl_scrapy.run_summary import saved
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import shown
+from increcrawl_scrapy.token_plan import TokenFigures, read_figures
 
 DAY = 86_400.0
 
@@ -73,7 +74,9 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
     if not exists(config):
         return 1
     try:
-        report = _status(read_only(config), now(config))
+        report = _status(
+            read_only(config), now(config), config.tokens_reset_day, config.monthly_tokens
+        )
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -89,7 +92,7 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
     return 0
 
 
-def _status(db: Any, now: float) -> dict[str, Any]:
+def _status(db: Any, now: float, reset_day: int = 1, budget: int = 0) -> dict[str, Any]:
     seeds = []
     sql = db.sql
     for (seed,) in db.execute(sql.seeds):
@@ -110,7 +113,8 @@ def _status(db: Any, now: float) -> dict[str, Any]:
                 "runs": [dict(run) for run in runs],
             }
         )
-    return {"seeds": seeds}
+    tokens = read_figures(db, now, reset_day, budget)  # the plan's: every seed's runs
+    return {"seeds": seeds, "tokens": tokens.as_dict()}
 
 
 def _text(report: dict[str, Any]) -> str:
@@ -142,4 +146,9 @@ def _text(report: dict[str, Any]) -> str:
             )
             if run["listed"]:
                 lines.append(f"    {saved(run['fetched'], run['listed'])}")
-    return "\n".join(lines) or "No pages yet"
+    if not lines:
+        return "No pages yet"
+    tokens = report["tokens"]
+    if tokens["week"] or tokens["month"] or tokens["budget"]:
+        lines.append(TokenFigures(**{**tokens, "budget": tokens["budget"] or 0}).line())
+    return "\n".join(lines)

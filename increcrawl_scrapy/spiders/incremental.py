@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -39,6 +39,7 @@ from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, 
 from increcrawl_scrapy.spiders.arguments import flag, unknown_arguments
 from increcrawl_scrapy.spiders.batch_run import run_batch
 from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
+from increcrawl_scrapy.spiders.due_rows import due_rows
 from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
@@ -58,7 +59,7 @@ from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.state.queue import CHUNK
-from increcrawl_scrapy.tokens import TokenBudget
+from increcrawl_scrapy.tokens import TokenBudget, month_share
 from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
-    from increcrawl_scrapy.state import Run, StateStore
+    from increcrawl_scrapy.state import Run
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class IncrementalSpider(scrapy.Spider):
         self._client: GeonodeClient | None = None
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._closing = False  # closed for a Geonode failure: said once
-        self._tokens = TokenBudget(0, None)  # INCRECRAWL_MAX_TOKENS, set at start
+        self._tokens = TokenBudget(None, None)  # INCRECRAWL_MAX/MONTHLY_TOKENS, set at start
         self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
         self._roots: set[str] = set()  # the sitemaps given (always followed)
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
@@ -207,13 +208,25 @@ class IncrementalSpider(scrapy.Spider):
             return
         await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
         await self._content.learn_not_found()
-        expected, chunks = await self._due(state.store)
+        share = None
+        if self._client is not None:
+            share = await month_share(state.store, config, self.crawler.stats)
+        expected, chunks = await due_rows(
+            self.crawler,
+            state.store,
+            self.increcrawl_seed,
+            self.queue_chunk,
+            share,
+            hybrid=self._hybrid is not None,
+        )
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
-        tokens = self._tokens = TokenBudget(
-            config.max_tokens if self._client is not None else 0,
-            self.crawler.stats,
-            free_answers=self._hybrid is not None,
+        tokens = self._tokens = (
+            TokenBudget.for_run(
+                config, share, self.crawler.stats, free_answers=self._hybrid is not None
+            )
+            if self._client is not None
+            else TokenBudget(None, self.crawler.stats)
         )
         # Chunk by chunk, each read as the crawl drains the previous one (below):
         # memory stays bounded whatever the size of the due set. Read off the
@@ -254,29 +267,6 @@ class IncrementalSpider(scrapy.Spider):
             # set (Scrapy takes start() requests as fast as they come).
             while tokens.queued - tokens.answered > len(chunk) // 2:
                 await compat.sleep(0.05)
-
-    async def _due(self, store: StateStore) -> tuple[int, Iterator[list[PageState]]]:
-        """How many rows this run fetches, and the rows in chunks (read lazily); with
-        INCRECRAWL_MAX_FETCHES, those likeliest to have changed (the rest wait, and
-        the longest wait is reported)."""
-        limit = self.config.max_fetches or None
-        budget = await compat.in_thread(store.budget, self.increcrawl_seed, limit)
-        if budget.left:
-            logger.warning(
-                "INCRECRAWL_MAX_FETCHES=%d: %d of %d due pages fetched, %d wait for a later "
-                "run (the longest has been due %.1f h)",
-                limit,
-                budget.due - budget.left,
-                budget.due,
-                budget.left,
-                budget.longest_wait / 3600,
-            )
-            stats.inc(self.crawler.stats, stats.BUDGET_LEFT, budget.left)
-            self.crawler.stats.set_value(stats.BUDGET_LONGEST_WAIT, round(budget.longest_wait))
-        chunks = store.due_chunks(
-            self.increcrawl_seed, limit, self.queue_chunk, budget=budget, wait=True
-        )
-        return budget.due - budget.left, chunks
 
     def _split(self, due: list[PageState]) -> tuple[list[PageState], list[PageState]]:
         """Rows with validators go one by one (conditional headers); the others as

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from increcrawl_scrapy import token_plan
 from increcrawl_scrapy.state.backend import serialized
 from increcrawl_scrapy.state.refingerprint import read_setting, write_setting
 
@@ -25,6 +26,16 @@ class StoreReadings:
         self.results.flush()
         rows = self.database.execute(self.database.sql.seed_hosts, (seed,))
         return [dict(row) for row in rows]
+
+    @serialized
+    def token_figures(self, at: float, reset_day: int, budget: int) -> token_plan.TokenFigures:
+        """The tokens of the state's runs this week and this plan month."""
+        return token_plan.read_figures(self.database, at, reset_day, budget)
+
+    @serialized
+    def month_share(self, at: float, reset_day: int, budget: int) -> token_plan.MonthShare:
+        """A run's share of INCRECRAWL_MONTHLY_TOKENS (``token_plan.py``)."""
+        return token_plan.read_share(self.database, at, reset_day, budget)
 
     @serialized
     def remembered(self, name: str) -> str | None:

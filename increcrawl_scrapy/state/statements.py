@@ -138,6 +138,8 @@ class UpkeepStatements(Protocol):
     report_runs: str
     changing_pages: str
     report_verdicts: str
+    spending_runs: str  # (started_at, tokens_charged) of every seed's runs since a time
+    recent_run_starts: str  # the latest runs' starts, of every seed
     page_exists: str
     seed_exists: str
     noisy_pages: str

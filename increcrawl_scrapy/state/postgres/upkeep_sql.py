@@ -193,6 +193,10 @@ class UpkeepSQL:
         "tokens_charged, discovery_complete, close_reason, statuses "
         "FROM runs WHERE seed = %s ORDER BY id DESC LIMIT %s"
     )
+    spending_runs = (
+        "SELECT started_at, tokens_charged FROM runs WHERE started_at >= %s ORDER BY started_at"
+    )
+    recent_run_starts = "SELECT started_at FROM runs ORDER BY id DESC LIMIT %s"
     changing_pages = (
         "SELECT id, url, change_count, fetch_count, last_changed, interval_s FROM pages "
         "WHERE seed = %s AND change_count > 0 "

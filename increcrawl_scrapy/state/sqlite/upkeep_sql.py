@@ -187,6 +187,10 @@ class UpkeepSQL:
         "tokens_charged, discovery_complete, close_reason, statuses "
         "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT ?"
     )
+    spending_runs = (
+        "SELECT started_at, tokens_charged FROM runs WHERE started_at >= ? ORDER BY started_at"
+    )
+    recent_run_starts = "SELECT started_at FROM runs ORDER BY id DESC LIMIT ?"
     changing_pages = (
         "SELECT id, url, change_count, fetch_count, last_changed, interval_s FROM pages "
         "WHERE seed = ? AND change_count > 0 "
