@@ -106,6 +106,7 @@ class UpkeepStatements(Protocol):
     rekey_index: str
     merge_collisions: str
     drop_orphan_contents: str
+    drop_orphan_checks: str
     park_contents: str
     park_pages: str
     rekey_pages: str

@@ -70,6 +70,10 @@ class UpkeepSQL:
         "DELETE FROM contents WHERE NOT EXISTS "
         "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
     )
+    # ...and so do their checks (the report's history), kept by the row's id.
+    drop_orphan_checks = (
+        "DELETE FROM checks WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.id = checks.page)"
+    )
     # Through a key no row has (chr(1) and the id: text holds no NUL), so that
     # swaps never collide.
     park_contents = (
