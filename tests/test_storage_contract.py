@@ -46,7 +46,7 @@ def statements_ran() -> Any:
     """Every statement a backend's connection runs, recorded for the last test."""
     patch = pytest.MonkeyPatch()
     for backend, session in _SESSIONS.items():
-        for method in ("execute", "executemany", "tuples"):
+        for method in ("execute", "executemany", "tuples", "fill"):
             original = getattr(session, method)
 
             def recording(self: Any, sql: str, *args: Any, _run: Any = original, _b=backend):

@@ -58,9 +58,7 @@ class UpkeepSQL:
     )
 
     # -- rekey.py: every row keyed again, kept texts moving with their rows ----
-    rekey_table = (
-        'CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT COLLATE "C")'
-    )
+    rekey_table = "CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)"
     clear_rekey = "DELETE FROM pg_temp.rekey"
     all_keys = "SELECT id, normalized_url, url FROM pages"
     add_rekey = "INSERT INTO pg_temp.rekey VALUES (%s, %s)"
