@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import emit, peak_rss_mb, run_worker, table, write_section
+from benchmarks.first_run import worktree
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.urls import normalize_url
 
@@ -300,51 +301,59 @@ def report(mine: dict, base: dict) -> str:
     )
 
 
-def side_by_side(lite: dict, pg: dict) -> str:
+def side_by_side(lite: dict, pg: dict, base: dict | None = None, label: str = "") -> str:
+    """SQLite beside PostgreSQL (and PostgreSQL at *label*, the code before), each
+    PostgreSQL rate also as a share of SQLite's."""
+    sides = [pg] + ([base] if base else [])
+
+    def speeds(key: str, count: int) -> list[str]:
+        return [
+            cell
+            for side in sides
+            for cell in (
+                f"{count / side[key]:,.0f}/s ({side[key]:.2f} s)",
+                f"{lite[key] / side[key]:.2f}x",
+            )
+        ]
+
     rows = []
-    for label, key, count in [
+    for name, key, count in [
         ("upsert (discovery)", "upsert_s", lite["urls"]),
         ("re-discovery, 1% gone", "rediscover_s", lite["urls"]),
         ("record results", "record_s", min(RECORDS, lite["urls"])),
         ("record results of queued rows", "record_queued_s", lite["queue_rows"]),
     ]:
-        rows.append(
-            [
-                label,
-                f"{count / lite[key]:,.0f}/s ({lite[key]:.2f} s)",
-                f"{count / pg[key]:,.0f}/s ({pg[key]:.2f} s)",
-                f"{lite[key] / pg[key]:.2f}x",
-            ]
-        )
+        rows.append([name, f"{count / lite[key]:,.0f}/s ({lite[key]:.2f} s)", *speeds(key, count)])
+    for name, key, unit in [
+        ("queue query (10,000 due; PostgreSQL: leased)", "queue_s", 1000),
+        ("mark missing", "missing_s", 1),
+    ]:
+        shown = (lambda v: f"{v * 1000:.0f} ms") if unit == 1000 else (lambda v: f"{v:.2f} s")
+        cells = [c for side in sides for c in (shown(side[key]), f"{lite[key] / side[key]:.2f}x")]
+        rows.append([name, shown(lite[key]), *cells])
     rows.append(
         [
-            "queue query (10,000 due; PostgreSQL: leased)",
-            f"{lite['queue_s'] * 1000:.0f} ms",
-            f"{pg['queue_s'] * 1000:.0f} ms",
-            f"{lite['queue_s'] / pg['queue_s']:.2f}x",
+            "client peak memory",
+            f"{lite['peak_mb']:.0f} MB",
+            *[c for side in sides for c in (f"{side['peak_mb']:.0f} MB", "")],
         ]
     )
-    rows.append(
-        [
-            "mark missing",
-            f"{lite['missing_s']:.2f} s",
-            f"{pg['missing_s']:.2f} s",
-            f"{lite['missing_s'] / pg['missing_s']:.2f}x",
-        ]
-    )
-    rows.append(["client peak memory", f"{lite['peak_mb']:.0f} MB", f"{pg['peak_mb']:.0f} MB", ""])
     rows.append(
         [
             "database size",
             f"{lite['bytes_per_url']:.0f} B/URL",
-            f"{pg['bytes_per_url']:.0f} B/URL",
-            "",
+            *[c for side in sides for c in (f"{side['bytes_per_url']:.0f} B/URL", "")],
         ]
     )
+    headers = ["operation", "SQLite", "PostgreSQL", "of SQLite"]
+    if base:
+        headers += [f"PostgreSQL at {label}", "of SQLite"]
     return (
         f"{lite['urls']:,} URLs, the same operations through the same StateStore; "
-        "PostgreSQL 15 on the same machine (a throwaway server, fsync off).\n\n"
-        + table(["operation", "SQLite", "PostgreSQL", "PostgreSQL speed"], rows)
+        "PostgreSQL 15 on the same machine (a throwaway server, fsync off)"
+        + (f", this tree's and {label}'s in the same run" if base else "")
+        + ".\n\n"
+        + table(headers, rows)
     )
 
 
@@ -356,6 +365,10 @@ def main() -> None:
         "--postgres",
         action="store_true",
         help="the same operations on PostgreSQL beside SQLite (a throwaway server)",
+    )
+    parser.add_argument(
+        "--baseline",
+        help="with --postgres: also the PostgreSQL side of this commit (the code before)",
     )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -371,10 +384,15 @@ def main() -> None:
         from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
 
         lite = run_worker(__file__, "ours", str(args.urls))
+        base = None
         with ThrowawayPostgres() as server:
+            if args.baseline:
+                with worktree(args.baseline) as tree:
+                    script = f"{tree}/benchmarks/state_scale.py"
+                    base = run_worker(script, "ours", str(args.urls), server.create_database("b"))
             dsn = server.create_database("scale")
             pg = run_worker(__file__, "ours", str(args.urls), dsn)
-        write_section("State store on PostgreSQL", side_by_side(lite, pg))
+        write_section("State store on PostgreSQL", side_by_side(lite, pg, base, args.baseline))
         return
     mine = run_worker(__file__, "ours", str(args.urls))
     base = run_worker(__file__, "baseline", str(args.baseline_urls))

@@ -47,7 +47,7 @@ def statements_ran() -> Any:
     """Every statement a backend's connection runs, recorded for the last test."""
     patch = pytest.MonkeyPatch()
     for backend, session in _SESSIONS.items():
-        for method in ("execute", "executemany", "tuples"):
+        for method in ("execute", "executemany", "tuples", "fill"):
             original = getattr(session, method)
 
             def recording(self: Any, sql: str, *args: Any, _run: Any = original, _b=backend):
@@ -343,6 +343,41 @@ def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: 
         assert kept is not None and kept.text == text, key
     rows = store.database.execute("SELECT count(*) FROM contents").fetchone()
     assert rows[0] == 3
+
+
+def test_rekeying_leaves_no_checks_of_rows_merged_away(open_store: Factory, clock: Clock) -> None:
+    # Two rows that end on one key: the one merged away leaves no check behind (a
+    # check of no page would count in the report's change set, with no URL).
+    def opened(strip: bool) -> StateStore:
+        return open_store(
+            normalize=partial(normalize_url, strip_trailing_slash=strip),
+            normalization={"strip_trailing_slash": strip},
+        )
+
+    slash, bare = "https://example.com/docs/", "https://example.com/docs"
+    store = opened(False)
+    run = store.start_run(SEED)
+    run.upsert([(slash, None), (bare, None)])
+    store.record(bare, 200, seed=SEED, key=bare, content_hash="old")
+    clock.advance(60)
+    store.record(slash, 200, seed=SEED, key=slash, content_hash="recent")
+    store.flush()
+    run.finish({}, discovery_complete=True)
+    store.finish_history(run)
+    db = store.database
+    assert db.execute("SELECT count(*) FROM checks").fetchone()[0] == 2
+    store.close()
+    store = opened(True)
+    assert (store.rekeyed.rekeyed, store.rekeyed.merged) == (1, 1)
+    db = store.database
+    orphans = "SELECT count(*) FROM checks WHERE page NOT IN (SELECT id FROM pages)"
+    assert db.execute(orphans).fetchone()[0] == 0
+    kept = db.execute(
+        "SELECT p.normalized_url, c.outcome FROM checks AS c JOIN pages AS p ON p.id = c.page"
+    ).fetchall()
+    assert [tuple(row) for row in kept] == [(bare, "new")]
+    report = gather(db, clock(), SEED)["seeds"][0]
+    assert [s["checks"] for s in report["change_sets"]] == [1]
 
 
 def test_the_operators_edits_make_due_and_forget(open_store: Factory, clock: Clock) -> None:

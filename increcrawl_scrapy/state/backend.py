@@ -50,6 +50,10 @@ class Session(Protocol):
         """As ``execute``, rows as plain tuples (built into ``PageState`` directly)."""
         ...
 
+    def fill(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """*rows* into a table by one statement, however many (``fill_chunk``)."""
+        ...
+
 
 class Backend(Session, Protocol):
     """An open, checked and migrated state, used by one thread at a time (``mutex``)."""

@@ -76,8 +76,10 @@ def _rekey(db: Session, normalize: Callable[[str], str]) -> RekeyResult:
     db.executemany(sql.add_rekey, moving)
     db.execute(sql.rekey_index)
     merged = db.execute(sql.merge_collisions).rowcount
-    # Texts of the rows merged away go; those of moving rows take the rows' way.
+    # Texts and checks of the rows merged away go; those of moving rows take the
+    # rows' way (checks by id, which stays).
     db.execute(sql.drop_orphan_contents)
+    db.execute(sql.drop_orphan_checks)
     # Through a key no row has, so that swaps never collide on the way.
     for statement in (sql.park_contents, sql.park_pages, sql.rekey_pages, sql.rekey_contents):
         db.execute(statement)

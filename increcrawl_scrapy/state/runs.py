@@ -5,7 +5,6 @@ discovery step is tied to a started run by construction."""
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -139,12 +138,14 @@ class Run:
                 # never read whole (an empty digest matches no real one).
                 db.execute(db.sql.add_sitemap, {**params, "url": sitemap_url, "feed": feed})
             db.execute(db.sql.clear_chunk)
-            db.execute(db.sql.fill_chunk, (json.dumps(list(rows.values())),))
+            db.fill(db.sql.fill_chunk, list(rows.values()))
+            for statement in db.sql.chunk_plan:
+                db.execute(statement)
+            if db.sql.lock_chunk_rows is not None:
+                db.execute(db.sql.lock_chunk_rows)
             fresh, taken = listed_before(db, params)
             self.repeated += len(rows) - fresh
             self.taken_over.update(taken)
-            if db.sql.lock_chunk_rows is not None:
-                db.execute(db.sql.lock_chunk_rows)
             for statement in db.sql.apply_feed_chunk if feed else db.sql.apply_chunk:
                 db.execute(statement, params)
         return len(rows)

@@ -28,9 +28,10 @@ class DiscoveryStatements(Protocol):
     count_future: str
     add_sitemap: str
     clear_chunk: str
-    fill_chunk: str  # a JSON array of rows into the chunk table
+    fill_chunk: str  # the chunk's rows into the chunk table (Session.fill)
     listed_before: str  # the chunk's rows this run had not listed, by their seed
-    lock_chunk_rows: str | None  # the chunk's rows locked in key order
+    chunk_plan: tuple[str, ...]  # how the chunk's statements are to be planned
+    lock_chunk_rows: str | None  # the chunk's rows locked in key order (before listed_before)
     apply_chunk: tuple[str, ...]
     apply_feed_chunk: tuple[str, ...]
     mark_seen_only: str
@@ -106,6 +107,7 @@ class UpkeepStatements(Protocol):
     rekey_index: str
     merge_collisions: str
     drop_orphan_contents: str
+    drop_orphan_checks: str
     park_contents: str
     park_pages: str
     rekey_pages: str

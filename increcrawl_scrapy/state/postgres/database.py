@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from increcrawl_scrapy.state.backend import Params
@@ -81,6 +81,12 @@ class Connection:
 
     def tuples(self, sql: str, params: Params = ()) -> Any:
         return self.raw.cursor().execute(sql, _plain(params) if params else None)
+
+    def fill(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        # COPY: the rows stream in as they are, nothing parsed or planned per row.
+        with self.raw.cursor().copy(sql) as copy:
+            for row in rows:
+                copy.write_row(_plain(row))
 
     def close(self) -> None:
         self.raw.close()
@@ -212,6 +218,9 @@ class PostgresDatabase:
     def executemany(self, sql: str, rows: Iterable[Params]) -> Any:
         listed = list(rows)
         return self.retrying(lambda: self._statement().executemany(sql, listed))
+
+    def fill(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.retrying(lambda: self._statement().fill(sql, rows))
 
     def fence(self, leased: Mapping[str, int], keep: set[str]) -> set[str]:
         return leases.fence(self.raw, dict(leased), keep)

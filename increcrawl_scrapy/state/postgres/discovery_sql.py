@@ -16,33 +16,28 @@ _FEED_SITEMAP = "coalesce(p.sitemap_url, c.sitemap_url)"
 
 
 def _apply_chunk(sitemap: str) -> tuple[str, ...]:
+    # The rows' old values were noted in the chunk as they were locked
+    # (lock_chunk_rows): each row of pages is found once a chunk, by its id.
     return (
         # Rows whose lastmod moved: what that means is decided once discovery is
         # over (Run.apply_lastmod), when waves can be told from edits.
         """
         INSERT INTO pg_temp.moves
-        SELECT c.normalized_url, c.host, c.lastmod FROM pg_temp.chunk AS c
-        JOIN pages AS p ON p.normalized_url = c.normalized_url
-        WHERE p.sitemap_lastmod IS NOT NULL AND c.lastmod IS NOT NULL
-          AND p.sitemap_lastmod != c.lastmod AND c.future = 0
+        SELECT normalized_url, host, lastmod FROM pg_temp.chunk
+        WHERE old_lastmod IS NOT NULL AND lastmod IS NOT NULL
+          AND old_lastmod != lastmod AND future = 0
         ON CONFLICT (normalized_url) DO UPDATE SET host = excluded.host,
             lastmod = excluded.lastmod
         """,
-        # Rows seen again are no longer missing, with their date as listed: the
-        # chunk joined once (UPDATE ... FROM), not a subquery per row.
-        """
+        # Rows seen again are no longer missing, with their date as listed, and
+        # belong to this seed and this sitemap now: one write a row (the indexed
+        # columns mostly unchanged, so a HOT update, its indexes untouched).
+        f"""
         UPDATE pages AS p SET last_seen = %(now)s, seen_run = %(run)s, missing_runs = 0,
             sitemap_lastmod = coalesce(CASE WHEN c.future = 0 THEN c.lastmod END,
-                                       p.sitemap_lastmod)
-        FROM pg_temp.chunk AS c WHERE p.normalized_url = c.normalized_url
-        """,
-        # They belong to this seed and this sitemap now: written only where that
-        # changes (every write leaves a dead tuple behind).
-        f"""
-        UPDATE pages AS p SET seed = %(seed)s, sitemap_url = {sitemap}
-        FROM pg_temp.chunk AS c WHERE p.normalized_url = c.normalized_url
-          AND (p.seed IS DISTINCT FROM %(seed)s
-               OR (c.sitemap_url IS NOT NULL AND p.sitemap_url IS DISTINCT FROM c.sitemap_url))
+                                       p.sitemap_lastmod),
+            seed = %(seed)s, sitemap_url = {sitemap}
+        FROM pg_temp.chunk AS c WHERE p.id = c.id
         """,
         # Then rows discovery has never seen: due now, default interval. (A row
         # another worker inserted meanwhile is left as it is.)
@@ -51,8 +46,7 @@ def _apply_chunk(sitemap: str) -> tuple[str, ...]:
                            interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
         SELECT c.normalized_url, c.url, %(seed)s, %(now)s, %(now)s, 0, %(interval)s,
                c.lastmod, c.sitemap_url, c.host, %(run)s
-        FROM pg_temp.chunk AS c
-        WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
+        FROM pg_temp.chunk AS c WHERE c.id IS NULL
         ON CONFLICT (normalized_url) DO NOTHING
         """,
     )
@@ -66,18 +60,20 @@ _MOVES_OUTSIDE_WAVES = """
 
 class DiscoverySQL:
     insert_run = "INSERT INTO runs (seed, started_at) VALUES (%s, %s) RETURNING id"
-    # Byte order (COLLATE "C"), as SQLite's text and the tables' keys.
+    # Keys in the collation of the tables' own (no COLLATE): a join on another
+    # collation cannot use their indexes, and scans the table for every chunk.
     run_tables: tuple[str, ...] = (
-        'CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT COLLATE "C" PRIMARY KEY, '
-        'url TEXT COLLATE "C", lastmod TEXT COLLATE "C", sitemap_url TEXT COLLATE "C", '
-        'host TEXT COLLATE "C", future INTEGER)',
-        'CREATE TEMP TABLE IF NOT EXISTS moves (normalized_url TEXT COLLATE "C" PRIMARY KEY, '
-        'host TEXT COLLATE "C", lastmod TEXT COLLATE "C")',
-        'CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT COLLATE "C", minute TEXT COLLATE "C", '
+        # ...and the columns of its row in pages, once locked (NULL: no row yet).
+        "CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT PRIMARY KEY, "
+        "url TEXT, lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER, "
+        "id BIGINT, old_seed TEXT, old_run BIGINT, old_lastmod TEXT)",
+        "CREATE TEMP TABLE IF NOT EXISTS moves (normalized_url TEXT PRIMARY KEY, host TEXT, "
+        "lastmod TEXT)",
+        "CREATE TEMP TABLE IF NOT EXISTS waves (host TEXT, minute TEXT, "
         "PRIMARY KEY (host, minute))",
-        'CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT COLLATE "C" PRIMARY KEY)',
-        'CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT COLLATE "C" PRIMARY KEY)',
-        'CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT COLLATE "C" PRIMARY KEY)',
+        "CREATE TEMP TABLE IF NOT EXISTS deaf (host TEXT PRIMARY KEY)",
+        "CREATE TEMP TABLE IF NOT EXISTS unchanged (url TEXT PRIMARY KEY)",
+        "CREATE TEMP TABLE IF NOT EXISTS missing (normalized_url TEXT PRIMARY KEY)",
         "DELETE FROM pg_temp.moves",
         "DELETE FROM pg_temp.chunk",
         "DELETE FROM pg_temp.unchanged",
@@ -91,23 +87,34 @@ class DiscoverySQL:
         "INSERT INTO sitemaps (seed, url, digest, read_at, feed) "
         "VALUES (%(seed)s, %(url)s, '', %(now)s, %(feed)s) ON CONFLICT DO NOTHING"
     )
-    clear_chunk = "DELETE FROM pg_temp.chunk"
+    # Emptied, not deleted from: no VACUUM reaches a temporary table, so each chunk's
+    # dead rows would stay for every later chunk's scans to read again.
+    clear_chunk = "TRUNCATE pg_temp.chunk"
     listed_before = (
-        "SELECT p.seed, count(*) FROM pg_temp.chunk AS c "
-        "LEFT JOIN pages AS p ON p.normalized_url = c.normalized_url "
-        "WHERE p.seen_run IS DISTINCT FROM %(run)s GROUP BY p.seed"
+        "SELECT old_seed, count(*) FROM pg_temp.chunk "
+        "WHERE old_run IS DISTINCT FROM %(run)s GROUP BY old_seed"
     )
-    # One statement, not a step per row: the chunk as one JSON parameter.
+    # COPY (Session.fill): the chunk streamed in, not parsed from JSON.
     fill_chunk = (
-        "INSERT INTO pg_temp.chunk SELECT e->>0, e->>1, e->>2, e->>3, e->>4, "
-        "(e->>5)::boolean::int FROM jsonb_array_elements(%s::jsonb) AS e"
+        "COPY pg_temp.chunk (normalized_url, url, lastmod, sitemap_url, host, future) FROM STDIN"
+    )
+    # A chunk is small beside pages: its rows are found by index, never by a scan
+    # of the whole table for each chunk (which the planner picks for a hash join).
+    chunk_plan: tuple[str, ...] = (
+        "SET LOCAL enable_hashjoin = off",
+        "SET LOCAL enable_mergejoin = off",
     )
     # Rows locked in key order, as a results batch locks them (leases.fence): a
-    # writer and discovery wait for each other, never in a circle.
-    lock_chunk_rows: str | None = (
-        "SELECT 1 FROM pages WHERE normalized_url IN (SELECT normalized_url FROM pg_temp.chunk) "
-        "ORDER BY normalized_url FOR UPDATE"
-    )
+    # writer and discovery wait for each other, never in a circle. What the chunk's
+    # statements need of each row is noted as it is locked.
+    lock_chunk_rows: str | None = """
+        UPDATE pg_temp.chunk AS c SET id = p.id, old_seed = p.seed, old_run = p.seen_run,
+            old_lastmod = p.sitemap_lastmod
+        FROM (SELECT id, normalized_url, seed, seen_run, sitemap_lastmod FROM pages
+              WHERE normalized_url IN (SELECT normalized_url FROM pg_temp.chunk)
+              ORDER BY normalized_url FOR UPDATE) AS p
+        WHERE c.normalized_url = p.normalized_url
+        """
     apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
     #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
     apply_feed_chunk = _apply_chunk(_FEED_SITEMAP)
@@ -226,7 +233,7 @@ class DiscoverySQL:
         + _DUE.format(columns="normalized_url, next_check")
         + ") AS due ORDER BY next_check, normalized_url LIMIT %(limit)s"
     )
-    budget_table = 'CREATE TEMP TABLE IF NOT EXISTS budget (key TEXT COLLATE "C" PRIMARY KEY)'
+    budget_table = "CREATE TEMP TABLE IF NOT EXISTS budget (key TEXT PRIMARY KEY)"
     clear_budget = "DELETE FROM pg_temp.budget"
     add_budget = "INSERT INTO pg_temp.budget VALUES (%s)"
     left_waiting = (

@@ -176,6 +176,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX checks_page ON checks (page)",
         "ALTER TABLE runs ADD COLUMN statuses TEXT",
     ),
+    # 7 (PostgreSQL only): room on each page of pages for the new version of a row,
+    # so the write of every row a run sees again is a HOT update (no index touched,
+    # the old version pruned on the page without VACUUM). New pages only: a table
+    # filled before takes it at its next VACUUM FULL (docs/deployment.md).
+    ("ALTER TABLE pages SET (fillfactor = 70)",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.

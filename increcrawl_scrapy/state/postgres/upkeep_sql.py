@@ -58,9 +58,7 @@ class UpkeepSQL:
     )
 
     # -- rekey.py: every row keyed again, kept texts moving with their rows ----
-    rekey_table = (
-        'CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT COLLATE "C")'
-    )
+    rekey_table = "CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)"
     clear_rekey = "DELETE FROM pg_temp.rekey"
     all_keys = "SELECT id, normalized_url, url FROM pages"
     add_rekey = "INSERT INTO pg_temp.rekey VALUES (%s, %s)"
@@ -69,6 +67,10 @@ class UpkeepSQL:
     drop_orphan_contents = (
         "DELETE FROM contents WHERE NOT EXISTS "
         "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
+    )
+    # ...and so do their checks (the report's history), kept by the row's id.
+    drop_orphan_checks = (
+        "DELETE FROM checks WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.id = checks.page)"
     )
     # Through a key no row has (chr(1) and the id: text holds no NUL), so that
     # swaps never collide.

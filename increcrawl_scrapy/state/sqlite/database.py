@@ -5,12 +5,13 @@ with SQLite's statements (``statements.py``); ``backend.Backend``'s SQLite side.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from increcrawl_scrapy.state.backend import Params
 from increcrawl_scrapy.state.errors import StateError, StateLockedError
@@ -161,6 +162,10 @@ class Database:
     def executemany(self, sql: str, rows: Iterable[Params]) -> sqlite3.Cursor:
         return self.connection.executemany(sql, rows)
 
+    def fill(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        # One JSON parameter: SQLite runs the whole statement without the GIL.
+        self.connection.execute(sql, (json.dumps(rows),))
+
     def retrying(self, work: Callable[[], _T]) -> _T:
         return work()  # a file does not drop
 
@@ -189,6 +194,10 @@ class ReadOnly:
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> sqlite3.Cursor:
         return self.connection.executemany(sql, rows)
+
+    def fill(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        # One JSON parameter: SQLite runs the whole statement without the GIL.
+        self.connection.execute(sql, (json.dumps(rows),))
 
     def tuples(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         cursor = self.connection.cursor()

@@ -115,6 +115,7 @@ class DiscoverySQL:
         + ", ".join(f"json_extract(value, '$[{column}]')" for column in range(6))
         + " FROM json_each(?)"
     )
+    chunk_plan: tuple[str, ...] = ()  # its planner finds the chunk's rows by key
     lock_chunk_rows: str | None = None  # one writer at a time: the file's write lock
     apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
     #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.

@@ -68,6 +68,10 @@ class UpkeepSQL:
         "DELETE FROM contents WHERE NOT EXISTS "
         "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
     )
+    # ...and so do their checks (the report's history), kept by the row's id.
+    drop_orphan_checks = (
+        "DELETE FROM checks WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.id = checks.page)"
+    )
     # Through a key no row has (NUL and the id), so that swaps never collide.
     park_contents = (
         "UPDATE contents SET normalized_url = char(0) || (SELECT p.id FROM pages AS p "
