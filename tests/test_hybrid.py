@@ -5,6 +5,7 @@ requests, serve them a JavaScript shell, or answer them something else."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,15 @@ def write_site(root: Path, base: str) -> None:
         '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         f"{urls}</urlset>"
     )
+
+
+def serve_direct(root: Path, base: str, html_of: Callable[[str], str]) -> None:
+    """The site, with what direct requests get instead of each page (nginx serves
+    ``direct/`` to Scrapy's User-Agent, the site itself to the stand-in's)."""
+    write_site(root, base)
+    (root / "direct").mkdir()
+    for name in PAGES:
+        (root / "direct" / name).write_text(html_of(name))
 
 
 def settings_for(db: str, clock: Clock, api: GeonodeStandIn, **extra: object) -> dict:
@@ -185,10 +195,7 @@ async def test_a_javascript_shell_is_extracted_with_rendering(
 ) -> None:
     root, server = origin(tmp_path, OTHER_FOR_DIRECT)
     with server as (url, _access):
-        write_site(root, url)
-        (root / "direct").mkdir()
-        for name in PAGES:
-            (root / "direct" / name).write_text(SHELL)
+        serve_direct(root, url, lambda _name: SHELL)
         settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
@@ -210,10 +217,8 @@ async def test_a_host_whose_direct_answers_differ_stops_being_probed(
 ) -> None:
     root, server = origin(tmp_path, OTHER_FOR_DIRECT)
     with server as (url, _access):
-        write_site(root, url)
-        (root / "direct").mkdir()
-        for name in PAGES:  # a real page, but not the one Geonode gets
-            (root / "direct" / name).write_text(page_html(name, "Direct visitors read"))
+        # A real page, but not the one Geonode gets.
+        serve_direct(root, url, lambda name: page_html(name, "Direct visitors read"))
         settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
@@ -244,10 +249,7 @@ async def test_a_challenge_page_answered_200_is_extracted(
 ) -> None:
     root, server = origin(tmp_path, OTHER_FOR_DIRECT)
     with server as (url, _access):
-        write_site(root, url)
-        (root / "direct").mkdir()
-        for name in PAGES:
-            (root / "direct" / name).write_text(CHALLENGE)
+        serve_direct(root, url, lambda _name: CHALLENGE)
         settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
