@@ -18,7 +18,7 @@ from increcrawl_scrapy.item_fingerprint import item_text
 from increcrawl_scrapy.page_groups import Member, item_change, peek, take
 from increcrawl_scrapy.page_memory import MOVED
 from increcrawl_scrapy.rows import ALIAS_MARK, Outcome, Recorded
-from increcrawl_scrapy.shared_state import crawl_state
+from increcrawl_scrapy.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class IncrementalStatePipeline:
         self.crawler = crawler
         self.config = IncrecrawlConfig.from_settings(crawler.settings)  # patterns checked
         self.store: StateStore | None = None
+        self.state: CrawlState | None = None  # the crawl's, once open
         self.delivery: Delivery | None = None
         self.seed = ""
         self.run_id = 0  # the run row of the crawl (its id in `increcrawl status`)
@@ -68,7 +69,7 @@ class IncrementalStatePipeline:
             state = crawl_state(self.crawler)
         except StateLockedError:
             return  # logged once; the crawl ends as soon as it is open
-        self.store, self.seed = state.store, state.seed
+        self.state, self.store, self.seed = state, state.store, state.seed
         self.run_id = state.run.id
         self.validators = state.validators
         self.delivery = state.delivery = Delivery(self.crawler, self.store)
@@ -154,7 +155,8 @@ class IncrementalStatePipeline:
     def _process(self, item: Any) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
-        state = crawl_state(self.crawler)
+        state = self.state
+        assert state is not None  # open with its store
         if state.in_use is None:
             try:
                 return self._process_recorded(item)
