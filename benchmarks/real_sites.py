@@ -139,8 +139,8 @@ def story(
 
 def content_cost(generator: str, pages: int) -> dict:
     """CPU per page: the main content and its markdown, and the fingerprint alone."""
+    from increcrawl_scrapy.content.fingerprint import content_fingerprint
     from increcrawl_scrapy.content.page_text import ContentOptions, page_text
-    from increcrawl_scrapy.fingerprint import content_fingerprint
     from increcrawl_scrapy.testing.generators import DocSite
 
     with tempfile.TemporaryDirectory() as work:

@@ -41,9 +41,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import table, write_section
-from increcrawl_scrapy.fingerprint import content_fingerprint
-from increcrawl_scrapy.rows import Outcome
-from increcrawl_scrapy.schedule import LearnedPolicy, RevisitPolicy
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.schedule.policy import LearnedPolicy, RevisitPolicy
+from increcrawl_scrapy.schedule.rows import Outcome
 from increcrawl_scrapy.state import StateStore
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0

@@ -53,8 +53,8 @@ from benchmarks.simulate import (
     make_events,
     measure,
 )
+from increcrawl_scrapy.schedule.token_plan import period
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.token_plan import period
 
 HOSTS = 10
 BLOCKED = frozenset(range(HOSTS // 2))  # the hosts of the blocked scenario

@@ -27,7 +27,12 @@ def _body(raw: bytes) -> bytes:
 
 
 def ours(raw: bytes) -> list[str]:
-    from increcrawl_scrapy.discovery import SitemapError, SitemapStats, decompress, iter_sitemap
+    from increcrawl_scrapy.discovery.parse import (
+        SitemapError,
+        SitemapStats,
+        decompress,
+        iter_sitemap,
+    )
 
     try:
         entries = iter_sitemap(decompress(raw, 50 << 20), SitemapStats())

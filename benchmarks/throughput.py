@@ -84,7 +84,7 @@ def crawl_worker(api: str, sitemap: str, concurrency: int, pages: int) -> dict:
 
 def baseline(api: str, site_pages: list[str], workdir: str) -> dict:
     """Extract one page at a time with requests, fingerprint and record it."""
-    from increcrawl_scrapy.fingerprint import content_fingerprint
+    from increcrawl_scrapy.content.fingerprint import content_fingerprint
     from increcrawl_scrapy.state import StateStore
 
     store = StateStore(f"{workdir}/baseline.sqlite")
@@ -114,8 +114,8 @@ def own_code_cost(pages: int, workdir: str) -> dict:
     from scrapy.utils.test import get_crawler
 
     from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.content.markdown import html_to_markdown
     from increcrawl_scrapy.geonode.payload import build_response, extract_body
-    from increcrawl_scrapy.markdown import html_to_markdown
     from increcrawl_scrapy.pipelines import IncrementalStatePipeline
     from increcrawl_scrapy.spiders.incremental import IncrementalSpider
     from increcrawl_scrapy.testing.site import SampleSite

@@ -21,9 +21,9 @@ PIPELINE_PRIORITY = 300
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from increcrawl_scrapy.config import IncrecrawlConfig
+        from increcrawl_scrapy.crawl.page_groups import PRIORITY as ITEMS_PRIORITY
+        from increcrawl_scrapy.crawl.page_groups import PageItemsMiddleware
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
-        from increcrawl_scrapy.page_groups import PRIORITY as ITEMS_PRIORITY
-        from increcrawl_scrapy.page_groups import PageItemsMiddleware
         from increcrawl_scrapy.pipelines import IncrementalStatePipeline
         from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
         from increcrawl_scrapy.skip_not_due import PRIORITY as SKIP_PRIORITY

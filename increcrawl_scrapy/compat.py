@@ -1,4 +1,5 @@
-"""Differences between the Scrapy versions we support, as named capabilities.
+"""Differences between the Scrapy versions we support, as named capabilities, and
+the import paths earlier versions of this package had.
 
 Scrapy 2.14 added awaitable engine methods (``download_async``,
 ``close_spider_async``) and deprecated the Deferred ones; 2.13 has only those.
@@ -6,6 +7,11 @@ Scrapy 2.14 added awaitable engine methods (``download_async``,
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy.core.engine import ExecutionEngine
@@ -99,3 +105,75 @@ async def sleep(seconds: float) -> None:
     from twisted.internet import reactor, task
 
     await maybe_deferred_to_future(task.deferLater(reactor, seconds))
+
+
+#: Modules that moved into the package's wings after 0.2.0, old name -> new name, both
+#: relative to ``increcrawl_scrapy``. The old names still import, with a warning.
+MOVED: dict[str, str] = {
+    "fingerprint": "content.fingerprint",
+    "item_fingerprint": "content.item_fingerprint",
+    "noise": "content.noise",
+    "markdown": "content.markdown",
+    "schedule": "schedule.policy",
+    "estimator": "schedule.estimator",
+    "rows": "schedule.rows",
+    "token_plan": "schedule.token_plan",
+    "discovery": "discovery.parse",
+    "sitemap_walk": "discovery.walk",
+    "url_rules": "discovery.url_rules",
+    "spiders.discoverer": "discovery.sources",
+    "spiders.after_discovery": "discovery.after",
+    "setting_reads": "config.reads",
+    "unknown_settings": "config.unknown",
+    "shared_state": "crawl.shared_state",
+    "delivery": "crawl.delivery",
+    "page_groups": "crawl.page_groups",
+    "page_memory": "crawl.page_memory",
+    "moved_items": "crawl.moved_items",
+    "run_summary": "crawl.run_summary",
+    "run_warnings": "crawl.run_warnings",
+    "progress": "crawl.progress",
+    "cluster_share": "crawl.cluster_share",
+    "tokens": "crawl.tokens",
+    "host_fetchers": "crawl.host_fetchers",
+    "spiders.arguments": "crawl.arguments",
+}
+_PACKAGE = "increcrawl_scrapy."
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module path as the module it became, with a DeprecationWarning."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(_PACKAGE) or fullname[len(_PACKAGE) :] not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        new = _PACKAGE + MOVED[spec.name[len(_PACKAGE) :]]
+        warnings.warn(
+            f"{spec.name} moved to {new}; the old path goes in a later version",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(new)
+
+    def exec_module(self, module: Any) -> None:
+        pass  # the new module ran when it was imported
+
+
+def moved_attribute(package: str, name: str) -> Any:
+    """An old module's attribute asked of the package that took its name
+    (``increcrawl_scrapy.discovery.iter_sitemap``, once a module's, now ``.parse``'s)."""
+    new = _PACKAGE + MOVED[package[len(_PACKAGE) :]]
+    module = importlib.import_module(new)
+    if name.startswith("__") or not hasattr(module, name):
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    warnings.warn(f"{package}.{name} moved to {new}", DeprecationWarning, stacklevel=2)
+    return getattr(module, name)
+
+
+def keep_old_import_paths() -> None:
+    """Install the finder of :data:`MOVED` (once)."""
+    if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModules())

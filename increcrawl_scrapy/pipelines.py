@@ -12,13 +12,13 @@ from scrapy.exceptions import DropItem
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.delivery import Delivery
-from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint
-from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.page_groups import Member, item_change, peek, take
-from increcrawl_scrapy.page_memory import MOVED
-from increcrawl_scrapy.rows import ALIAS_MARK, Outcome, Recorded
-from increcrawl_scrapy.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_fingerprint
+from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.crawl.delivery import Delivery
+from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
+from increcrawl_scrapy.crawl.page_memory import MOVED
+from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:

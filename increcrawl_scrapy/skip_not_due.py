@@ -29,8 +29,8 @@ from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.page_memory import Memory, request_of, unpack
-from increcrawl_scrapy.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
+from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.rows import PageState
+    from increcrawl_scrapy.schedule.rows import PageState
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.schedule import LearnedPolicy
+from increcrawl_scrapy.schedule.policy import LearnedPolicy
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.conftest import Clock

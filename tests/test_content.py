@@ -7,10 +7,10 @@ import time
 import pytest
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_fingerprint, stable_text
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import main_content
 from increcrawl_scrapy.content.page_text import ContentOptions, PageTooLarge, page_text
-from increcrawl_scrapy.fingerprint import PatternTimeout, content_fingerprint, stable_text
 
 PAGE = """<!doctype html><html><head><title>T</title></head><body>
 <header><a href="/">Site</a><nav><a href="/a">A</a><a href="/b">B</a></nav></header>

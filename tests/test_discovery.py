@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from increcrawl_scrapy.discovery import (
+from increcrawl_scrapy.discovery.parse import (
     SitemapError,
     SitemapStats,
     decompress,

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from increcrawl_scrapy.estimator import (
+from increcrawl_scrapy.schedule.estimator import (
     HALF_LIFE,
     KEEP_CHANGED,
     History,
@@ -127,7 +127,7 @@ def test_the_interval_reaches_the_target_probability() -> None:
 def test_the_closed_form_for_pages_never_seen_changing_solves_the_equation(
     unchanged: float,
 ) -> None:
-    from increcrawl_scrapy.estimator import mle_rate
+    from increcrawl_scrapy.schedule.estimator import mle_rate
 
     tau0, weight = 86_400.0, 0.5
     rate = mle_rate([], unchanged, pseudo=(tau0, weight))

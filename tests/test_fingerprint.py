@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from increcrawl_scrapy.config import ConfigError
-from increcrawl_scrapy.fingerprint import content_fingerprint, stable_text
+from increcrawl_scrapy.content.fingerprint import content_fingerprint, stable_text
 
 PAGE = """# Spring sale
 

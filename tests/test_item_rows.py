@@ -62,9 +62,7 @@ class HalfwaySpider(VariantsSpider):
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_callback_failing_half_way_keeps_what_it_gave(
-    tmp_path: Path, clock: Clock
-) -> None:
+async def test_a_callback_failing_half_way_keeps_what_it_gave(tmp_path: Path, clock: Clock) -> None:
     # The error is the spider's (logged, counted); the page's items are a set, so half
     # of it is not recorded (its missing items would be gone): the page stays as it
     # was, and the other pages are untouched.

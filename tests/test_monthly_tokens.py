@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest_twisted
 
 from increcrawl_scrapy.commands.state import _status, _text
+from increcrawl_scrapy.schedule.token_plan import period
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.token_plan import period
 from tests.conftest import Clock
 from tests.crawling import KEY, crawl_settings, run_crawl
 

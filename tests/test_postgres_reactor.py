@@ -17,7 +17,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
-from increcrawl_scrapy.shared_state import CrawlState
+from increcrawl_scrapy.crawl.shared_state import CrawlState
 from increcrawl_scrapy.state import StateStore, writes
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.testing import SampleSite

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.rows import NOISY, STALE, TRUSTED, UNKNOWN
-from increcrawl_scrapy.schedule import LearnedPolicy, RevisitPolicy, lastmod_verdict
+from increcrawl_scrapy.schedule.policy import LearnedPolicy, RevisitPolicy, lastmod_verdict
+from increcrawl_scrapy.schedule.rows import NOISY, STALE, TRUSTED, UNKNOWN
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.stats import LASTMOD_SAMPLED
@@ -239,9 +239,9 @@ def test_a_date_in_the_future_is_clamped_and_counted(store: StateStore, clock: C
 
 
 def test_the_learned_policy_slows_down_for_stable_pages() -> None:
-    from increcrawl_scrapy.estimator import History, observe
-    from increcrawl_scrapy.rows import Outcome
-    from increcrawl_scrapy.schedule import new_page
+    from increcrawl_scrapy.schedule.estimator import History, observe
+    from increcrawl_scrapy.schedule.policy import new_page
+    from increcrawl_scrapy.schedule.rows import Outcome
 
     policy, adaptive = LearnedPolicy(), RevisitPolicy()
     page = new_page("https://e.com/a", "https://e.com/a", SEED, 0.0, DAY)
@@ -327,8 +327,8 @@ def test_a_page_whose_habit_changes_is_checked_at_its_new_pace_within_weeks() ->
     """Two years stable, then edited daily: old evidence fades, so within four weeks
     of the first fetch that sees an edit the page is checked at least weekly
     (without fading: 438 days)."""
-    from increcrawl_scrapy.rows import FetchResult, Outcome
-    from increcrawl_scrapy.schedule import apply_result, new_page
+    from increcrawl_scrapy.schedule.policy import apply_result, new_page
+    from increcrawl_scrapy.schedule.rows import FetchResult, Outcome
 
     policy, week = LearnedPolicy(), 7 * DAY
     page = new_page("https://e.com/a", "https://e.com/a", SEED, 0.0, DAY)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.schedule import Outcome, RevisitPolicy, classify
+from increcrawl_scrapy.schedule.policy import Outcome, RevisitPolicy, classify
 
 HOUR, DAY = 3600.0, 86400.0
 

@@ -7,8 +7,8 @@ from email.utils import format_datetime
 
 import requests
 
-from increcrawl_scrapy.fingerprint import content_fingerprint
-from increcrawl_scrapy.markdown import html_to_markdown
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.markdown import html_to_markdown
 from increcrawl_scrapy.testing import SampleSite
 
 

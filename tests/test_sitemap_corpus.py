@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from increcrawl_scrapy.discovery import SitemapError, SitemapStats, decompress, iter_sitemap
+from increcrawl_scrapy.discovery.parse import SitemapError, SitemapStats, decompress, iter_sitemap
 
 CORPUS = Path(__file__).parent / "sitemap_corpus"
 EXPECTED: dict[str, list[str]] = json.loads((CORPUS / "expected.json").read_text())

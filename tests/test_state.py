@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from increcrawl_scrapy.rows import Outcome
+from increcrawl_scrapy.schedule.rows import Outcome
 from increcrawl_scrapy.state import (
     MIGRATIONS,
     SCHEMA_VERSION,

@@ -18,7 +18,7 @@ import pytest
 
 from increcrawl_scrapy.commands.report import gather
 from increcrawl_scrapy.commands.state import _status
-from increcrawl_scrapy.rows import Outcome
+from increcrawl_scrapy.schedule.rows import Outcome
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.state.contents import last_change
 from increcrawl_scrapy.state.hosts import write_hosts

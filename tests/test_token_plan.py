@@ -9,7 +9,7 @@ import pytest
 from scrapy.settings import Settings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
-from increcrawl_scrapy.token_plan import DAY, month_share, period, run_interval
+from increcrawl_scrapy.schedule.token_plan import DAY, month_share, period, run_interval
 
 
 def at(*parts: int) -> float:

@@ -71,8 +71,8 @@ class Command(ScrapyCrawl):
 
     def _check_arguments(self, name: str, arguments: dict) -> None:
         """The incremental spider's arguments, judged before anything starts."""
-        from increcrawl_scrapy.spiders.arguments import FLAGS, flag
-        from increcrawl_scrapy.spiders.discoverer import parse_sources
+        from increcrawl_scrapy.crawl.arguments import FLAGS, flag
+        from increcrawl_scrapy.discovery.sources import parse_sources
         from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
         assert self.crawler_process is not None

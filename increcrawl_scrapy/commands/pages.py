@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_only
-from increcrawl_scrapy.noise import differing_lines, propose
+from increcrawl_scrapy.content.noise import differing_lines, propose
 from increcrawl_scrapy.state.contents import KeptVersions, last_change
 from increcrawl_scrapy.state.locations import shown
 from increcrawl_scrapy.state.rekey import stored_normalize

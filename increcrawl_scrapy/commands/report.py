@@ -19,10 +19,10 @@ from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
+from increcrawl_scrapy.schedule.token_plan import read_figures
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.sqlite import database as sqlite
 from increcrawl_scrapy.state.sqlite.schema import SCHEMA_VERSION
-from increcrawl_scrapy.token_plan import read_figures
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).

@@ -20,10 +20,10 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
-from increcrawl_scrapy.run_summary import saved
+from increcrawl_scrapy.crawl.run_summary import saved
+from increcrawl_scrapy.schedule.token_plan import TokenFigures, read_figures
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import shown
-from increcrawl_scrapy.token_plan import TokenFigures, read_figures
 
 DAY = 86_400.0
 

@@ -20,7 +20,7 @@ import lxml.etree
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
-from increcrawl_scrapy.markdown import html_to_markdown
+from increcrawl_scrapy.content.markdown import html_to_markdown
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig

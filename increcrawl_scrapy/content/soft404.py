@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from urllib.parse import unquote, urlsplit
 
-from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
 
 #: Request meta marking the probe (it is not a page of the state).
 META_PROBE = "increcrawl_not_found_probe"

@@ -18,7 +18,7 @@ from increcrawl_scrapy.geonode.payload import formats_for
 from increcrawl_scrapy.spiders.page_items import batch_item, tokens_of
 
 if TYPE_CHECKING:
-    from increcrawl_scrapy.rows import PageState
+    from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from increcrawl_scrapy.config import IncrecrawlConfig
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from increcrawl_scrapy.rows import PageState
+    from increcrawl_scrapy.schedule.rows import PageState
+    from increcrawl_scrapy.schedule.token_plan import MonthShare
     from increcrawl_scrapy.state import StateStore
-    from increcrawl_scrapy.token_plan import MonthShare
 
 logger = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from increcrawl_scrapy.content.blocked import (
     is_challenge,
     is_shell,
 )
-from increcrawl_scrapy.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.crawl.host_fetchers import EXTRACT as EXTRACT_MODE
+from increcrawl_scrapy.crawl.host_fetchers import HostFetchers
 from increcrawl_scrapy.geonode.payload import META_PARAMS
-from increcrawl_scrapy.host_fetchers import EXTRACT as EXTRACT_MODE
-from increcrawl_scrapy.host_fetchers import HostFetchers
 from increcrawl_scrapy.redirects import OffsiteRedirect
-from increcrawl_scrapy.rows import GONE_STATUSES
+from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.spiders.page_items import META_KEY, META_URL, too_large
 
 if TYPE_CHECKING:
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
     from increcrawl_scrapy.config import IncrecrawlConfig
-    from increcrawl_scrapy.rows import PageState
+    from increcrawl_scrapy.crawl.tokens import TokenBudget
+    from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.spiders.page_content import PageContent
     from increcrawl_scrapy.state import StateStore
-    from increcrawl_scrapy.tokens import TokenBudget
 
 #: Request meta: what a probe knows (its step, the stored fingerprint), and what an
 #: extraction after a probe carries (the probe's fingerprint and validators).

@@ -23,22 +23,25 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
-from increcrawl_scrapy import close_reasons, compat, progress, stats
-from increcrawl_scrapy.cluster_share import SHARED_WAIT, share_if_shared
+from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, redact
-from increcrawl_scrapy.discovery import PARSER_VERSION
+from increcrawl_scrapy.crawl import progress
+from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
+from increcrawl_scrapy.crawl.cluster_share import SHARED_WAIT, share_if_shared
+from increcrawl_scrapy.crawl.run_warnings import keep_warnings
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.crawl.tokens import TokenBudget, month_share
+from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
+from increcrawl_scrapy.discovery.parse import PARSER_VERSION
+from increcrawl_scrapy.discovery.sources import Discoverer, parse_sources
+from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
-from increcrawl_scrapy.rows import GONE_STATUSES, PageState
-from increcrawl_scrapy.run_warnings import keep_warnings
+from increcrawl_scrapy.schedule.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
-from increcrawl_scrapy.shared_state import crawl_state
-from increcrawl_scrapy.spiders.after_discovery import STOPPED, after_discovery, discovery_stopped
-from increcrawl_scrapy.spiders.arguments import flag, unknown_arguments
 from increcrawl_scrapy.spiders.batch_run import run_batch
-from increcrawl_scrapy.spiders.discoverer import Discoverer, parse_sources
 from increcrawl_scrapy.spiders.due_rows import due_rows
 from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
@@ -59,8 +62,6 @@ from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.state.queue import CHUNK
-from increcrawl_scrapy.tokens import TokenBudget, month_share
-from increcrawl_scrapy.url_rules import UrlRules
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from scrapy.http.request import NO_CALLBACK
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
+from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
-from increcrawl_scrapy.shared_state import crawl_state
 from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of, text_of
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 

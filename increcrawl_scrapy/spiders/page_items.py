@@ -17,7 +17,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, PageText, PageTo
 from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.redirects import OffsiteRedirect
-from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.schedule.rows import PageState
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 from protego import Protego
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.rows import ITEM_MARK, PageState
-from increcrawl_scrapy.url_rules import UrlRules
+from increcrawl_scrapy.discovery.url_rules import UrlRules
+from increcrawl_scrapy.schedule.rows import ITEM_MARK, PageState
 
 if TYPE_CHECKING:
     from scrapy.http import Response

@@ -4,7 +4,7 @@
 docs/architecture.md for how a second backend plugs in.
 """
 
-from increcrawl_scrapy.rows import (
+from increcrawl_scrapy.schedule.rows import (
     CRAWL_COUNTS,
     RUN_COUNTS,
     MissingResult,

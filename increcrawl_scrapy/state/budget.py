@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from increcrawl_scrapy.schedule import BUDGET_RATE_FACTOR
+from increcrawl_scrapy.schedule.policy import BUDGET_RATE_FACTOR
 from increcrawl_scrapy.state.backend import Backend
 
 

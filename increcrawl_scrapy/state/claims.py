@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from twisted.python.threadable import isInIOThread
 
-from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from increcrawl_scrapy.rows import ALIAS_MARK, Outcome
+from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome
 
 #: What a check's outcome says of a page whose fingerprint names its canonical page:
 #: kept and scheduled, never reported (so never in a change set).

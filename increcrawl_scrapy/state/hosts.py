@@ -9,8 +9,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from increcrawl_scrapy.rows import TRUSTED, UNKNOWN, PageState
-from increcrawl_scrapy.schedule import lastmod_verdict
+from increcrawl_scrapy.schedule.policy import lastmod_verdict
+from increcrawl_scrapy.schedule.rows import TRUSTED, UNKNOWN, PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)

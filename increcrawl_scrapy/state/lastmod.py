@@ -9,7 +9,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from increcrawl_scrapy.rows import NOISY, TRUSTED
+from increcrawl_scrapy.schedule.rows import NOISY, TRUSTED
 from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)

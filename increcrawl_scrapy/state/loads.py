@@ -7,7 +7,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.urls import host_of
 

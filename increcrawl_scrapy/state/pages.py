@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
+from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
 from increcrawl_scrapy.state.backend import Session
 
 _GONE = PAGE_COLUMNS.index("gone")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState
+from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState
 from increcrawl_scrapy.state.pages import page_of, rows_by_key
 from increcrawl_scrapy.state.results import Results
 

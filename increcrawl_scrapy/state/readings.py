@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from increcrawl_scrapy import token_plan
+from increcrawl_scrapy.schedule import token_plan
 from increcrawl_scrapy.state.backend import serialized
 from increcrawl_scrapy.state.refingerprint import read_setting, write_setting
 

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from increcrawl_scrapy.rows import PageState
+from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 from increcrawl_scrapy.state.contents import unpack
 

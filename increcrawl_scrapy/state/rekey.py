@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from increcrawl_scrapy.rows import ITEM_MARK, RekeyResult
+from increcrawl_scrapy.schedule.rows import ITEM_MARK, RekeyResult
 from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,15 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
 
-from increcrawl_scrapy.rows import ITEM_MARK, NEVER, FetchResult, Outcome, PageState, Recorded
-from increcrawl_scrapy.schedule import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.schedule.policy import RevisitPolicy, apply_result, classify, new_page
+from increcrawl_scrapy.schedule.rows import (
+    ITEM_MARK,
+    NEVER,
+    FetchResult,
+    Outcome,
+    PageState,
+    Recorded,
+)
 from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.contents import KeptContents

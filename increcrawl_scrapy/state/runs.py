@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
-from increcrawl_scrapy.rows import RUN_COUNTS, MissingResult
+from increcrawl_scrapy.schedule.rows import RUN_COUNTS, MissingResult
 from increcrawl_scrapy.state.backend import Backend
 from increcrawl_scrapy.state.errors import RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves

@@ -19,10 +19,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.config import BUDGET_ORDERS
+from increcrawl_scrapy.content.fingerprint import VOLATILE_PATTERNS, content_fingerprint
 from increcrawl_scrapy.content.page_text import ContentOptions
-from increcrawl_scrapy.fingerprint import VOLATILE_PATTERNS, content_fingerprint
-from increcrawl_scrapy.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
-from increcrawl_scrapy.schedule import RevisitPolicy, policy_from_config
+from increcrawl_scrapy.schedule.policy import RevisitPolicy, policy_from_config
+from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.budget import Budget, choose

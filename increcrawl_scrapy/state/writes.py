@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from increcrawl_scrapy.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
+from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, RESULT_COLUMNS, PageState
 from increcrawl_scrapy.state.backend import Backend
 from increcrawl_scrapy.state.history import Check
 from increcrawl_scrapy.state.hosts import write_hosts

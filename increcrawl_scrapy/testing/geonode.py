@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 from lxml import etree
 from lxml import html as lxml_html
 
-from increcrawl_scrapy.markdown import html_to_markdown
+from increcrawl_scrapy.content.markdown import html_to_markdown
 from increcrawl_scrapy.testing.api_shapes import (
     EXTRACTION_ERRORS,
     Validator,

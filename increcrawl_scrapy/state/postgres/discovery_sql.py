@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from increcrawl_scrapy.rows import RUN_COUNTS
+from increcrawl_scrapy.schedule.rows import RUN_COUNTS
 
 # Live rows and gone rows still listed: the queue's two index ranges.
 _DUE = (

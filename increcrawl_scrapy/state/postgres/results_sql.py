@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from increcrawl_scrapy.rows import RESULT_COLUMNS
+from increcrawl_scrapy.schedule.rows import RESULT_COLUMNS
 from increcrawl_scrapy.state.pages import RESULT_INSERT, SELECT_PAGE
 
 HOST_COUNTS = ("moved_changed", "moved_unchanged", "unmoved_changed", "unmoved_unchanged")

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.discovery import (
+from increcrawl_scrapy.discovery.parse import (
     SitemapError,
     SitemapStats,
     decompress,
     iter_sitemap,
     robots_sitemaps,
 )
+from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.scope import Scope, UrlRefused, is_ip_literal, request_target
-from increcrawl_scrapy.url_rules import UrlRules
 
 if TYPE_CHECKING:
     from scrapy.http import Response

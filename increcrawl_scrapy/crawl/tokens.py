@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.token_plan import MonthShare
+from increcrawl_scrapy.schedule.token_plan import MonthShare
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector

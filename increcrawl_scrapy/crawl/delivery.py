@@ -25,7 +25,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
-from increcrawl_scrapy.page_groups import take
+from increcrawl_scrapy.crawl.page_groups import take
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from increcrawl_scrapy import close_reasons, stats
-from increcrawl_scrapy.token_plan import TokenFigures
+from increcrawl_scrapy.schedule.token_plan import TokenFigures
 
 
 def run_summary(

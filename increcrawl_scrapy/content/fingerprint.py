@@ -12,9 +12,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-import regex
-
-from increcrawl_scrapy.config import ConfigError
+from increcrawl_scrapy.config.reads import compile_user_pattern
 
 # Only what is volatile by construction: a rule that also matches real content
 # (a date, a time, a word such as "session") would hide real edits.
@@ -119,15 +117,7 @@ def compile_patterns(extra_patterns: Iterable[str] = ()) -> tuple[Any, ...]:
 @lru_cache(maxsize=16)
 def _compile(extra: tuple[str, ...]) -> tuple[Any, ...]:
     compiled: list[Any] = [re.compile(p) for p in VOLATILE_PATTERNS]
-    for pattern in extra:
-        # Users' rules run under the regex module: it can stop a rule that
-        # backtracks (a timeout) and lets other threads run meanwhile (no GIL).
-        try:
-            compiled.append(regex.compile(pattern, regex.MULTILINE | regex.VERSION0))
-        except regex.error as exc:
-            raise ConfigError(
-                "INCRECRAWL_VOLATILE_PATTERNS", pattern, f"not a valid regular expression ({exc})"
-            ) from None
+    compiled.extend(compile_user_pattern(pattern) for pattern in extra)
     return tuple(compiled)
 
 

@@ -31,10 +31,10 @@ from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.fingerprint import content_fingerprint
-from increcrawl_scrapy.item_fingerprint import item_text
-from increcrawl_scrapy.moved_items import RELEASE, held_items
-from increcrawl_scrapy.page_memory import (
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
+from increcrawl_scrapy.crawl.page_memory import (
     ARRIVED,
     GONE,
     MAX_ITEMS,
@@ -48,7 +48,7 @@ from increcrawl_scrapy.page_memory import (
     request_data,
     unpack,
 )
-from increcrawl_scrapy.shared_state import crawl_state
+from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.rows import Recorded
+    from increcrawl_scrapy.schedule.rows import Recorded
 
 #: On the engine's side of Scrapy's own spider middlewares (DepthMiddleware 900,
 #: RefererMiddleware 700...): the requests kept for a replay are as they left them

@@ -30,7 +30,7 @@ from typing import Any
 
 from itemadapter import ItemAdapter
 
-from increcrawl_scrapy.item_fingerprint import ADDED_FIELDS, item_text, plain
+from increcrawl_scrapy.content.item_fingerprint import ADDED_FIELDS, item_text, plain
 
 MAX_ITEMS = 1_000
 MAX_REQUESTS = 1_000

@@ -14,7 +14,13 @@ from typing import Any
 
 from scrapy.settings import BaseSettings
 
-from increcrawl_scrapy.setting_reads import ConfigError, Reader, check_format, check_regex
+from increcrawl_scrapy.config.reads import (
+    ConfigError,
+    Reader,
+    check_format,
+    check_regex,
+    compile_user_pattern,
+)
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -268,10 +274,8 @@ class IncrecrawlConfig:
             lastmod_sample=read.number("INCRECRAWL_LASTMOD_SAMPLE", float, minimum=0, maximum=1),
         )
         config._check_consistency()
-        # Validated by compiling them, once: the fingerprint uses the same compiled set.
-        from increcrawl_scrapy.fingerprint import compile_patterns
-
-        compile_patterns(config.volatile_patterns)
+        for pattern in config.volatile_patterns:
+            compile_user_pattern(pattern)
         return config
 
     def _check_consistency(self) -> None:

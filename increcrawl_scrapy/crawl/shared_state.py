@@ -16,13 +16,14 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
-from increcrawl_scrapy import close_reasons, compat, run_warnings, stats
+from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
-from increcrawl_scrapy.run_summary import run_summary
-from increcrawl_scrapy.spiders.arguments import flag
+from increcrawl_scrapy.config.unknown import warn_unknown_settings
+from increcrawl_scrapy.crawl import run_warnings
+from increcrawl_scrapy.crawl.arguments import flag
+from increcrawl_scrapy.crawl.run_summary import run_summary
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import is_postgres
-from increcrawl_scrapy.unknown_settings import warn_unknown_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.internet.defer import Deferred
 
-    from increcrawl_scrapy.delivery import Delivery
+    from increcrawl_scrapy.crawl.delivery import Delivery
 
 logger = logging.getLogger(__name__)
 

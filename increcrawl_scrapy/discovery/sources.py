@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.discovery import SitemapError, SitemapStats, decompress, iter_sitemap
+from increcrawl_scrapy.crawl.arguments import SOURCES
+from increcrawl_scrapy.discovery.parse import SitemapError, SitemapStats, decompress, iter_sitemap
+from increcrawl_scrapy.discovery.walk import SitemapWalk
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.scope import UrlRefused, request_target
-from increcrawl_scrapy.sitemap_walk import SitemapWalk
-from increcrawl_scrapy.spiders.arguments import SOURCES
 from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What made a page "change" on every fetch, and a volatile rule that would not.
 
 ``scrapy increcrawl noisy`` compares a page's last two kept versions as the
-fingerprint sees them (:func:`~increcrawl_scrapy.fingerprint.stable_text`) and,
+fingerprint sees them (:func:`~increcrawl_scrapy.content.fingerprint.stable_text`) and,
 where the same lines differ only in some of their words, proposes a pattern for
 ``INCRECRAWL_VOLATILE_PATTERNS``: the line with its changing words generalized.
 A proposal is offered only once it is checked to make the two versions equal.
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from increcrawl_scrapy.fingerprint import stable_text
+from increcrawl_scrapy.content.fingerprint import stable_text
 
 # Words, numbers (with their separators), runs of blanks, single other characters.
 _TOKEN = re.compile(r"\d[\d,.:]*\d|\d|[^\W\d_]+|[ \t]+|.", re.DOTALL)

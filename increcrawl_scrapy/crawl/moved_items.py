@@ -27,13 +27,13 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.page_memory import ARRIVED, GONE, MOVED, NEW
+from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.page_groups import Member
+    from increcrawl_scrapy.crawl.page_groups import Member
 
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import regex
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
@@ -143,3 +144,17 @@ def check_regex(name: str, pattern: str) -> None:
         re.compile(pattern)
     except re.error as exc:
         raise ConfigError(name, pattern, f"not a valid regular expression ({exc})") from None
+
+
+def compile_user_pattern(pattern: str) -> Any:
+    """A user's volatile rule (``INCRECRAWL_VOLATILE_PATTERNS``), compiled; a bad one raises.
+
+    Users' rules run under the regex module: it can stop a rule that backtracks (a
+    timeout) and lets other threads run meanwhile (no GIL).
+    """
+    try:
+        return regex.compile(pattern, regex.MULTILINE | regex.VERSION0)
+    except regex.error as exc:
+        raise ConfigError(
+            "INCRECRAWL_VOLATILE_PATTERNS", pattern, f"not a valid regular expression ({exc})"
+        ) from None

@@ -8,8 +8,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from increcrawl_scrapy.estimator import History, change_rate, interval_for, observe
-from increcrawl_scrapy.rows import (
+from increcrawl_scrapy.schedule.estimator import History, change_rate, interval_for, observe
+from increcrawl_scrapy.schedule.rows import (
     ALIAS_MARK,
     GONE_STATUSES,
     NOISY,
