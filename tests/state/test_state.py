@@ -520,7 +520,7 @@ def test_sigkill_mid_batch_keeps_the_database_sound(
         [sys.executable, "-c", WRITER, str(path), str(flushed_before_kill)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     ) as writer:
         for line in writer.stdout:
             if line.strip() == "inside":
