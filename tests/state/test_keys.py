@@ -1,5 +1,6 @@
 """A page's key: spellings of one URL are one row, a result lands on the key the
-queue handed out, and changed normalization settings rekey the rows."""
+queue handed out, and changed normalization settings rekey the rows; for
+every pairing of policy and storage (conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A run in the state: its discovery (rows listed, missing ones counted, an unchanged
-sitemap not applied again), its end, and its record."""
+sitemap not applied again), its end, and its record; for every pairing of policy and
+storage (conftest.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,13 @@ from tests.conftest import Clock
 from tests.state.scenario import SEED, discover
 
 
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock) -> StateStore:
+    """SQLite only, the default policy: this module is about SQLite's file."""
+    with StateStore(tmp_path / "state.sqlite", clock=clock) as s:
+        yield s
+
+
 def test_file_that_is_not_a_database_is_refused_and_untouched(tmp_path: Path) -> None:
     path = tmp_path / "notes.sqlite"
     path.write_bytes(b"these are my notes, not a database\n" * 100)
