@@ -43,7 +43,7 @@ def feed_settings(db: str, clock: Clock, feed: Path, **extra: Any) -> dict[str, 
     return crawl_settings(
         db,
         clock,
-        FEED_STORAGES={"upload": "tests.test_remote_feeds.UploadStorage"},
+        FEED_STORAGES={"upload": "tests.crawls.test_remote_feeds.UploadStorage"},
         FEEDS={f"upload://{feed}": {"format": "jsonlines"}},
         **extra,
     )

@@ -26,7 +26,7 @@ from tests.crawling import crawl_settings, run_crawl
 DAY = 86_400.0
 RUNS = 4
 ARTIFACTS = Path(
-    os.environ.get("INCRECRAWL_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts")
+    os.environ.get("INCRECRAWL_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
 )
 
 

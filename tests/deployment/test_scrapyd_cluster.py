@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from increcrawl_scrapy.testing import SampleSite
+from tests.deployment.test_scrapyd import PROJECT, deploy, log_of
 from tests.servers import scrapyd
-from tests.test_scrapyd import PROJECT, deploy, log_of
 
 pytestmark = pytest.mark.e2e
 

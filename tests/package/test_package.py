@@ -1,5 +1,5 @@
 """The package as a whole: importable everywhere Scrapy runs, stats keys named in one
-place, every module small (that every key is documented: tests/test_docs.py)."""
+place, every module small (that every key is documented: tests/package/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WITHOUT_FCNTL = """
 import sys
 sys.modules["fcntl"] = None  # as on Windows: importing it raises ImportError

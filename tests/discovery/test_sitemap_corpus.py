@@ -1,4 +1,4 @@
-"""Real-world shapes of sitemaps and feeds (tests/sitemap_corpus/), each with a
+"""Real-world shapes of sitemaps and feeds (tests/discovery/sitemap_corpus/), each with a
 hand-written expected list of URLs: the reader finds exactly those, in order, no
 more (a wrong URL, such as one cut by an entity, would be a miss, not a gain).
 ``benchmarks/sitemap_corpus.py`` reads the same documents with Scrapy's

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = "increcrawl_scrapy"
-ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 
 #: Each wing (a subpackage, or a module at the top) and its floor: a module imports
 #: only from its own floor and the floors below (``testing`` serves users' tests and

@@ -4,7 +4,7 @@ at least (a bystander opened first, which works on the state after the test's ow
 stores did); a new backend joins the fixture and must pass them all. Every named
 statement of ``state/statements.py`` is run on every backend by these tests (the
 last one checks). SQLite-only behaviour (file lock, WAL, crash safety) is tested in
-test_state.py."""
+test_sqlite_database.py and test_sqlite_locking.py."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def test_deploy_and_run_on_scrapyd(tmp_path: Path) -> None:
 def test_a_failing_job_leaves_its_reason_in_the_job_log(tmp_path: Path) -> None:
     """Scrapyd keeps the job's log, not its stderr: each reason a job stops for is
     logged at ERROR there (a bad argument, a database another program holds)."""
-    from tests.test_cron_failures import held
+    from tests.runs.test_cron_failures import held
 
     db = tmp_path / "state" / "crawl.sqlite"
     db.parent.mkdir()
