@@ -2,7 +2,7 @@
 respect together: the Geonode plan's concurrency, and the politeness towards the
 seed's host (DOWNLOAD_DELAY, CONCURRENT_REQUESTS_PER_DOMAIN).
 
-Each crawl beats every BEAT seconds (``state/workers.py``) and sizes its own limits
+Each crawl beats every BEAT seconds (``state/postgres/workers.py``) and sizes its own limits
 from the live count: Geonode calls at once min(GEONODE_CONCURRENCY, plan / crawls on
 the state); per host slot, the delay times the crawls on the seed and the concurrency
 divided by them. No database round trip per request; when a crawl joins, the others
