@@ -143,6 +143,8 @@ MOVED: dict[str, str] = {
     "state.pg_schema": "state.postgres.schema",
     "state.leases": "state.postgres.leases",
     "state.workers": "state.postgres.workers",
+    "state.rekey": "state.upkeep",
+    "state.refingerprint": "state.upkeep",
 }
 _PACKAGE = "increcrawl_scrapy."
 

@@ -20,7 +20,7 @@ from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_o
 from increcrawl_scrapy.content.noise import differing_lines, propose
 from increcrawl_scrapy.state.contents import KeptVersions, last_change
 from increcrawl_scrapy.state.locations import shown
-from increcrawl_scrapy.state.rekey import stored_normalize
+from increcrawl_scrapy.state.upkeep import stored_normalize
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.schedule import token_plan
 from increcrawl_scrapy.state.backend import serialized
-from increcrawl_scrapy.state.refingerprint import read_setting, write_setting
+from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.state.backend import Backend

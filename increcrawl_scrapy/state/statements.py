@@ -94,8 +94,8 @@ class ResultStatements(Protocol):
 
 
 class UpkeepStatements(Protocol):
-    """Settings, re-keying (``rekey.py``), fingerprints taken again
-    (``refingerprint.py``), the operator's edits (``edits.py``, by target), and what
+    """Settings, re-keying and fingerprints taken again (``upkeep.py``),
+    the operator's edits (``edits.py``, by target), and what
     the store and the commands report."""
 
     read_setting: str

@@ -2,8 +2,8 @@
 interface (the one a second backend implements; see docs/architecture.md).
 
 The parts below it each own one concern: ``database`` (opening, identity,
-migrations, transactions), ``lock`` (one crawl per file), ``rekey`` (keys under
-changed normalization settings), ``runs`` (a run and its discovery), ``queue``
+migrations, transactions), ``lock`` (one crawl per file), ``upkeep`` (keys and
+fingerprints under changed settings), ``runs`` (a run and its discovery), ``queue``
 (the change queue and buffered results). Time comes from an injected clock so
 tests and the simulator can move it. Thread-safe: every public method holds the
 store's mutex, so discovery can run in a worker thread while the reactor records.
@@ -35,11 +35,15 @@ from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
 from increcrawl_scrapy.state.readings import StoreReadings
-from increcrawl_scrapy.state.refingerprint import check_content_scheme, check_volatile_rules
-from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.state.sqlite.database import Database
+from increcrawl_scrapy.state.upkeep import (
+    check_content_scheme,
+    check_normalization,
+    check_volatile_rules,
+    stored_normalize,
+)
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:

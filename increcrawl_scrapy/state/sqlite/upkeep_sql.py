@@ -57,7 +57,7 @@ class UpkeepSQL:
         "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
     )
 
-    # -- rekey.py: every row keyed again, kept texts moving with their rows ----
+    # -- upkeep.py: every row keyed again, kept texts moving with their rows ---
     rekey_table = "CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)"
     clear_rekey = "DELETE FROM temp.rekey"
     all_keys = "SELECT id, normalized_url, url FROM pages"
@@ -93,7 +93,7 @@ class UpkeepSQL:
     )
     drop_rekey = "DROP TABLE temp.rekey"
 
-    # -- refingerprint.py ----------------------------------------------------
+    # -- upkeep.py, fingerprints taken again ---------------------------------
     kept_fingerprints = (
         "SELECT c.normalized_url, c.text, p.content_hash FROM contents AS c "
         "JOIN pages AS p ON p.normalized_url = c.normalized_url "
