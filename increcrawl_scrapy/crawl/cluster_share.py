@@ -65,7 +65,7 @@ class ClusterShare:
             self._loop.stop()
 
     async def beat(self) -> None:
-        if self.store.database.closed:  # the crawl closed its state before this loop
+        if self.store.closed:  # the crawl closed its state before this loop
             self.stop()
             return
         crawls = await compat.in_thread(self.store.heartbeat, self.seed, 3 * BEAT)

@@ -367,6 +367,30 @@ class StateStore(OperatorEdits, StoreReadings):
             held = dict(claims.tokens)
         return claims.beat(seed, ttl, held)
 
+    # -- the crawl's end ------------------------------------------------------
+
+    def write_first(self, before_write: Callable[[], None]) -> None:
+        """Have *before_write* run before each write of results (a crawl's feeds)."""
+        self.results.before_write = before_write
+
+    def hand_off(self) -> None:
+        """The crawl is over: last feeds flushed here, pending results written."""
+        self.results.hand_off()
+
+    def abandon(self) -> int:
+        """Drop the results not written yet (the file still locked): how many."""
+        return self.results.abandon()
+
+    @property
+    def leases_lost(self) -> int:
+        """Results not written because their lease had gone to another crawl."""
+        return self.results.leases_lost
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.database.closed
+
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""
         if self.database.closed:
