@@ -14,10 +14,12 @@ from increcrawl_scrapy.schedule.rows import (
     Recorded,
     RekeyResult,
 )
+from increcrawl_scrapy.state.contents import KeptVersions
 from increcrawl_scrapy.state.errors import RunOver, StateError, StateLockedError
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.migrate import copy_state, driver_errors
 from increcrawl_scrapy.state.queue import CHUNK
+from increcrawl_scrapy.state.reports import StateReader
 from increcrawl_scrapy.state.runs import Run, Validators
 from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from increcrawl_scrapy.state.store import StateStore
@@ -29,6 +31,7 @@ __all__ = [
     "MIGRATIONS",
     "RUN_COUNTS",
     "SCHEMA_VERSION",
+    "KeptVersions",
     "MissingResult",
     "PageState",
     "Recorded",
@@ -37,6 +40,7 @@ __all__ = [
     "RunOver",
     "StateError",
     "StateLockedError",
+    "StateReader",
     "StateStore",
     "Validators",
     "copy_state",
