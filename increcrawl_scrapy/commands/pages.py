@@ -35,8 +35,8 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     if not exists(config):
         return 1
     try:
-        db = read_only(config)
-        key = stored_key(db, config, url)
+        reader = read_only(config)
+        key = stored_key(reader, config, url)
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -44,8 +44,8 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         print(f"Not a page URL: {url} ({exc})")
         return close_reasons.BAD_INPUT
     try:
-        known = db.page(key)
-        kept = db.last_change(key) if known else None
+        known = reader.page(key)
+        kept = reader.last_change(key) if known else None
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -62,10 +62,10 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     return 0
 
 
-def stored_key(db: StateReader, config: Any, url: str) -> str:
+def stored_key(reader: StateReader, config: Any, url: str) -> str:
     """*url*'s row key, made as the state's keys were made (the settings stored
     with it), not by the shell's settings; ValueError if it is not a page URL."""
-    return db.key_of(url, partial(normalize_url, **normalization_settings(config)))
+    return reader.key_of(url, partial(normalize_url, **normalization_settings(config)))
 
 
 def diff_lines(url: str, kept: KeptVersions) -> list[str]:
@@ -93,12 +93,12 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
     if not exists(config):
         return 1
     try:
-        db = read_only(config)
-        if opts.seed and not db.has_seed(opts.seed):
+        reader = read_only(config)
+        if opts.seed and not reader.has_seed(opts.seed):
             print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
             return 1
-        rows = db.noisy_pages(opts.min_streak, opts.seed)
-        pages = [_page(row, db.last_change(row["normalized_url"]), config) for row in rows]
+        rows = reader.noisy_pages(opts.min_streak, opts.seed)
+        pages = [_page(row, reader.last_change(row["normalized_url"]), config) for row in rows]
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1

@@ -48,14 +48,16 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
     if not exists(config):
         return 1
     try:
-        db = read_only(config)
-        behind = _schema_behind(db)
-        page = db.page(stored_key(db, config, url)) if url and behind is None else None
+        reader = read_only(config)
+        behind = _schema_behind(reader)
+        page = reader.page(stored_key(reader, config, url)) if url and behind is None else None
         if url and behind is None and page is None:
             print(f"No page {url} in {shown(config.db_path)}")
             return 1
         plan = {"reset_day": config.tokens_reset_day, "budget": config.monthly_tokens}
-        data = gather(db, now(config), seed=opts.seed, page=page, **plan) if behind is None else {}
+        data = (
+            gather(reader, now(config), seed=opts.seed, page=page, **plan) if behind is None else {}
+        )
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -82,11 +84,11 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
     return 0
 
 
-def _schema_behind(db: StateReader) -> str | None:
+def _schema_behind(reader: StateReader) -> str | None:
     """Why a SQLite state is too old for the report (no crawl of this package has
     opened it yet: its runs' history is not there), or None. (A PostgreSQL state
     of another version is refused when opened.)"""
-    found = db.schema_behind()
+    found = reader.schema_behind()
     if found is None:
         return None
     return (
@@ -125,29 +127,29 @@ def gather(
     }
 
 
-def _seed(db: StateReader, seed: str, at: float, asked: list[int]) -> dict[str, Any]:
-    counts = db.report_counts(seed, at)
-    runs = db.report_runs(seed, RUNS_SHOWN)
+def _seed(reader: StateReader, seed: str, at: float, asked: list[int]) -> dict[str, Any]:
+    counts = reader.report_counts(seed, at)
+    runs = reader.report_runs(seed, RUNS_SHOWN)
     for run in runs:  # responses by kind (state/history.py); none before schema 9
         run["statuses"] = json.loads(run["statuses"]) if run["statuses"] else None
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
-    changing = db.changing_pages(seed, CHANGING_SHOWN)
+    changing = reader.changing_pages(seed, CHANGING_SHOWN)
     return {
         "seed": seed,
         **counts,
         "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
         "runs": runs,
-        "intervals": _intervals(db, seed),
+        "intervals": _intervals(reader, seed),
         "changing": changing,
-        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing], asked),
-        "verdicts": db.report_verdicts(seed),
+        **changes(reader, [run["id"] for run in runs], [page["id"] for page in changing], asked),
+        "verdicts": reader.report_verdicts(seed),
     }
 
 
-def _intervals(db: StateReader, seed: str) -> list[dict[str, Any]]:
+def _intervals(reader: StateReader, seed: str) -> list[dict[str, Any]]:
     tally = [0] * len(INTERVAL_BUCKETS)
-    for interval in db.fetched_intervals(seed):
+    for interval in reader.fetched_intervals(seed):
         tally[next(i for i, (_, bound) in enumerate(INTERVAL_BUCKETS) if interval <= bound)] += 1
     return [
         {"label": label, "pages": pages}

@@ -25,19 +25,19 @@ DIFF_LINES = 400  # of one diff
 
 
 def changes(
-    db: StateReader, run_ids: list[int], also: list[int], asked: Sequence[int] = ()
+    reader: StateReader, run_ids: list[int], also: list[int], asked: Sequence[int] = ()
 ) -> dict[str, Any]:
     """The report's ``change_sets`` (latest run first), ``histories`` (pages with their
     ``checks``) and ``diffs`` (by page id) for a seed's *run_ids*; *also*: pages
     whose history is carried even if no listed run changed them; *asked*: pages
     whose history comes first (``report URL``)."""
     recent = run_ids[-CHANGE_RUNS_SHOWN:][::-1]
-    kept = db.run_check_counts(recent)
-    sets = db.change_sets([run for run in recent if kept[run]], CHANGES_SHOWN)
+    kept = reader.run_check_counts(recent)
+    sets = reader.change_sets([run for run in recent if kept[run]], CHANGES_SHOWN)
     listed = [c["page"] for run in recent for c in sets.get(run, [])]
     wanted = list(dict.fromkeys([*asked, *listed, *also]))
-    pages = db.pages_by_ids(wanted[:PAGES_SHOWN])
-    checks = db.page_checks(list(pages))
+    pages = reader.pages_by_ids(wanted[:PAGES_SHOWN])
+    checks = reader.page_checks(list(pages))
     for page_id, page in pages.items():
         page["checks"] = checks[page_id]
     diffs: dict[int, str] = {}
@@ -47,7 +47,7 @@ def changes(
             change["shown"] = shown is not None  # its history is in the report
             if shown is None or change["outcome"] != "changed" or len(diffs) >= DIFFS_SHOWN:
                 continue
-            text = _diff(db, shown, change["at"])
+            text = _diff(reader, shown, change["at"])
             if text is not None:
                 diffs[change["page"]] = text
                 change["diff"] = True
@@ -60,10 +60,10 @@ def changes(
     }
 
 
-def _diff(db: StateReader, page: dict[str, Any], at: float) -> str | None:
+def _diff(reader: StateReader, page: dict[str, Any], at: float) -> str | None:
     """The diff of the change a check at *at* found, if its texts are still kept
     (only a page's last change is: an older change has no diff)."""
-    kept = db.last_change(page["normalized_url"])
+    kept = reader.last_change(page["normalized_url"])
     if kept is None or kept.previous is None or abs(kept.changed_at - at) > 1e-3:
         return None
     lines = diff_lines(page["url"], kept)

@@ -1,5 +1,5 @@
-"""``StateStore``: the per-URL crawl state in one SQLite file, behind one small
-interface (the one a second backend implements; see docs/architecture.md).
+"""``StateStore``: the per-URL crawl state (a SQLite file or a PostgreSQL server),
+the crawl's one door into it: nothing outside ``state/`` reaches its parts.
 
 The parts below it each own one concern: ``database`` (opening, identity,
 migrations, transactions), ``lock`` (one crawl per file), ``upkeep`` (keys and
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 
 class StateStore(OperatorEdits, StoreReadings):
-    """SQLite state for one database file."""
+    """The crawl state at one location (a file's path or a DSN)."""
 
     def __init__(
         self,
