@@ -155,7 +155,7 @@ class UpkeepStatements(Protocol):
 
 class HistoryStatements(Protocol):
     """What each run fetched (``history.py``) and what the report reads of it
-    (``commands/report_changes.py``)."""
+    (``reports.py``)."""
 
     record_check: str  # of the page keyed by the last parameter, by its id
     set_run_statuses: str

@@ -166,7 +166,7 @@ class UpkeepSQL:
         )
         return "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
 
-    # -- the commands' reports (commands/state.py, report.py, pages.py) ----------
+    # -- the commands' reports, read by reports.StateReader -----------------------
     seeds = "SELECT DISTINCT seed FROM pages ORDER BY seed"
     status_counts = f"SELECT count(*) AS pages, {_COUNTED} FROM pages WHERE seed = %(seed)s"
     fetched_intervals = (
