@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.state.schema import APPLICATION_ID, MIGRATIONS
+from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from increcrawl_scrapy.testing.process import run_process
 from tests.browser import chromium, open_file, screenshot

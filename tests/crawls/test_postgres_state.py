@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest_twisted
 
 from increcrawl_scrapy.config import DEFAULT_TRACKING_PARAMS
-from increcrawl_scrapy.state import SCHEMA_VERSION, StateStore, pg_schema
+from increcrawl_scrapy.state import SCHEMA_VERSION, StateStore
 from increcrawl_scrapy.state.migrate import TABLES
+from increcrawl_scrapy.state.postgres import schema as pg_schema
 from increcrawl_scrapy.testing import SampleSite
 from increcrawl_scrapy.testing.process import run_process
 from tests.conftest import Clock

@@ -1,4 +1,4 @@
-"""Leases on a shared PostgreSQL state (state/leases.py), against a real server:
+"""Leases on a shared PostgreSQL state (state/postgres/leases.py), against a real server:
 concurrent workers never hold the same page, a dead worker's pages come back only
 when its leases expire, and a worker presumed dead cannot overwrite the result of
 the one that took its pages over."""
