@@ -31,6 +31,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig
 from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
 
@@ -64,7 +65,7 @@ class SkipNotDueMiddleware:
 
     def _active(self) -> bool:
         spider = self.crawler.spider
-        if spider is None or hasattr(spider, "increcrawl_scope"):
+        if spider is None or is_incremental(spider):
             return False  # the incremental spider has its own queue
         return bool(getattr(spider, "increcrawl_skip_not_due", self.config.skip_not_due))
 

@@ -220,7 +220,6 @@ def test_the_settings_object_is_built_in_at_most_two_places():
     assert len(builders) <= 2, builders
 
 
-@pytest.mark.xfail(strict=True, reason="is_incremental beside the spider (#27)")
 def test_one_answer_to_is_this_the_incremental_spider():
     asked = [
         f"{module}:{node.lineno}"

@@ -49,6 +49,7 @@ from increcrawl_scrapy.crawl.page_memory import (
     unpack,
 )
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ class PageItemsMiddleware:
         if spider is None:
             return False
         # The incremental spider's own items are one a page; its subclasses' are yours.
-        return not hasattr(spider, "increcrawl_scope") or bool(getattr(spider, "page_rules", ()))
+        return not is_incremental(spider) or bool(getattr(spider, "page_rules", ()))
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None

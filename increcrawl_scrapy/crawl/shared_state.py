@@ -22,6 +22,7 @@ from increcrawl_scrapy.config.unknown import warn_unknown_settings
 from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.run_summary import run_summary
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
 from increcrawl_scrapy.state.locations import is_postgres
 
@@ -200,7 +201,7 @@ class CrawlState:
                 listed=listed,
                 verdicts=self.store.lastmod_verdicts(self.seed),
                 reason=reason,
-                embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
+                embedded=not is_incremental(self.crawler.spider),
                 warnings=run_warnings.release(self.crawler),
                 tokens=self.store.token_figures(self.store.clock(), *self.tokens_plan),
             )
