@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.scope import is_incremental
@@ -59,7 +59,7 @@ class SkipNotDueMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.config = config_for(crawler)
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
 

@@ -204,7 +204,6 @@ def test_one_door_into_the_state():
     assert through_parts + past_facade == []
 
 
-@pytest.mark.xfail(strict=True, reason="one settings object per crawler (#27)")
 def test_the_settings_object_is_built_in_at_most_two_places():
     """One :class:`IncrecrawlConfig` per crawler (asked of the crawler's memo), and one
     for the commands that have settings but no crawler."""

@@ -1,9 +1,9 @@
 """Every increcrawl setting, declared once: its field, name, default and how it is read
 and validated (typed reads and ConfigError in ``reads.py``).
 
-Components call :meth:`IncrecrawlConfig.from_settings` once and read typed
-attributes afterwards; nothing else calls ``settings.get*`` for these names.
-``DEFAULTS`` is derived from the fields.
+A crawl's components ask :func:`config_for` for the crawler's one
+:class:`IncrecrawlConfig` and read typed attributes; nothing else calls
+``settings.get*`` for these names. ``DEFAULTS`` is derived from the fields.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy.settings import BaseSettings
 
@@ -22,6 +23,9 @@ from increcrawl_scrapy.config.reads import (
     check_regex,
     compile_user_pattern,
 )
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -287,6 +291,24 @@ SETTINGS: dict[str, Setting] = {
 }
 #: Setting name -> default. ``settings.py``, the add-on and the docs read from here.
 DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS.values()}
+
+_CONFIGS: WeakKeyDictionary[Crawler, IncrecrawlConfig] = WeakKeyDictionary()
+
+
+def config_for(crawler: Crawler) -> IncrecrawlConfig:
+    """The crawler's one settings object, shared by every component of the crawl; a
+    bad setting raises ConfigError (at every ask, so each component fails as before).
+
+    Kept once the crawler's settings are frozen. Scrapy creates the spider before
+    the add-ons run and the settings freeze: a spider's ``from_crawler`` gets the
+    settings as they stand then, not kept, so an add-on's later setting still counts.
+    """
+    config = _CONFIGS.get(crawler)
+    if config is None:
+        config = IncrecrawlConfig.from_settings(crawler.settings)
+        if crawler.settings.frozen:
+            _CONFIGS[crawler] = config
+    return config
 
 
 def redact(secret: str | None) -> str:

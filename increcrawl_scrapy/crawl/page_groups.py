@@ -30,7 +30,7 @@ from scrapy import Request
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
@@ -132,7 +132,7 @@ class PageItemsMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.config = config_for(crawler)
         self.members = _MEMBERS.setdefault(crawler, {})
 
     def _active(self) -> bool:

@@ -17,7 +17,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.config.unknown import warn_unknown_settings
 from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
@@ -50,7 +50,7 @@ class CrawlState:
 
     def __init__(self, crawler: Crawler) -> None:
         run_warnings.keep_warnings(crawler)  # repeated in the run summary
-        config = IncrecrawlConfig.from_settings(crawler.settings)
+        config = config_for(crawler)
         path = config.db_path if is_postgres(config.db_path) else os.path.abspath(config.db_path)
         if path != config.db_path:
             if scrapyd_job(crawler):

@@ -24,7 +24,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig, redact
+from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
 from increcrawl_scrapy.crawl import progress
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.cluster_share import SHARED_WAIT, share_if_shared
@@ -140,7 +140,7 @@ class IncrementalSpider(scrapy.Spider):
         keep_warnings(crawler)
         for warning in unknown_arguments(cls, kwargs):
             logger.warning(warning)
-        config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
+        config = spider.config = config_for(crawler)  # fail at start
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
