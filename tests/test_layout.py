@@ -107,7 +107,6 @@ def test_every_wing_has_a_floor():
     assert {wing(m) for m in modules()} <= set(FLOORS)
 
 
-@pytest.mark.xfail(strict=True, reason="the discoverer's inputs (#27)")
 def test_wings_only_look_down():
     upward = [
         f"{module}:{line} imports {target}"

@@ -33,7 +33,7 @@ from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.crawl.tokens import TokenBudget, month_share
 from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
 from increcrawl_scrapy.discovery.parse import PARSER_VERSION
-from increcrawl_scrapy.discovery.sources import Discoverer, parse_sources
+from increcrawl_scrapy.discovery.sources import Discoverer, DiscoveryInputs, parse_sources
 from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
@@ -126,8 +126,8 @@ class IncrementalSpider(scrapy.Spider):
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._closing = False  # closed for a Geonode failure: said once
         self._tokens = TokenBudget(None, None)  # INCRECRAWL_MAX/MONTHLY_TOKENS, set at start
-        self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
-        self._roots: set[str] = set()  # the sitemaps given (always followed)
+        self._sources_read = 0  # sites the map read (sitemaps read are counted in the stats)
+        self._roots: set[str] = set()  # the sitemaps given and found (always followed)
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
@@ -280,7 +280,26 @@ class IncrementalSpider(scrapy.Spider):
     # -- discovery ---------------------------------------------------------------
 
     async def _discover(self, run: Run) -> bool:
-        return await Discoverer(self, run).discover()
+        discoverer = Discoverer(self._discovery_inputs(), run)
+        roots = await discoverer.roots()
+        # Kept before the walk: a walk the state stops leaves them followed.
+        self._roots, self._sources_read = set(roots.urls), roots.mapped
+        return await discoverer.walk(roots)
+
+    def _discovery_inputs(self) -> DiscoveryInputs:
+        return DiscoveryInputs(
+            sources=self.sources,
+            fetch=self._fetch,
+            sitemap_scope=self._sitemap_scope,
+            page_scope=self.increcrawl_scope,
+            config=self.config,
+            rules=self._rules,
+            digest_salt=self._digest_salt,
+            origin=self._origin,
+            stats=self.crawler.stats,
+            client=self._client,
+            stop=self._close,
+        )
 
     async def _discover_and_judge(self, run: Run, state: Any) -> None:
         self.discovery_complete = state.discovery_complete = await self._discover(run)
