@@ -2,9 +2,10 @@
 
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
-The spider keeps the phases of a run. Sitemaps are walked by ``sitemap_walk``, batch
-jobs spoken by ``geonode.batch``; the spider never judges content: it yields one item
-per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
+The spider keeps the phases of a run. Its sources are read by ``discovery.sources``
+(given their inputs, it returns what it found), batch jobs spoken by
+``geonode.batch``; the spider never judges content: it yields one item per fetched
+page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
