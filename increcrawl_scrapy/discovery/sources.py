@@ -9,6 +9,7 @@ none of them.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import Counter
@@ -18,11 +19,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.discovery.parse import SitemapError, SitemapStats, decompress, iter_sitemap
+from increcrawl_scrapy.discovery.parse import (
+    PARSER_VERSION,
+    SitemapError,
+    SitemapStats,
+    decompress,
+    iter_sitemap,
+)
 from increcrawl_scrapy.discovery.walk import SitemapWalk
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.scope import UrlRefused, request_target
-from increcrawl_scrapy.urls import normalize_url
+from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -77,6 +84,23 @@ def parse_sources(**arguments: str | None) -> dict[str, list[tuple[str, str]]]:
     if not sources:
         raise ValueError(f"the incremental spider needs one of {ARGUMENTS}")
     return sources
+
+
+def digest_salt(
+    seed_host: str, port: int | None, config: IncrecrawlConfig, rules: UrlRules
+) -> bytes:
+    """Whatever changes what a sitemap yields: an identical sitemap read under other
+    settings must be applied again (the walk's validators are kept under it)."""
+    return json.dumps(
+        {
+            "scope": [seed_host, config.include_subdomains, port],
+            "normalization": normalization_settings(config),
+            "rules": RULES_VERSION,
+            "parser": PARSER_VERSION,
+            "url_rules": rules.digest_part().decode(),
+        },
+        sort_keys=True,
+    ).encode()
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,13 @@
 
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
-The spider keeps the phases of a run. Its sources are read by ``discovery.sources``
-(given their inputs, it returns what it found), batch jobs spoken by
-``geonode.batch``; the spider never judges content: it yields one item per fetched
-page (or per failure) and ``IncrementalStatePipeline`` records it.
+The spider keeps the phases of a run. Its sources are read by ``discovery.sources``,
+batch jobs spoken by ``geonode.batch``; the spider never judges content: it yields
+one item per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -33,8 +31,12 @@ from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.crawl.tokens import TokenBudget, month_share
 from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
-from increcrawl_scrapy.discovery.parse import PARSER_VERSION
-from increcrawl_scrapy.discovery.sources import Discoverer, DiscoveryInputs, parse_sources
+from increcrawl_scrapy.discovery.sources import (
+    Discoverer,
+    DiscoveryInputs,
+    digest_salt,
+    parse_sources,
+)
 from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
@@ -63,7 +65,7 @@ from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import StateLockedError
 from increcrawl_scrapy.state.queue import CHUNK
-from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
+from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -146,18 +148,9 @@ class IncrementalSpider(scrapy.Spider):
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
         spider._content = PageContent.of(crawler, config, spider._origin, spider.increcrawl_scope)
-        # Whatever changes what a sitemap yields: an identical sitemap read under
-        # other settings must be applied again.
-        spider._digest_salt = json.dumps(
-            {
-                "scope": [spider.seed_host, config.include_subdomains, spider._sitemap_scope.port],
-                "normalization": normalization_settings(config),
-                "rules": RULES_VERSION,
-                "parser": PARSER_VERSION,
-                "url_rules": spider._rules.digest_part().decode(),
-            },
-            sort_keys=True,
-        ).encode()
+        spider._digest_salt = digest_salt(
+            spider.seed_host, spider._sitemap_scope.port, config, spider._rules
+        )
         return spider
 
     # -- phases ----------------------------------------------------------------
