@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import emit, run_worker, table, write_section
 from increcrawl_scrapy.commands.report import gather
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state import StateReader, StateStore
 
 SEED = "https://docs.example.com/sitemap.xml"
 DAY = 86_400.0
@@ -60,11 +59,11 @@ def worker(pages: int, runs: int, keep: int) -> dict:
                 store.finish_history(run)
             checks = store.database.execute("SELECT count(*) FROM checks").fetchone()[0]
         size = os.path.getsize(path)
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
+        reader = StateReader.open(str(path))  # as the report command reads it
         started = time.perf_counter()
-        report = gather(db, now[0])
+        report = gather(reader, now[0])
         gathering = time.perf_counter() - started
+        reader.close()
         listed = sum(len(s["changes"]) for s in report["seeds"][0]["change_sets"])
     return {
         "keep": keep,

@@ -1,4 +1,4 @@
-"""Read the sitemap corpus (tests/sitemap_corpus/) with this project, with Scrapy's
+"""Read the sitemap corpus (tests/discovery/sitemap_corpus/) with this project, with Scrapy's
 ``SitemapSpider`` parser (``scrapy.utils.sitemap.Sitemap``) and with
 ultimate-sitemap-parser, and count, per document, the expected URLs each found and
 the URLs each found that are not expected (a wrong URL is a miss, not a gain).
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import table, write_section
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "sitemap_corpus"
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "discovery" / "sitemap_corpus"
 
 
 def _body(raw: bytes) -> bytes:

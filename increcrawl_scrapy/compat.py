@@ -137,6 +137,14 @@ MOVED: dict[str, str] = {
     "tokens": "crawl.tokens",
     "host_fetchers": "crawl.host_fetchers",
     "spiders.arguments": "crawl.arguments",
+    "state.database": "state.sqlite.database",
+    "state.schema": "state.sqlite.schema",
+    "state.pg_database": "state.postgres.database",
+    "state.pg_schema": "state.postgres.schema",
+    "state.leases": "state.postgres.leases",
+    "state.workers": "state.postgres.workers",
+    "state.rekey": "state.upkeep",
+    "state.refingerprint": "state.upkeep",
 }
 _PACKAGE = "increcrawl_scrapy."
 

@@ -80,7 +80,7 @@ class IncrementalStatePipeline:
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
             with contextlib.suppress(StateLockedError):  # said and handled at close
-                self.store.results.hand_off()
+                self.store.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         if self.store is None:

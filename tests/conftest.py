@@ -94,9 +94,13 @@ SLOW_MODULES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gone = sorted(
-        name for name in SLOW_MODULES if not (Path(__file__).parent / f"{name}.py").exists()
-    )
+    # Test modules live in folders by wing (tests/<wing>/test_*.py); their stems are
+    # unique across the folders, so a stem names one module.
+    modules = [path.stem for path in Path(__file__).parent.rglob("test_*.py")]
+    twice = sorted({stem for stem in modules if modules.count(stem) > 1})
+    if twice:
+        raise pytest.UsageError(f"test modules share a name in two folders: {twice}")
+    gone = sorted(SLOW_MODULES.difference(modules))
     if gone:
         raise pytest.UsageError(f"SLOW_MODULES names test modules that do not exist: {gone}")
     for item in items:

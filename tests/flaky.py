@@ -1,4 +1,4 @@
-"""A project's own pipeline that fails: used by tests/test_nothing_lost.py."""
+"""A project's own pipeline that fails: used by tests/crawls/test_nothing_lost.py."""
 
 from __future__ import annotations
 

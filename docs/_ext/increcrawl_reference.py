@@ -4,7 +4,7 @@
 stats key each. The signature of a setting shows its default as ``config.DEFAULTS``
 has it, so a changed default changes the page; a name the code does not know, or a
 name of the code no page documents, is a warning (an error under ``sphinx-build -W``,
-as ``.ci/run`` builds). ``tests/test_docs.py`` runs the same check without Sphinx.
+as ``.ci/run`` builds). ``tests/package/test_docs.py`` runs the same check without Sphinx.
 """
 
 from __future__ import annotations

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from increcrawl_scrapy.state.errors import StateError
-from increcrawl_scrapy.state.locations import shown
-from increcrawl_scrapy.state.migrate import copy_state, driver_errors
+from increcrawl_scrapy.state import StateError, copy_state, driver_errors, shown
 
 
 def run(opts: argparse.Namespace) -> int:

@@ -12,12 +12,7 @@ import time
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
-from increcrawl_scrapy.state.backend import Session
-from increcrawl_scrapy.state.errors import StateError
-from increcrawl_scrapy.state.locations import is_postgres
-from increcrawl_scrapy.state.migrate import driver_errors
-from increcrawl_scrapy.state.postgres import database as postgres
-from increcrawl_scrapy.state.sqlite import database as sqlite
+from increcrawl_scrapy.state import StateError, StateReader, driver_errors, is_postgres
 
 
 def read_config(settings: BaseSettings) -> IncrecrawlConfig:
@@ -38,7 +33,7 @@ def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
 def exists(config: IncrecrawlConfig) -> bool:
     if is_postgres(config.db_path):
         try:
-            postgres.read_only(config.db_path).close()
+            StateReader.open(config.db_path).close()
         except StateError as exc:
             print(str(exc))
             return False
@@ -49,12 +44,9 @@ def exists(config: IncrecrawlConfig) -> bool:
     return False
 
 
-def read_only(config: IncrecrawlConfig) -> Session:
-    """A read-only connection to the state, with its backend's statements
-    (``connection.sql``)."""
-    if is_postgres(config.db_path):
-        return postgres.read_only(config.db_path)
-    return sqlite.ReadOnly(config.db_path)
+def read_only(config: IncrecrawlConfig) -> StateReader:
+    """The state's read-only door: one method a question (``state.StateReader``)."""
+    return StateReader.open(config.db_path)
 
 
 #: What reading a state can raise: the drivers' errors.

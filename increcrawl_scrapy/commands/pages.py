@@ -18,10 +18,8 @@ from scrapy.settings import BaseSettings
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_only
 from increcrawl_scrapy.content.noise import differing_lines, propose
-from increcrawl_scrapy.state.contents import KeptVersions, last_change
-from increcrawl_scrapy.state.locations import shown
-from increcrawl_scrapy.state.rekey import stored_normalize
-from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
+from increcrawl_scrapy.state import KeptVersions, StateReader, shown
+from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
 NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"
 
@@ -37,8 +35,8 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     if not exists(config):
         return 1
     try:
-        db = read_only(config)
-        key = stored_key(db, config, url)
+        reader = read_only(config)
+        key = stored_key(reader, config, url)
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -46,8 +44,8 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         print(f"Not a page URL: {url} ({exc})")
         return close_reasons.BAD_INPUT
     try:
-        known = db.execute(db.sql.page_exists, (key,)).fetchone()
-        kept = last_change(db, key) if known else None
+        known = reader.page(key)
+        kept = reader.last_change(key) if known else None
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
@@ -64,11 +62,10 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     return 0
 
 
-def stored_key(db: Any, config: Any, url: str) -> str:
+def stored_key(reader: StateReader, config: Any, url: str) -> str:
     """*url*'s row key, made as the state's keys were made (the settings stored
     with it), not by the shell's settings; ValueError if it is not a page URL."""
-    shell = partial(normalize_url, **normalization_settings(config))
-    return stored_normalize(db, RULES_VERSION, shell)(url)
+    return reader.key_of(url, partial(normalize_url, **normalization_settings(config)))
 
 
 def diff_lines(url: str, kept: KeptVersions) -> list[str]:
@@ -95,15 +92,13 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
         return close_reasons.BAD_INPUT
     if not exists(config):
         return 1
-    params: tuple[Any, ...] = (opts.min_streak, opts.seed) if opts.seed else (opts.min_streak,)
     try:
-        db = read_only(config)
-        if opts.seed and not db.execute(db.sql.seed_exists, (opts.seed,)).fetchone():
+        reader = read_only(config)
+        if opts.seed and not reader.has_seed(opts.seed):
             print(f"No pages of seed {opts.seed!r} in {shown(config.db_path)}")
             return 1
-        query = db.sql.noisy_pages_of_seed if opts.seed else db.sql.noisy_pages
-        rows = db.execute(query, params).fetchall()
-        pages = [_page(dict(row), last_change(db, row["normalized_url"]), config) for row in rows]
+        rows = reader.noisy_pages(opts.min_streak, opts.seed)
+        pages = [_page(row, reader.last_change(row["normalized_url"]), config) for row in rows]
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1

@@ -19,10 +19,7 @@ from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
-from increcrawl_scrapy.schedule.token_plan import read_figures
-from increcrawl_scrapy.state.locations import is_postgres, shown
-from increcrawl_scrapy.state.sqlite import database as sqlite
-from increcrawl_scrapy.state.sqlite.schema import SCHEMA_VERSION
+from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -51,22 +48,15 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
     if not exists(config):
         return 1
     try:
-        db = read_only(config)
-        behind = _schema_behind(db)
-        page = (
-            db.execute(db.sql.page_exists, (stored_key(db, config, url),)).fetchone()
-            if url and behind is None
-            else None
-        )
+        reader = read_only(config)
+        behind = _schema_behind(reader)
+        page = reader.page(stored_key(reader, config, url)) if url and behind is None else None
         if url and behind is None and page is None:
             print(f"No page {url} in {shown(config.db_path)}")
             return 1
-        shown_page = (page[0], page[1]) if page else None
         plan = {"reset_day": config.tokens_reset_day, "budget": config.monthly_tokens}
         data = (
-            gather(db, now(config), seed=opts.seed, page=shown_page, **plan)
-            if behind is None
-            else {}
+            gather(reader, now(config), seed=opts.seed, page=page, **plan) if behind is None else {}
         )
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
@@ -94,14 +84,12 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
     return 0
 
 
-def _schema_behind(db: Any) -> str | None:
+def _schema_behind(reader: StateReader) -> str | None:
     """Why a SQLite state is too old for the report (no crawl of this package has
     opened it yet: its runs' history is not there), or None. (A PostgreSQL state
     of another version is refused when opened.)"""
-    if not isinstance(db, sqlite.ReadOnly):
-        return None
-    found = db.schema_version()
-    if found >= SCHEMA_VERSION:
+    found = reader.schema_behind()
+    if found is None:
         return None
     return (
         f"has schema version {found}, the report reads {SCHEMA_VERSION}: a crawl with "
@@ -124,44 +112,44 @@ def gather(
     reset_day: int = 1,
     budget: int = 0,
 ) -> dict[str, Any]:
-    """The report's data; *page*: the (id, seed) of a page whose history is shown."""
-    seeds = [r[0] for r in db.execute(db.sql.seeds)]
+    """The report's data; *page*: the (id, seed) of a page whose history is shown;
+    *db*: the state's reader, or a session to read through (a store's database)."""
+    reader = StateReader.of(db)
+    seeds = reader.seeds()
     if seed:
         seeds = [name for name in seeds if name == seed]
     shown_pages = {page[1]: [page[0]]} if page else {}
-    tokens = read_figures(db, at, reset_day, budget)  # the plan's: every seed's runs
+    tokens = reader.token_figures(at, reset_day, budget)  # the plan's: every seed's runs
     return {
         "generated_at": at,
         "tokens": {**tokens.as_dict(), "line": tokens.line()},
-        "seeds": [_seed(db, name, at, shown_pages.get(name, [])) for name in seeds],
+        "seeds": [_seed(reader, name, at, shown_pages.get(name, [])) for name in seeds],
     }
 
 
-def _seed(db: Any, seed: str, at: float, asked: list[int]) -> dict[str, Any]:
-    sql = db.sql
-    counts = db.execute(sql.report_counts, (at, seed)).fetchone()
-    runs = [dict(row) for row in db.execute(sql.report_runs, (seed, RUNS_SHOWN))][::-1]
+def _seed(reader: StateReader, seed: str, at: float, asked: list[int]) -> dict[str, Any]:
+    counts = reader.report_counts(seed, at)
+    runs = reader.report_runs(seed, RUNS_SHOWN)
     for run in runs:  # responses by kind (state/history.py); none before schema 9
         run["statuses"] = json.loads(run["statuses"]) if run["statuses"] else None
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
-    changing = [dict(row) for row in db.execute(sql.changing_pages, (seed, CHANGING_SHOWN))]
+    changing = reader.changing_pages(seed, CHANGING_SHOWN)
     return {
         "seed": seed,
-        **dict(counts),
+        **counts,
         "saved": f"{listed / fetched:,.1f}x" if fetched else "-",
         "runs": runs,
-        "intervals": _intervals(db, seed),
+        "intervals": _intervals(reader, seed),
         "changing": changing,
-        **changes(db, [run["id"] for run in runs], [page["id"] for page in changing], asked),
-        "verdicts": [dict(row) for row in db.execute(sql.report_verdicts, (seed,))],
+        **changes(reader, [run["id"] for run in runs], [page["id"] for page in changing], asked),
+        "verdicts": reader.report_verdicts(seed),
     }
 
 
-def _intervals(db: Any, seed: str) -> list[dict[str, Any]]:
+def _intervals(reader: StateReader, seed: str) -> list[dict[str, Any]]:
     tally = [0] * len(INTERVAL_BUCKETS)
-    rows = db.execute(db.sql.fetched_intervals, (seed,))
-    for (interval,) in rows:
+    for interval in reader.fetched_intervals(seed):
         tally[next(i for i, (_, bound) in enumerate(INTERVAL_BUCKETS) if interval <= bound)] += 1
     return [
         {"label": label, "pages": pages}

@@ -1,20 +1,21 @@
 """What changed, for the report: each recent run's change set (the pages new,
 changed or gone in it, with when), the history of those pages (their checks over
-the runs the state keeps: ``state/history.py``), and the diff of a page's last
-change where its text is kept (``INCRECRAWL_KEEP_CONTENT``; the ``diff`` command's).
+the runs the state keeps: ``state/history.py``, read through ``StateReader``), and
+the diff of a page's last change where its text is kept (``INCRECRAWL_KEEP_CONTENT``;
+the ``diff`` command's).
 
 Everything is bounded, so the file stays small whatever the site's size.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.commands.pages import diff_lines
-from increcrawl_scrapy.state import history
-from increcrawl_scrapy.state.contents import last_change
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.state import StateReader
 
 CHANGE_RUNS_SHOWN = 30  # the latest runs whose change sets are listed
 CHANGES_SHOWN = 200  # pages listed for one run
@@ -24,19 +25,19 @@ DIFF_LINES = 400  # of one diff
 
 
 def changes(
-    db: Any, run_ids: list[int], also: list[int], asked: Sequence[int] = ()
+    reader: StateReader, run_ids: list[int], also: list[int], asked: Sequence[int] = ()
 ) -> dict[str, Any]:
     """The report's ``change_sets`` (latest run first), ``histories`` (pages with their
     ``checks``) and ``diffs`` (by page id) for a seed's *run_ids*; *also*: pages
     whose history is carried even if no listed run changed them; *asked*: pages
     whose history comes first (``report URL``)."""
     recent = run_ids[-CHANGE_RUNS_SHOWN:][::-1]
-    kept = history.run_counts(db, recent)
-    sets = history.change_sets(db, [run for run in recent if kept[run]], CHANGES_SHOWN)
+    kept = reader.run_check_counts(recent)
+    sets = reader.change_sets([run for run in recent if kept[run]], CHANGES_SHOWN)
     listed = [c["page"] for run in recent for c in sets.get(run, [])]
     wanted = list(dict.fromkeys([*asked, *listed, *also]))
-    pages = _pages(db, wanted[:PAGES_SHOWN])
-    checks = history.page_checks(db, list(pages))
+    pages = reader.pages_by_ids(wanted[:PAGES_SHOWN])
+    checks = reader.page_checks(list(pages))
     for page_id, page in pages.items():
         page["checks"] = checks[page_id]
     diffs: dict[int, str] = {}
@@ -46,7 +47,7 @@ def changes(
             change["shown"] = shown is not None  # its history is in the report
             if shown is None or change["outcome"] != "changed" or len(diffs) >= DIFFS_SHOWN:
                 continue
-            text = _diff(db, shown, change["at"])
+            text = _diff(reader, shown, change["at"])
             if text is not None:
                 diffs[change["page"]] = text
                 change["diff"] = True
@@ -59,16 +60,10 @@ def changes(
     }
 
 
-def _pages(db: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The rows of *ids* (``history.REPORTED_PAGE``), in that order."""
-    found = {row["id"]: dict(row) for row in db.execute(db.sql.pages_by_ids, (json.dumps(ids),))}
-    return {page_id: found[page_id] for page_id in ids if page_id in found}
-
-
-def _diff(db: Any, page: dict[str, Any], at: float) -> str | None:
+def _diff(reader: StateReader, page: dict[str, Any], at: float) -> str | None:
     """The diff of the change a check at *at* found, if its texts are still kept
     (only a page's last change is: an older change has no diff)."""
-    kept = last_change(db, page["normalized_url"])
+    kept = reader.last_change(page["normalized_url"])
     if kept is None or kept.previous is None or abs(kept.changed_at - at) > 1e-3:
         return None
     lines = diff_lines(page["url"], kept)

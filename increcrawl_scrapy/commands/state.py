@@ -21,15 +21,12 @@ from scrapy.settings import BaseSettings
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.crawl.run_summary import saved
-from increcrawl_scrapy.schedule.token_plan import TokenFigures, read_figures
-from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
-from increcrawl_scrapy.state.locations import shown
+from increcrawl_scrapy.schedule.token_plan import TokenFigures
+from increcrawl_scrapy.state import StateError, StateLockedError, StateReader, StateStore, shown
 
 DAY = 86_400.0
 
 
-#: Counts of a seed's rows, in SQL both SQLite and PostgreSQL read (no sums of
-#: comparisons: PostgreSQL's are booleans).
 def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
     """``due`` and ``forget``: one URL, ``--seed SEED`` or (``due`` only) ``--all``."""
     config = config_of(settings)
@@ -93,27 +90,25 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
 
 
 def _status(db: Any, now: float, reset_day: int = 1, budget: int = 0) -> dict[str, Any]:
+    """The status of every seed; *db*: the state's reader, or a session to read
+    through (a store's database)."""
+    reader = StateReader.of(db)
     seeds = []
-    sql = db.sql
-    for (seed,) in db.execute(sql.seeds):
-        rows = db.execute(
-            sql.status_counts, {"seed": seed, "now": now, "day": now + DAY}
-        ).fetchone()
-        intervals = [r[0] for r in db.execute(sql.fetched_intervals, (seed,))]
-        hosts = db.execute(sql.status_verdicts, (seed,)).fetchall()
-        runs = db.execute(sql.status_runs, (seed,)).fetchall()
+    for seed in reader.seeds():
+        counts = reader.status_counts(seed, now, now + DAY)
+        intervals = reader.fetched_intervals(seed)
         seeds.append(
             {
                 "seed": seed,
-                **{key: int(value or 0) for key, value in dict(rows).items()},
+                **{key: int(value or 0) for key, value in counts.items()},
                 "median_interval_days": round(statistics.median(intervals) / DAY, 2)
                 if intervals
                 else None,
-                "lastmod_verdicts": {host: verdict for host, verdict in hosts},
-                "runs": [dict(run) for run in runs],
+                "lastmod_verdicts": reader.status_verdicts(seed),
+                "runs": reader.status_runs(seed),
             }
         )
-    tokens = read_figures(db, now, reset_day, budget)  # the plan's: every seed's runs
+    tokens = reader.token_figures(now, reset_day, budget)  # the plan's: every seed's runs
     return {"seeds": seeds, "tokens": tokens.as_dict()}
 
 

@@ -2,7 +2,7 @@
 respect together: the Geonode plan's concurrency, and the politeness towards the
 seed's host (DOWNLOAD_DELAY, CONCURRENT_REQUESTS_PER_DOMAIN).
 
-Each crawl beats every BEAT seconds (``state/workers.py``) and sizes its own limits
+Each crawl beats every BEAT seconds (``state/postgres/workers.py``) and sizes its own limits
 from the live count: Geonode calls at once min(GEONODE_CONCURRENCY, plan / crawls on
 the state); per host slot, the delay times the crawls on the seed and the concurrency
 divided by them. No database round trip per request; when a crawl joins, the others
@@ -65,7 +65,7 @@ class ClusterShare:
             self._loop.stop()
 
     async def beat(self) -> None:
-        if self.store.database.closed:  # the crawl closed its state before this loop
+        if self.store.closed:  # the crawl closed its state before this loop
             self.stop()
             return
         crawls = await compat.in_thread(self.store.heartbeat, self.seed, 3 * BEAT)

@@ -52,7 +52,7 @@ class Delivery:
         self.store = store
         self._waiting: dict[int, list[str]] = {}  # id(item) -> the rows' keys
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
-        store.results.before_write = self.flush_feeds
+        store.write_first(self.flush_feeds)
         self._uploads: dict[int, _Upload] = {}  # id(storage) -> its upload
         self._open: dict[str, Any] = {}  # a feed's URI template -> its current storage
         self._awaiting: dict[str, int] = {}  # a row -> uploads of its items still to come

@@ -23,8 +23,7 @@ from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.run_summary import run_summary
 from increcrawl_scrapy.scope import is_incremental
-from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore
-from increcrawl_scrapy.state.locations import is_postgres
+from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -164,14 +163,14 @@ class CrawlState:
             close_reasons.seen.append(close_reasons.IN_USE)  # the exit code says it
             logger.error(
                 "%d results not written, the database still in use: their pages stay due",
-                self.store.results.abandon(),
+                self.store.abandon(),
             )
         finally:
             self.store.close()
 
     def _finish(self, reason: str) -> None:
         if self.in_use is not None:
-            self.store.results.flush()  # free again? else StateLockedError
+            self.store.flush()  # free again? else StateLockedError
         collector = self.crawler.stats
         value = collector.get_value if collector is not None else (lambda key, default=0: default)
         counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
@@ -186,7 +185,7 @@ class CrawlState:
                 ", ..." if noisy > len(examples) else "",
             )
         listed = self.store.count(self.seed, gone=False)  # after writing every result
-        stats.inc(collector, stats.LEASES_LOST, self.store.results.leases_lost)
+        stats.inc(collector, stats.LEASES_LOST, self.store.leases_lost)
         self.run.finish(
             counts,
             discovery_complete=self.discovery_complete,
@@ -258,7 +257,7 @@ def _close(closing: CrawlState, reason: str) -> Coroutine[Any, Any, None] | None
         return None
     # A shared state: the last results are taken here (the feeds are flushed on
     # this thread); counting, finishing the run and closing off it.
-    closing.store.results.hand_off()
+    closing.store.hand_off()
     return compat.in_thread(closing.close, reason)
 
 

@@ -7,8 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.state.errors import RunOver, StateError
-from increcrawl_scrapy.state.migrate import driver_errors
+from increcrawl_scrapy.state import RunOver, StateError, driver_errors
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector

@@ -33,8 +33,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from increcrawl_scrapy.config import IncrecrawlConfig
-    from increcrawl_scrapy.state import Run
-    from increcrawl_scrapy.state.runs import Validators
+    from increcrawl_scrapy.state import Run, Validators
 
 logger = logging.getLogger(__name__)
 

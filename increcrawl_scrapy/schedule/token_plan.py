@@ -3,7 +3,8 @@ month (``INCRECRAWL_TOKENS_RESET_DAY`` starts it), the month's projection, and a
 run's share of ``INCRECRAWL_MONTHLY_TOKENS``.
 
 Every figure comes from the ``runs`` table (each run's ``tokens_charged``), over
-all the state's seeds: a plan belongs to an API key, not to a seed. A run's share
+all the state's seeds: a plan belongs to an API key, not to a seed. The state reads
+those rows (``state/spending.py``); this module only computes from them. A run's share
 is what is left of the month divided by the runs still to come before the reset,
 counted from how often runs come (the median interval between the latest
 starts); the last run before the reset may spend all that is left.
@@ -135,17 +136,10 @@ def _day(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%d")
 
 
-def read_figures(db: Any, at: float, reset_day: int, budget: int) -> TokenFigures:
-    """The figures from a state's ``runs`` (*db*: a store's database or a command's
-    read-only session)."""
-    rows = db.execute(db.sql.spending_runs, (since(at, reset_day),)).fetchall()
-    return figures([(float(r[0]), int(r[1] or 0)) for r in rows], at, reset_day, budget)
-
-
-def read_share(db: Any, at: float, reset_day: int, budget: int) -> MonthShare:
-    """A run's share (the run's own row is already in ``runs``: it starts a gap)."""
+def run_share(
+    spent: int, starts: list[float], at: float, reset_day: int, budget: int
+) -> MonthShare:
+    """A run's share of *budget*, the month's runs having *spent* so far and the
+    latest runs (this one's included) started at *starts*."""
     start, end = period(at, reset_day)
-    rows = db.execute(db.sql.spending_runs, (start,)).fetchall()
-    spent = sum(int(r[1] or 0) for r in rows)
-    starts = [float(r[0]) for r in db.execute(db.sql.recent_run_starts, (INTERVAL_RUNS,))]
     return month_share(budget, spent, at, end, run_interval(starts), start)

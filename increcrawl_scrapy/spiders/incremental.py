@@ -63,8 +63,7 @@ from increcrawl_scrapy.spiders.page_items import (
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
-from increcrawl_scrapy.state import StateLockedError
-from increcrawl_scrapy.state.queue import CHUNK
+from increcrawl_scrapy.state import CHUNK, StateLockedError
 from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:

@@ -1,7 +1,9 @@
-"""Per-URL crawl state: the only package that speaks SQL.
+"""Per-URL crawl state: the only package that speaks SQL, and its one door.
 
-``StateStore`` is the facade; see ``store.py`` for the parts and
-docs/architecture.md for how a second backend plugs in.
+``StateStore`` is the crawl's facade and ``StateReader`` the operator's commands'
+read-only one (``reports.py``); everything outside this package imports from here,
+never from a part. See ``store.py`` for the parts and docs/architecture.md for how
+a second backend plugs in.
 """
 
 from increcrawl_scrapy.schedule.rows import (
@@ -12,23 +14,37 @@ from increcrawl_scrapy.schedule.rows import (
     Recorded,
     RekeyResult,
 )
-from increcrawl_scrapy.state.errors import StateError, StateLockedError
-from increcrawl_scrapy.state.runs import Run
+from increcrawl_scrapy.state.contents import KeptVersions
+from increcrawl_scrapy.state.errors import RunOver, StateError, StateLockedError
+from increcrawl_scrapy.state.locations import is_postgres, shown
+from increcrawl_scrapy.state.migrate import copy_state, driver_errors
+from increcrawl_scrapy.state.queue import CHUNK
+from increcrawl_scrapy.state.reports import StateReader
+from increcrawl_scrapy.state.runs import Run, Validators
 from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from increcrawl_scrapy.state.store import StateStore
 
 __all__ = [
     "APPLICATION_ID",
+    "CHUNK",
     "CRAWL_COUNTS",
     "MIGRATIONS",
     "RUN_COUNTS",
     "SCHEMA_VERSION",
+    "KeptVersions",
     "MissingResult",
     "PageState",
     "Recorded",
     "RekeyResult",
     "Run",
+    "RunOver",
     "StateError",
     "StateLockedError",
+    "StateReader",
     "StateStore",
+    "Validators",
+    "copy_state",
+    "driver_errors",
+    "is_postgres",
+    "shown",
 ]

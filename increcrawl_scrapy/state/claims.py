@@ -124,7 +124,7 @@ class Claims:
             return self.io.retrying(lambda: release(self.io.raw, leases))
 
     def beat(self, seed: str, ttl: float, held: dict[str, int] | None = None) -> tuple[int, int]:
-        """The heartbeat (``state/workers.py``): live crawls on *seed*, and in all.
+        """The heartbeat (``state/postgres/workers.py``): live crawls on *seed*, and in all.
         The leases *held* (key -> token: pages in flight) are renewed with it."""
         with self.lock:
             counts = self.io.retrying(

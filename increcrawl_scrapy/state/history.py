@@ -1,4 +1,5 @@
-"""What each run fetched, for the report (``scrapy increcrawl report``).
+"""What each run fetched, for the report (``scrapy increcrawl report``, which reads
+it through ``reports.StateReader``).
 
 A *check* per page a run fetched (its status, what the fetch meant, the kind of a
 failure) is buffered with the page's result and written in the same transaction, so
@@ -106,24 +107,3 @@ def finish(database: Any, run_id: int, seed: str, history: RunHistory) -> None:
         oldest_dropped = db.execute(db.sql.oldest_run_dropped, (seed, history.keep_runs)).fetchone()
         if oldest_dropped is not None:
             db.execute(db.sql.drop_checks, (seed, oldest_dropped[0]))
-
-
-def change_sets(db: Any, run_ids: list[int], limit: int) -> dict[int, list[dict[str, Any]]]:
-    """The pages new, changed or gone in each of *run_ids* (at most *limit* a run,
-    by time), with the page's id and URL."""
-    return {
-        run: [dict(row) for row in db.execute(db.sql.change_set, (run, limit))] for run in run_ids
-    }
-
-
-def run_counts(db: Any, run_ids: list[int]) -> dict[int, int]:
-    """How many checks each of *run_ids* kept (0: its history was dropped)."""
-    return {run: db.execute(db.sql.run_check_count, (run,)).fetchone()[0] for run in run_ids}
-
-
-def page_checks(db: Any, page_ids: list[int]) -> dict[int, list[list[Any]]]:
-    """Each page's kept checks, oldest first: ``[run, at, status, outcome, kind]``."""
-    found: dict[int, list[list[Any]]] = {page: [] for page in page_ids}
-    for row in db.execute(db.sql.page_checks, (json.dumps(page_ids),)):
-        found[row[0]].append([row[1], row[2], row[3], row[4], row[5]])
-    return found

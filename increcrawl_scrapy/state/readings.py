@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.schedule import token_plan
+from increcrawl_scrapy.state import spending
 from increcrawl_scrapy.state.backend import serialized
-from increcrawl_scrapy.state.refingerprint import read_setting, write_setting
+from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.state.backend import Backend
@@ -30,12 +31,12 @@ class StoreReadings:
     @serialized
     def token_figures(self, at: float, reset_day: int, budget: int) -> token_plan.TokenFigures:
         """The tokens of the state's runs this week and this plan month."""
-        return token_plan.read_figures(self.database, at, reset_day, budget)
+        return spending.token_figures(self.database, at, reset_day, budget)
 
     @serialized
     def month_share(self, at: float, reset_day: int, budget: int) -> token_plan.MonthShare:
         """A run's share of INCRECRAWL_MONTHLY_TOKENS (``token_plan.py``)."""
-        return token_plan.read_share(self.database, at, reset_day, budget)
+        return spending.month_share(self.database, at, reset_day, budget)
 
     @serialized
     def remembered(self, name: str) -> str | None:

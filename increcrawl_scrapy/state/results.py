@@ -41,7 +41,7 @@ from increcrawl_scrapy.state.loads import CACHE, RowLoads
 from increcrawl_scrapy.state.memories import Memories
 from increcrawl_scrapy.state.pages import page_of
 from increcrawl_scrapy.state.postgres.leases import Lease
-from increcrawl_scrapy.state.refingerprint import taken_another_way
+from increcrawl_scrapy.state.upkeep import taken_another_way
 from increcrawl_scrapy.state.writes import Batch, Writer
 from increcrawl_scrapy.urls import host_of
 

@@ -94,8 +94,8 @@ class ResultStatements(Protocol):
 
 
 class UpkeepStatements(Protocol):
-    """Settings, re-keying (``rekey.py``), fingerprints taken again
-    (``refingerprint.py``), the operator's edits (``edits.py``, by target), and what
+    """Settings, re-keying and fingerprints taken again (``upkeep.py``),
+    the operator's edits (``edits.py``, by target), and what
     the store and the commands report."""
 
     read_setting: str
@@ -155,7 +155,7 @@ class UpkeepStatements(Protocol):
 
 class HistoryStatements(Protocol):
     """What each run fetched (``history.py``) and what the report reads of it
-    (``commands/report_changes.py``)."""
+    (``reports.py``)."""
 
     record_check: str  # of the page keyed by the last parameter, by its id
     set_run_statuses: str

@@ -1,9 +1,9 @@
-"""``StateStore``: the per-URL crawl state in one SQLite file, behind one small
-interface (the one a second backend implements; see docs/architecture.md).
+"""``StateStore``: the per-URL crawl state (a SQLite file or a PostgreSQL server),
+the crawl's one door into it: nothing outside ``state/`` reaches its parts.
 
 The parts below it each own one concern: ``database`` (opening, identity,
-migrations, transactions), ``lock`` (one crawl per file), ``rekey`` (keys under
-changed normalization settings), ``runs`` (a run and its discovery), ``queue``
+migrations, transactions), ``lock`` (one crawl per file), ``upkeep`` (keys and
+fingerprints under changed settings), ``runs`` (a run and its discovery), ``queue``
 (the change queue and buffered results). Time comes from an injected clock so
 tests and the simulator can move it. Thread-safe: every public method holds the
 store's mutex, so discovery can run in a worker thread while the reactor records.
@@ -35,11 +35,15 @@ from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
 from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
 from increcrawl_scrapy.state.readings import StoreReadings
-from increcrawl_scrapy.state.refingerprint import check_content_scheme, check_volatile_rules
-from increcrawl_scrapy.state.rekey import check_normalization, stored_normalize
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
 from increcrawl_scrapy.state.sqlite.database import Database
+from increcrawl_scrapy.state.upkeep import (
+    check_content_scheme,
+    check_normalization,
+    check_volatile_rules,
+    stored_normalize,
+)
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
 
 
 class StateStore(OperatorEdits, StoreReadings):
-    """SQLite state for one database file."""
+    """The crawl state at one location (a file's path or a DSN)."""
 
     def __init__(
         self,
@@ -362,6 +366,30 @@ class StateStore(OperatorEdits, StoreReadings):
         with self.database.mutex:  # the leases of pages in flight, renewed with the beat
             held = dict(claims.tokens)
         return claims.beat(seed, ttl, held)
+
+    # -- the crawl's end ------------------------------------------------------
+
+    def write_first(self, before_write: Callable[[], None]) -> None:
+        """Have *before_write* run before each write of results (a crawl's feeds)."""
+        self.results.before_write = before_write
+
+    def hand_off(self) -> None:
+        """The crawl is over: last feeds flushed here, pending results written."""
+        self.results.hand_off()
+
+    def abandon(self) -> int:
+        """Drop the results not written yet (the file still locked): how many."""
+        return self.results.abandon()
+
+    @property
+    def leases_lost(self) -> int:
+        """Results not written because their lease had gone to another crawl."""
+        return self.results.leases_lost
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.database.closed
 
     def close(self) -> None:
         """Flush and close; safe to call twice. Held results are not written."""

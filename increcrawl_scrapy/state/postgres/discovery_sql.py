@@ -181,7 +181,7 @@ class DiscoverySQL:
         "SELECT host, count(*) FROM pages WHERE seed = %s "
         "AND host IN (SELECT jsonb_array_elements_text(%s::jsonb)) GROUP BY host"
     )
-    host_verdicts = "SELECT host, verdict FROM hosts"
+    # host_verdicts: shared_sql.py
     clear_waves = "DELETE FROM pg_temp.waves"
     add_wave = "INSERT INTO pg_temp.waves VALUES (%s, %s)"
     clear_deaf = "DELETE FROM pg_temp.deaf"

@@ -1,5 +1,5 @@
 """PostgreSQL's statements of what each run fetched (``history.py``) and of what
-the report reads of it (``commands/report_changes.py``), by the names of
+the report reads of it (``reports.py``), by the names of
 ``state/statements.py``."""
 
 from __future__ import annotations

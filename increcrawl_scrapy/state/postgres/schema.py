@@ -114,7 +114,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             )
             """,
     ),
-    # 2: leases (state/leases.py): which worker fetches a due page, until when, under
+    # 2: leases (state/postgres/leases.py): which worker fetches a due page, until when, under
     # which fencing token. Not part of a state's copy: they expire.
     (
         """
@@ -129,7 +129,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE SEQUENCE lease_tokens",
     ),
-    # 3: the crawls working on the state (state/workers.py): politeness and the
+    # 3: the crawls working on the state (state/postgres/workers.py): politeness and the
     # plan's concurrency are shared out among the live ones.
     (
         """

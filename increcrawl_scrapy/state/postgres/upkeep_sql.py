@@ -57,21 +57,15 @@ class UpkeepSQL:
         "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
     )
 
-    # -- rekey.py: every row keyed again, kept texts moving with their rows ----
-    rekey_table = "CREATE TEMP TABLE IF NOT EXISTS rekey (id INTEGER PRIMARY KEY, new_key TEXT)"
+    # -- upkeep.py: every row keyed again, kept texts moving with their rows ---
+    # rekey_table: shared_sql.py
     clear_rekey = "DELETE FROM pg_temp.rekey"
-    all_keys = "SELECT id, normalized_url, url FROM pages"
+    # all_keys: shared_sql.py
     add_rekey = "INSERT INTO pg_temp.rekey VALUES (%s, %s)"
     rekey_index = "CREATE INDEX IF NOT EXISTS rekey_new ON rekey (new_key)"
     merge_collisions = _MERGE_COLLISIONS
-    drop_orphan_contents = (
-        "DELETE FROM contents WHERE NOT EXISTS "
-        "(SELECT 1 FROM pages AS p WHERE p.normalized_url = contents.normalized_url)"
-    )
-    # ...and so do their checks (the report's history), kept by the row's id.
-    drop_orphan_checks = (
-        "DELETE FROM checks WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.id = checks.page)"
-    )
+    # drop_orphan_contents: shared_sql.py
+    # drop_orphan_checks: shared_sql.py
     # Through a key no row has (chr(1) and the id: text holds no NUL), so that
     # swaps never collide.
     park_contents = (
@@ -94,12 +88,8 @@ class UpkeepSQL:
     )
     drop_rekey = "DROP TABLE pg_temp.rekey"
 
-    # -- refingerprint.py ----------------------------------------------------
-    kept_fingerprints = (
-        "SELECT c.normalized_url, c.text, p.content_hash FROM contents AS c "
-        "JOIN pages AS p ON p.normalized_url = c.normalized_url "
-        "WHERE p.content_hash IS NOT NULL"
-    )
+    # -- upkeep.py, fingerprints taken again ---------------------------------
+    # kept_fingerprints: shared_sql.py
     set_fingerprint = "UPDATE pages SET content_hash = %s WHERE normalized_url = %s"
     mark_old = _MARK_OLD
     mark_old_without_content = (
@@ -153,7 +143,7 @@ class UpkeepSQL:
     )
     unannounced_count = f"SELECT count(*) {_UNANNOUNCED}"
     unannounced_urls = f"SELECT url {_UNANNOUNCED} ORDER BY url LIMIT %s"
-    all_runs = "SELECT * FROM runs ORDER BY id"
+    # all_runs: shared_sql.py
     seed_runs = "SELECT * FROM runs WHERE seed = %s ORDER BY id"
     # A session advisory lock: gone with a dead worker's connection.
     discovery_lock: str | None = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
@@ -166,8 +156,8 @@ class UpkeepSQL:
         )
         return "SELECT count(*) FROM pages" + (" WHERE " + " AND ".join(clauses) if clauses else "")
 
-    # -- the commands' reports (commands/state.py, report.py, pages.py) ----------
-    seeds = "SELECT DISTINCT seed FROM pages ORDER BY seed"
+    # -- the commands' reports, read by reports.StateReader -----------------------
+    # seeds: shared_sql.py
     status_counts = f"SELECT count(*) AS pages, {_COUNTED} FROM pages WHERE seed = %(seed)s"
     fetched_intervals = (
         "SELECT interval_s FROM pages WHERE seed = %s AND gone = 0 AND last_fetched IS NOT NULL"

@@ -183,7 +183,7 @@ class DiscoverySQL:
         "SELECT host, count(*) FROM pages WHERE seed = ? "
         "AND host IN (SELECT value FROM json_each(?)) GROUP BY host"
     )
-    host_verdicts = "SELECT host, verdict FROM hosts"
+    # host_verdicts: shared_sql.py
     clear_waves = "DELETE FROM temp.waves"
     add_wave = "INSERT INTO temp.waves VALUES (?, ?)"
     clear_deaf = "DELETE FROM temp.deaf"

@@ -1,0 +1,194 @@
+"""The state kept true to the settings it is read under: when they change, the
+rows follow, so no URL is split across two rows and no page is reported changed
+for how it is fingerprinted.
+
+Keys are normalized URLs: when the normalization settings change, rows are re-keyed
+under the new rules (``check_normalization``). When the volatile rules change, stored
+fingerprints are taken again from kept content (``INCRECRAWL_KEEP_CONTENT``;
+``check_volatile_rules``). When how a page's text is taken changes (main content,
+selector, the converters' versions), kept contents are of the old text too
+(``check_content_scheme``). Where there is no text to take a fingerprint from, a new
+baseline starts: each page's next fetch takes its new fingerprint silently
+(``Results.record``; an edit made between the last fetch before and the first after
+is taken as the baseline). What the state was made under is kept in its table
+``settings`` (``read_setting``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from increcrawl_scrapy.schedule.rows import ITEM_MARK, PageState, RekeyResult
+from increcrawl_scrapy.state.backend import Backend, Session
+from increcrawl_scrapy.state.contents import unpack
+
+logger = logging.getLogger(__name__)
+
+# -- keys under changed normalization settings ---------------------------------
+
+
+def stored_normalize(
+    database: Session, rules: object, normalize: Callable[[str], str]
+) -> Callable[[str], str]:
+    """How the stored keys were made: ``normalize_url`` under the stored settings, if
+    they were recorded under these *rules* (``urls.RULES_VERSION``), else *normalize*.
+    The operator's commands key URLs by it, never re-keying the state with their own
+    shell's settings (a crawl does that, with its project's)."""
+    from increcrawl_scrapy.urls import normalize_url
+
+    row = database.execute(database.sql.read_setting, ("normalization",)).fetchone()
+    stored = json.loads(row["value"]) if row is not None else {}
+    if stored.pop("rules", None) != rules:
+        return normalize
+    options: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()}
+    return functools.partial(normalize_url, **options)
+
+
+def check_normalization(
+    database: Backend, settings: Mapping[str, Any], normalize: Callable[[str], str]
+) -> RekeyResult:
+    """Store *settings*; if the stored ones differ, re-key every row first (one
+    transaction). A database that never recorded them takes them as they are."""
+    wanted = json.dumps(dict(settings), sort_keys=True)
+    row = database.execute(database.sql.read_setting, ("normalization",)).fetchone()
+    if row is not None and row["value"] == wanted:
+        return RekeyResult(0, 0)
+    with database.transaction() as db:
+        result = RekeyResult(0, 0) if row is None else _rekey(db, normalize)
+        db.execute(db.sql.write_setting, ("normalization", wanted))
+    if result.rekeyed:
+        logger.warning(
+            "URL normalization settings changed (%s): %d rows re-keyed, %d merged "
+            "into the row of the same URL under the new rules",
+            wanted,
+            result.rekeyed,
+            result.merged,
+        )
+    return result
+
+
+def _rekey(db: Session, normalize: Callable[[str], str]) -> RekeyResult:
+    """Re-key every row with *normalize*; where two rows meet, the one fetched (then
+    seen) most recently stays. Kept texts move with their rows (those of rows merged
+    away go with them)."""
+    sql = db.sql
+    db.execute(sql.rekey_table)
+    db.execute(sql.clear_rekey)
+    moving: list[tuple[int, str]] = []
+    for row_id, key, url in db.execute(sql.all_keys).fetchall():
+        try:
+            new_key = normalize(url)
+        except ValueError:
+            continue  # not a URL under the new rules either: keep its key
+        mark = key.find(ITEM_MARK)
+        if mark >= 0:  # an item row: its page's key moves, the item's own part stays
+            new_key += key[mark:]
+        if new_key != key:
+            moving.append((row_id, new_key))
+    db.executemany(sql.add_rekey, moving)
+    db.execute(sql.rekey_index)
+    merged = db.execute(sql.merge_collisions).rowcount
+    # Texts and checks of the rows merged away go; those of moving rows take the
+    # rows' way (checks by id, which stays).
+    db.execute(sql.drop_orphan_contents)
+    db.execute(sql.drop_orphan_checks)
+    # Through a key no row has, so that swaps never collide on the way.
+    for statement in (sql.park_contents, sql.park_pages, sql.rekey_pages, sql.rekey_contents):
+        db.execute(statement)
+    db.execute(sql.drop_rekey)
+    return RekeyResult(rekeyed=len(moving), merged=max(0, merged))
+
+
+# -- fingerprints under changed volatile rules or text -------------------------
+
+_BATCH = 1_000
+
+
+def rules_digest(patterns: tuple[str, ...]) -> str:
+    return hashlib.sha256(json.dumps(patterns).encode("utf-8")).hexdigest()
+
+
+def check_volatile_rules(
+    database: Backend,
+    patterns: tuple[str, ...],
+    fingerprint: Callable[[str], str],
+) -> int:
+    """Store the digest of *patterns* (every rule in force, defaults included); if the
+    stored one differs, fingerprint each kept text again. Returns the rows updated."""
+    wanted = rules_digest(patterns)
+    row = database.execute(database.sql.read_setting, ("volatile_rules",)).fetchone()
+    if row is not None and row["value"] == wanted:
+        return 0
+    updated = 0
+    with database.transaction() as db:
+        if row is not None:
+            kept = db.execute(db.sql.kept_fingerprints)
+            while batch := kept.fetchmany(_BATCH):
+                changes = []
+                for key, blob, stored in batch:
+                    text = unpack(blob)
+                    digest = fingerprint(text) if text is not None else stored
+                    if digest != stored:
+                        changes.append((digest, key))
+                db.executemany(db.sql.set_fingerprint, changes)
+                updated += len(changes)
+            # Pages without kept content: their next fetch takes the new fingerprint.
+            _mark_old(db, db.sql.mark_old_without_content)
+        write_setting(db, "volatile_rules", wanted)
+    if row is not None:
+        logger.info(
+            "The volatile rules changed: %d fingerprints taken again from kept content, "
+            "the others at their next fetch",
+            updated,
+        )
+    return updated
+
+
+#: Marks a fingerprint taken another way than today's: the page's next fetch with
+#: content takes its new one without reporting a change (``Results.record``).
+OLD = "old:"
+
+
+def taken_another_way(page: PageState | None) -> bool:
+    """Whether *page*'s stored fingerprint is marked old (its next one is a baseline)."""
+    return page is not None and (page.content_hash or "").startswith(OLD)
+
+
+def check_content_scheme(database: Backend, scheme: str) -> None:
+    """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
+    state's fingerprints were taken another way, mark them all as old. Kept contents
+    cannot give new ones: they are of the old text too."""
+    stored = read_setting(database, "content_scheme")
+    if stored == scheme:
+        return
+    with database.transaction() as db:
+        marked = _mark_old(db, db.sql.mark_old)
+        write_setting(db, "content_scheme", scheme)
+    if marked:
+        logger.info(
+            "Pages' text is now taken another way (%s): each page's next fetch takes "
+            "a new fingerprint without reporting a change (%d pages)",
+            scheme,
+            marked,
+        )
+
+
+def _mark_old(db: Session, statement: str) -> int:
+    """Fingerprints marked with ``OLD`` by *statement* (``mark_old...``): how many."""
+    return max(db.execute(statement).rowcount or 0, 0)
+
+
+def read_setting(database: Session, name: str) -> str | None:
+    """A value of table ``settings`` (what the state was made under, what a crawl
+    keeps for the next), or None."""
+    row = database.execute(database.sql.read_setting, (name,)).fetchone()
+    return None if row is None else str(row["value"])
+
+
+def write_setting(db: Session, name: str, value: str) -> None:
+    db.execute(db.sql.write_setting, (name, value))

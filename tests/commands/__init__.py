@@ -1,0 +1,1 @@
+"""The operator's commands (scrapy increcrawl ...) run as an operator runs them."""

@@ -1,0 +1,2 @@
+"""Content: a page's kind, main text and fingerprint, also through whole crawls of
+real generators' sites."""

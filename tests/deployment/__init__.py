@@ -1,0 +1,1 @@
+"""Deployment: Scrapyd (one node and a cluster) and nginx as a real origin."""

@@ -1,0 +1,1 @@
+"""The Geonode fetcher through whole crawls: batches, faults, concurrency, hybrid fetching."""
