@@ -29,7 +29,8 @@ class Addon:
         from increcrawl_scrapy.skip_not_due import PRIORITY as SKIP_PRIORITY
         from increcrawl_scrapy.skip_not_due import SkipNotDueMiddleware
 
-        # Validates every setting now, so a bad value stops the crawl before it starts.
+        # Validates every setting now, so a bad value stops the crawl before it starts
+        # (no crawler here yet to ask config_for: the settings are still being built).
         if IncrecrawlConfig.from_settings(settings).uses_geonode:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", GeonodeExtractMiddleware, MIDDLEWARE_PRIORITY

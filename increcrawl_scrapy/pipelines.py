@@ -11,7 +11,7 @@ from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl.delivery import Delivery
@@ -49,7 +49,7 @@ class IncrementalStatePipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)  # patterns checked
+        self.config = config_for(crawler)  # patterns checked
         self.store: StateStore | None = None
         self.state: CrawlState | None = None  # the crawl's, once open
         self.delivery: Delivery | None = None

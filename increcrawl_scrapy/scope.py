@@ -176,6 +176,14 @@ class Scope:
         return self.covers(host) or site_of(host) == site_of(self.host)
 
 
+def is_incremental(spider: object) -> bool:
+    """Whether *spider* is the incremental spider (or a subclass): it alone carries a
+    page scope, ``increcrawl_scope``, and queues its own due pages; an embedding
+    project's spiders do not. Here, on the ground floor, so that whatever runs in
+    any crawl (``crawl/``, the middlewares) can ask without importing the spider."""
+    return getattr(spider, "increcrawl_scope", None) is not None
+
+
 def redirect_location(request_url: str, header: bytes) -> str:
     """The absolute URL a ``Location`` header sends to, read as Scrapy's
     RedirectMiddleware reads it."""

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
 
@@ -58,13 +59,13 @@ class SkipNotDueMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.config = config_for(crawler)
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
 
     def _active(self) -> bool:
         spider = self.crawler.spider
-        if spider is None or hasattr(spider, "increcrawl_scope"):
+        if spider is None or is_incremental(spider):
             return False  # the incremental spider has its own queue
         return bool(getattr(spider, "increcrawl_skip_not_due", self.config.skip_not_due))
 

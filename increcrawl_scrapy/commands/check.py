@@ -7,14 +7,13 @@ import argparse
 import requests
 from scrapy.settings import BaseSettings
 
-from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig, redact
+from increcrawl_scrapy.commands.opening import config_of
+from increcrawl_scrapy.config import redact
 
 
 def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
-    try:
-        config = IncrecrawlConfig.from_settings(settings)
-    except ConfigError as exc:
-        print(f"Bad setting: {exc}")
+    config = config_of(settings)
+    if config is None:  # told
         return 2
     if not config.api_key:
         print("No GEONODE_API_KEY (setting or environment variable): crawls fetch pages directly.")

@@ -19,7 +19,8 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.commands.opening import read_config
+from increcrawl_scrapy.config import ConfigError
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class Command(ScrapyCrawl):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         try:
-            config = IncrecrawlConfig.from_settings(self.settings)
+            config = read_config(self.settings)
             if args:
                 self._check_arguments(args[0], opts.spargs)
             # Opened (and migrated) once up front: the crawl opens it again for good.

@@ -15,9 +15,16 @@ from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
 from increcrawl_scrapy.state import StateError, StateReader, driver_errors, is_postgres
 
 
+def read_config(settings: BaseSettings) -> IncrecrawlConfig:
+    """The commands' settings object (settings, no crawler: built here, the one place a
+    command builds it); ConfigError names a bad setting."""
+    return IncrecrawlConfig.from_settings(settings)
+
+
 def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
+    """The same, or None once a bad setting is told."""
     try:
-        return IncrecrawlConfig.from_settings(settings)
+        return read_config(settings)
     except ConfigError as exc:
         print(f"Bad setting: {exc}")
         return None

@@ -1,16 +1,18 @@
-"""Every increcrawl setting: its name, default and validation, in one place (typed
-reads and ConfigError in ``setting_reads.py``).
+"""Every increcrawl setting, declared once: its field, name, default and how it is read
+and validated (typed reads and ConfigError in ``reads.py``).
 
-Components call :meth:`IncrecrawlConfig.from_settings` once and read typed
-attributes afterwards; nothing else calls ``settings.get*`` for these names.
+A crawl's components ask :func:`config_for` for the crawler's one
+:class:`IncrecrawlConfig` and read typed attributes; nothing else calls
+``settings.get*`` for these names. ``DEFAULTS`` is derived from the fields.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy.settings import BaseSettings
 
@@ -22,6 +24,9 @@ from increcrawl_scrapy.config.reads import (
     compile_user_pattern,
 )
 
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
     "gclid",
@@ -31,145 +36,179 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "mc_eid",
 )
 
-#: Setting name -> default. ``settings.py`` and the add-on read from here.
-DEFAULTS: dict[str, Any] = {
-    "GEONODE_API_KEY": None,
-    "GEONODE_API_URL": "https://scraper.geonode.io",
-    "GEONODE_CONCURRENCY": 2,
-    "GEONODE_RENDER_JS": False,
-    "GEONODE_FORMATS": None,  # by spider: markdown for `incremental`, HTML for others
-    "GEONODE_TIMEOUT_MS": 60_000,
-    "GEONODE_MAX_RETRIES": 5,
-    "GEONODE_BATCH_MIN_URLS": 50,
-    "GEONODE_BATCH_POLL_INTERVAL": 10.0,
-    "GEONODE_BATCH_TIMEOUT": 3_600.0,
-    "GEONODE_BACKOFF_BASE": 0.5,
-    "GEONODE_BACKOFF_MAX": 30.0,
-    "INCRECRAWL_FETCHER": "auto",
-    "INCRECRAWL_HYBRID_RETRY": 7 * 86_400.0,  # hybrid: a host not probed is probed again
-    "INCRECRAWL_DB": "crawl_state.sqlite",
-    "INCRECRAWL_DB_LOCK_TIMEOUT": 10.0,
-    "INCRECRAWL_LEASE_SECONDS": 600.0,  # PostgreSQL: a worker's hold on the pages it fetches
-    "INCRECRAWL_MIN_INTERVAL": 3_600.0,
-    "INCRECRAWL_MAX_INTERVAL": 30 * 86_400.0,
-    "INCRECRAWL_DEFAULT_INTERVAL": 86_400.0,
-    "INCRECRAWL_CHANGE_FACTOR": 0.5,
-    "INCRECRAWL_NOCHANGE_FACTOR": 1.5,
-    "INCRECRAWL_MISSING_RUNS": 3,
-    "INCRECRAWL_MAX_FETCHES": 0,
-    "INCRECRAWL_BUDGET_ORDER": "change",
-    "INCRECRAWL_MAX_TOKENS": 0,
-    "INCRECRAWL_MONTHLY_TOKENS": 0,
-    "INCRECRAWL_TOKENS_RESET_DAY": 1,
-    "INCRECRAWL_MAX_ERROR_RATIO": 0.5,
-    "INCRECRAWL_PROGRESS_INTERVAL": 60.0,
-    "INCRECRAWL_TRACKING_PARAMS": DEFAULT_TRACKING_PARAMS,
-    "INCRECRAWL_STRIP_TRAILING_SLASH": True,
-    "INCRECRAWL_VOLATILE_PATTERNS": (),
-    "INCRECRAWL_REVIVE_GONE": False,
-    "INCRECRAWL_EXPORT": "changes",
-    "INCRECRAWL_KEEP_CONTENT": False,
-    "INCRECRAWL_HISTORY_RUNS": 100,  # runs of a seed whose checks the report shows
-    "INCRECRAWL_MAIN_CONTENT": True,  # the page's own content, not the site's template
-    "INCRECRAWL_CONTENT_SELECTOR": None,  # CSS or XPath of the site's main element
-    "INCRECRAWL_MAX_PAGE_BYTES": 10 * 1024 * 1024,  # decompressed
-    "INCRECRAWL_SKIP_NOT_DUE": False,
-    "INCRECRAWL_FLUSH_ITEMS": 100,
-    "INCRECRAWL_FLUSH_SECONDS": 5.0,
-    "INCRECRAWL_SITEMAP_MAX_BYTES": 50 * 1024 * 1024,
-    "INCRECRAWL_SITEMAP_MAX_DEPTH": 5,
-    "INCRECRAWL_INCLUDE_SUBDOMAINS": False,
-    "INCRECRAWL_ALLOW": (),
-    "INCRECRAWL_DENY": (),
-    "INCRECRAWL_SITEMAP_FOLLOW": (),
-    "INCRECRAWL_SITEMAP_ALTERNATES": False,
-    "INCRECRAWL_URL_FIELD": "url",
-    "INCRECRAWL_CONTENT_FIELD": None,  # the whole item (the incremental spider: markdown)
-    "INCRECRAWL_VOLATILE_FIELDS": (),
-    "INCRECRAWL_ITEM_KEY": (),
-    "INCRECRAWL_CLOCK": None,
-    "INCRECRAWL_POLICY": "learned",
-    "INCRECRAWL_TARGET_CHANGE_PROBABILITY": 0.1,
-    "INCRECRAWL_STABLE_MAX_INTERVAL": 180 * 86_400.0,
-    "INCRECRAWL_TRUSTED_MAX_INTERVAL": 730 * 86_400.0,
-    "INCRECRAWL_LASTMOD_MIN_EVIDENCE": 20,
-    "INCRECRAWL_LASTMOD_WAVE_SHARE": 0.5,
-    "INCRECRAWL_LASTMOD_SAMPLE": 0.0005,
-}
-
 logger = logging.getLogger(__name__)
 
 FETCHERS = ("auto", "geonode", "direct", "hybrid")
 POLICIES = ("learned", "adaptive")
 BUDGET_ORDERS = ("change", "oldest")
 EXPORTS = ("changes", "all")
+_DAY = 86_400.0
+
+#: How a field's value is read: ``read(reader, setting name)``, raising ConfigError.
+Read = Callable[[Reader, str], Any]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name, its default and how its field reads it."""
+
+    name: str
+    default: Any
+    read: Read
+
+
+def setting(name: str, default: Any, read: Read) -> Any:
+    """A field read from the setting *name* (*default* when the setting is unset)."""
+    return field(metadata={"setting": Setting(name, default, read)})
+
+
+def unset_as(other: str) -> Any:
+    """A field that says whether the setting of the field *other* is unset."""
+    return field(metadata={"unset": other})
+
+
+def number(kind: type, **bounds: float) -> Read:
+    return lambda read, name: read.number(name, kind, **bounds)
+
+
+def choice(*allowed: str) -> Read:
+    return lambda read, name: read.choice(name, allowed)
+
+
+def strings(check: Callable[[str, str], None] | None = None, *, commas: bool = True) -> Read:
+    return lambda read, name: read.strings(name, check=check, comma_separated=commas)
+
+
+def patterns(read: Reader, name: str) -> tuple[str, ...]:
+    """Regular expressions, one a string (a pattern's commas are its own)."""
+    return read.strings(name, check=check_regex, comma_separated=False)
+
+
+def unless_none(read_value: Read) -> Read:
+    """None when the setting is None (unset), else *read_value*'s."""
+    return lambda read, name: None if read.raw(name) is None else read_value(read, name)
+
+
+def unless_blank(read_value: Read) -> Read:
+    """None when the setting is empty or None, else *read_value*'s."""
+    return lambda read, name: read_value(read, name) if read.raw(name) else None
+
+
+def _api_url(read: Reader, name: str) -> str:
+    # As the key: the setting, else the environment, so an exported GEONODE_API_URL
+    # is never silently ignored.
+    return (read.text_or_env(name) or read.defaults[name]).rstrip("/")
+
+
+def _selector(read: Reader, name: str) -> str | None:
+    return (read.raw(name) or "").strip() or None
 
 
 @dataclass(frozen=True)
 class IncrecrawlConfig:
-    api_key: str | None
-    api_url: str
-    concurrency: int
-    concurrency_from_plan: bool  # GEONODE_CONCURRENCY unset: read from the plan
-    render_js: bool
-    formats: tuple[str, ...] | None  # None: by spider (payload.formats_for)
-    timeout_ms: int
-    max_retries: int
-    batch_min_urls: int
-    batch_poll_interval: float
-    batch_timeout: float
-    backoff_base: float
-    backoff_max: float
-    fetcher: str
-    hybrid_retry: float
-    db_path: str
-    db_lock_timeout: float
-    lease_seconds: float
-    min_interval: float
-    max_interval: float
-    default_interval: float
-    change_factor: float
-    nochange_factor: float
-    missing_runs: int
-    max_fetches: int
-    budget_order: str
-    max_tokens: int
-    monthly_tokens: int
-    tokens_reset_day: int
-    max_error_ratio: float
-    progress_interval: float
-    tracking_params: tuple[str, ...]
-    strip_trailing_slash: bool
-    volatile_patterns: tuple[str, ...]
-    revive_gone: bool
-    export: str
-    keep_content: bool
-    history_runs: int
-    main_content: bool
-    content_selector: str | None
-    max_page_bytes: int
-    skip_not_due: bool
-    flush_items: int
-    flush_seconds: float
-    sitemap_max_bytes: int
-    sitemap_max_depth: int
-    include_subdomains: bool
-    allow: tuple[str, ...]
-    deny: tuple[str, ...]
-    sitemap_follow: tuple[str, ...]
-    sitemap_alternates: bool
-    url_field: str
-    content_field: str | None
-    volatile_fields: tuple[str, ...]
-    item_key: tuple[str, ...]
-    clock: Callable[[], float]
-    policy: str
-    target_change_probability: float
-    stable_max_interval: float
-    trusted_max_interval: float
-    lastmod_min_evidence: int
-    lastmod_wave_share: float
-    lastmod_sample: float
+    api_key: str | None = setting("GEONODE_API_KEY", None, lambda r, n: r.text_or_env(n) or None)
+    api_url: str = setting("GEONODE_API_URL", "https://scraper.geonode.io", _api_url)
+    concurrency: int = setting("GEONODE_CONCURRENCY", 2, number(int, minimum=1))
+    concurrency_from_plan: bool = unset_as("concurrency")  # unset: read from the plan
+    render_js: bool = setting("GEONODE_RENDER_JS", False, Reader.flag)
+    # None: by spider, markdown for `incremental`, HTML for others (payload.formats_for)
+    formats: tuple[str, ...] | None = setting(
+        "GEONODE_FORMATS", None, unless_none(strings(check_format))
+    )
+    timeout_ms: int = setting("GEONODE_TIMEOUT_MS", 60_000, number(int, minimum=1000))
+    max_retries: int = setting("GEONODE_MAX_RETRIES", 5, number(int, minimum=0))
+    batch_min_urls: int = setting("GEONODE_BATCH_MIN_URLS", 50, number(int, minimum=1))
+    batch_poll_interval: float = setting(
+        "GEONODE_BATCH_POLL_INTERVAL", 10.0, number(float, above=0)
+    )
+    batch_timeout: float = setting("GEONODE_BATCH_TIMEOUT", 3_600.0, number(float, above=0))
+    backoff_base: float = setting("GEONODE_BACKOFF_BASE", 0.5, number(float, minimum=0))
+    backoff_max: float = setting("GEONODE_BACKOFF_MAX", 30.0, number(float, minimum=0))
+    fetcher: str = setting("INCRECRAWL_FETCHER", "auto", choice(*FETCHERS))
+    # hybrid: a host not probed is probed again after this long
+    hybrid_retry: float = setting("INCRECRAWL_HYBRID_RETRY", 7 * _DAY, number(float, above=0))
+    db_path: str = setting("INCRECRAWL_DB", "crawl_state.sqlite", Reader.text)
+    db_lock_timeout: float = setting("INCRECRAWL_DB_LOCK_TIMEOUT", 10.0, number(float, minimum=0))
+    # PostgreSQL: a worker's hold on the pages it fetches
+    lease_seconds: float = setting("INCRECRAWL_LEASE_SECONDS", 600.0, number(float, minimum=1))
+    min_interval: float = setting("INCRECRAWL_MIN_INTERVAL", 3_600.0, number(float, above=0))
+    max_interval: float = setting("INCRECRAWL_MAX_INTERVAL", 30 * _DAY, number(float, above=0))
+    default_interval: float = setting("INCRECRAWL_DEFAULT_INTERVAL", _DAY, number(float, above=0))
+    change_factor: float = setting(
+        "INCRECRAWL_CHANGE_FACTOR", 0.5, number(float, above=0, maximum=1)
+    )
+    nochange_factor: float = setting("INCRECRAWL_NOCHANGE_FACTOR", 1.5, number(float, minimum=1))
+    missing_runs: int = setting("INCRECRAWL_MISSING_RUNS", 3, number(int, minimum=1))
+    max_fetches: int = setting("INCRECRAWL_MAX_FETCHES", 0, number(int, minimum=0))
+    budget_order: str = setting("INCRECRAWL_BUDGET_ORDER", "change", choice(*BUDGET_ORDERS))
+    max_tokens: int = setting("INCRECRAWL_MAX_TOKENS", 0, number(int, minimum=0))
+    monthly_tokens: int = setting("INCRECRAWL_MONTHLY_TOKENS", 0, number(int, minimum=0))
+    tokens_reset_day: int = setting(
+        "INCRECRAWL_TOKENS_RESET_DAY", 1, number(int, minimum=1, maximum=28)
+    )
+    max_error_ratio: float = setting(
+        "INCRECRAWL_MAX_ERROR_RATIO", 0.5, number(float, minimum=0, maximum=1)
+    )
+    progress_interval: float = setting(
+        "INCRECRAWL_PROGRESS_INTERVAL", 60.0, number(float, minimum=0)
+    )
+    tracking_params: tuple[str, ...] = setting(
+        "INCRECRAWL_TRACKING_PARAMS", DEFAULT_TRACKING_PARAMS, strings()
+    )
+    strip_trailing_slash: bool = setting("INCRECRAWL_STRIP_TRAILING_SLASH", True, Reader.flag)
+    volatile_patterns: tuple[str, ...] = setting(
+        "INCRECRAWL_VOLATILE_PATTERNS", (), strings(commas=False)
+    )
+    revive_gone: bool = setting("INCRECRAWL_REVIVE_GONE", False, Reader.flag)  # deprecated
+    export: str = setting("INCRECRAWL_EXPORT", "changes", choice(*EXPORTS))
+    keep_content: bool = setting("INCRECRAWL_KEEP_CONTENT", False, Reader.flag)
+    # runs of a seed whose checks the report shows
+    history_runs: int = setting("INCRECRAWL_HISTORY_RUNS", 100, number(int, minimum=0))
+    # the page's own content, not the site's template
+    main_content: bool = setting("INCRECRAWL_MAIN_CONTENT", True, Reader.flag)
+    # CSS or XPath of the site's main element
+    content_selector: str | None = setting("INCRECRAWL_CONTENT_SELECTOR", None, _selector)
+    max_page_bytes: int = setting(  # decompressed
+        "INCRECRAWL_MAX_PAGE_BYTES", 10 * 1024 * 1024, number(int, minimum=1024)
+    )
+    skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
+    flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
+    flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))
+    sitemap_max_bytes: int = setting(
+        "INCRECRAWL_SITEMAP_MAX_BYTES", 50 * 1024 * 1024, number(int, minimum=1024)
+    )
+    sitemap_max_depth: int = setting("INCRECRAWL_SITEMAP_MAX_DEPTH", 5, number(int, minimum=0))
+    include_subdomains: bool = setting("INCRECRAWL_INCLUDE_SUBDOMAINS", False, Reader.flag)
+    allow: tuple[str, ...] = setting("INCRECRAWL_ALLOW", (), patterns)
+    deny: tuple[str, ...] = setting("INCRECRAWL_DENY", (), patterns)
+    sitemap_follow: tuple[str, ...] = setting("INCRECRAWL_SITEMAP_FOLLOW", (), patterns)
+    sitemap_alternates: bool = setting("INCRECRAWL_SITEMAP_ALTERNATES", False, Reader.flag)
+    url_field: str = setting("INCRECRAWL_URL_FIELD", "url", Reader.text)
+    # None: the whole item (the incremental spider: markdown)
+    content_field: str | None = setting("INCRECRAWL_CONTENT_FIELD", None, unless_blank(Reader.text))
+    volatile_fields: tuple[str, ...] = setting("INCRECRAWL_VOLATILE_FIELDS", (), strings())
+    item_key: tuple[str, ...] = setting("INCRECRAWL_ITEM_KEY", (), strings())
+    # A field(), not a shared default: ruff cannot tell.
+    clock: Callable[[], float] = setting("INCRECRAWL_CLOCK", None, Reader.clock)  # noqa: RUF009
+    policy: str = setting("INCRECRAWL_POLICY", "learned", choice(*POLICIES))
+    target_change_probability: float = setting(
+        "INCRECRAWL_TARGET_CHANGE_PROBABILITY", 0.1, number(float, above=0, maximum=0.99)
+    )
+    stable_max_interval: float = setting(
+        "INCRECRAWL_STABLE_MAX_INTERVAL", 180 * _DAY, number(float, above=0)
+    )
+    trusted_max_interval: float = setting(
+        "INCRECRAWL_TRUSTED_MAX_INTERVAL", 730 * _DAY, number(float, above=0)
+    )
+    lastmod_min_evidence: int = setting(
+        "INCRECRAWL_LASTMOD_MIN_EVIDENCE", 20, number(int, minimum=1)
+    )
+    lastmod_wave_share: float = setting(
+        "INCRECRAWL_LASTMOD_WAVE_SHARE", 0.5, number(float, above=0, maximum=1)
+    )
+    lastmod_sample: float = setting(
+        "INCRECRAWL_LASTMOD_SAMPLE", 0.0005, number(float, minimum=0, maximum=1)
+    )
 
     def __repr__(self) -> str:
         # The key must never reach a log line, even through a debug repr.
@@ -192,87 +231,18 @@ class IncrecrawlConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any]) -> IncrecrawlConfig:
+        """Every field read from *settings*; ConfigError names the first bad one."""
         if not isinstance(settings, BaseSettings):
             settings = BaseSettings(dict(settings))
         read = Reader(settings, DEFAULTS)
-        # The key and the API URL are read the same way: the setting, else the
-        # environment, so an exported GEONODE_API_URL is never silently ignored.
-        api_url = read.text_or_env("GEONODE_API_URL") or DEFAULTS["GEONODE_API_URL"]
-        config = cls(
-            api_key=read.text_or_env("GEONODE_API_KEY") or None,
-            api_url=api_url.rstrip("/"),
-            concurrency=read.number("GEONODE_CONCURRENCY", int, minimum=1),
-            concurrency_from_plan=settings.get("GEONODE_CONCURRENCY") is None,
-            render_js=read.flag("GEONODE_RENDER_JS"),
-            formats=read.strings("GEONODE_FORMATS", check=check_format)
-            if read.raw("GEONODE_FORMATS") is not None
-            else None,
-            timeout_ms=read.number("GEONODE_TIMEOUT_MS", int, minimum=1000),
-            max_retries=read.number("GEONODE_MAX_RETRIES", int, minimum=0),
-            batch_min_urls=read.number("GEONODE_BATCH_MIN_URLS", int, minimum=1),
-            batch_poll_interval=read.number("GEONODE_BATCH_POLL_INTERVAL", float, above=0),
-            batch_timeout=read.number("GEONODE_BATCH_TIMEOUT", float, above=0),
-            backoff_base=read.number("GEONODE_BACKOFF_BASE", float, minimum=0),
-            backoff_max=read.number("GEONODE_BACKOFF_MAX", float, minimum=0),
-            fetcher=read.choice("INCRECRAWL_FETCHER", FETCHERS),
-            hybrid_retry=read.number("INCRECRAWL_HYBRID_RETRY", float, above=0),
-            db_path=read.text("INCRECRAWL_DB"),
-            db_lock_timeout=read.number("INCRECRAWL_DB_LOCK_TIMEOUT", float, minimum=0),
-            lease_seconds=read.number("INCRECRAWL_LEASE_SECONDS", float, minimum=1),
-            min_interval=read.number("INCRECRAWL_MIN_INTERVAL", float, above=0),
-            max_interval=read.number("INCRECRAWL_MAX_INTERVAL", float, above=0),
-            default_interval=read.number("INCRECRAWL_DEFAULT_INTERVAL", float, above=0),
-            change_factor=read.number("INCRECRAWL_CHANGE_FACTOR", float, above=0, maximum=1),
-            nochange_factor=read.number("INCRECRAWL_NOCHANGE_FACTOR", float, minimum=1),
-            missing_runs=read.number("INCRECRAWL_MISSING_RUNS", int, minimum=1),
-            max_fetches=read.number("INCRECRAWL_MAX_FETCHES", int, minimum=0),
-            budget_order=read.choice("INCRECRAWL_BUDGET_ORDER", BUDGET_ORDERS),
-            max_tokens=read.number("INCRECRAWL_MAX_TOKENS", int, minimum=0),
-            monthly_tokens=read.number("INCRECRAWL_MONTHLY_TOKENS", int, minimum=0),
-            tokens_reset_day=read.number("INCRECRAWL_TOKENS_RESET_DAY", int, minimum=1, maximum=28),
-            max_error_ratio=read.number("INCRECRAWL_MAX_ERROR_RATIO", float, minimum=0, maximum=1),
-            progress_interval=read.number("INCRECRAWL_PROGRESS_INTERVAL", float, minimum=0),
-            tracking_params=read.strings("INCRECRAWL_TRACKING_PARAMS"),
-            strip_trailing_slash=read.flag("INCRECRAWL_STRIP_TRAILING_SLASH"),
-            volatile_patterns=read.strings("INCRECRAWL_VOLATILE_PATTERNS", comma_separated=False),
-            revive_gone=read.flag("INCRECRAWL_REVIVE_GONE"),
-            export=read.choice("INCRECRAWL_EXPORT", EXPORTS),
-            keep_content=read.flag("INCRECRAWL_KEEP_CONTENT"),
-            history_runs=read.number("INCRECRAWL_HISTORY_RUNS", int, minimum=0),
-            main_content=read.flag("INCRECRAWL_MAIN_CONTENT"),
-            content_selector=(read.raw("INCRECRAWL_CONTENT_SELECTOR") or "").strip() or None,
-            max_page_bytes=read.number("INCRECRAWL_MAX_PAGE_BYTES", int, minimum=1024),
-            skip_not_due=read.flag("INCRECRAWL_SKIP_NOT_DUE"),
-            flush_items=read.number("INCRECRAWL_FLUSH_ITEMS", int, minimum=1),
-            flush_seconds=read.number("INCRECRAWL_FLUSH_SECONDS", float, above=0),
-            sitemap_max_bytes=read.number("INCRECRAWL_SITEMAP_MAX_BYTES", int, minimum=1024),
-            sitemap_max_depth=read.number("INCRECRAWL_SITEMAP_MAX_DEPTH", int, minimum=0),
-            include_subdomains=read.flag("INCRECRAWL_INCLUDE_SUBDOMAINS"),
-            allow=read.strings("INCRECRAWL_ALLOW", check=check_regex, comma_separated=False),
-            deny=read.strings("INCRECRAWL_DENY", check=check_regex, comma_separated=False),
-            sitemap_follow=read.strings(
-                "INCRECRAWL_SITEMAP_FOLLOW", check=check_regex, comma_separated=False
-            ),
-            sitemap_alternates=read.flag("INCRECRAWL_SITEMAP_ALTERNATES"),
-            url_field=read.text("INCRECRAWL_URL_FIELD"),
-            content_field=read.text("INCRECRAWL_CONTENT_FIELD")
-            if read.raw("INCRECRAWL_CONTENT_FIELD")
-            else None,
-            volatile_fields=read.strings("INCRECRAWL_VOLATILE_FIELDS"),
-            item_key=read.strings("INCRECRAWL_ITEM_KEY"),
-            clock=read.clock("INCRECRAWL_CLOCK"),
-            policy=read.choice("INCRECRAWL_POLICY", POLICIES),
-            target_change_probability=read.number(
-                "INCRECRAWL_TARGET_CHANGE_PROBABILITY", float, above=0, maximum=0.99
-            ),
-            stable_max_interval=read.number("INCRECRAWL_STABLE_MAX_INTERVAL", float, above=0),
-            trusted_max_interval=read.number("INCRECRAWL_TRUSTED_MAX_INTERVAL", float, above=0),
-            lastmod_min_evidence=read.number("INCRECRAWL_LASTMOD_MIN_EVIDENCE", int, minimum=1),
-            lastmod_wave_share=read.number(
-                "INCRECRAWL_LASTMOD_WAVE_SHARE", float, above=0, maximum=1
-            ),
-            lastmod_sample=read.number("INCRECRAWL_LASTMOD_SAMPLE", float, minimum=0, maximum=1),
-        )
+        values = {}
+        for each in fields(cls):
+            if "setting" in each.metadata:
+                declared: Setting = each.metadata["setting"]
+                values[each.name] = declared.read(read, declared.name)
+            else:
+                values[each.name] = read.unset(SETTINGS[each.metadata["unset"]].name)
+        config = cls(**values)
         config._check_consistency()
         for pattern in config.volatile_patterns:
             compile_user_pattern(pattern)
@@ -311,6 +281,34 @@ class IncrecrawlConfig:
             )
         if not self.db_path.strip():
             raise ConfigError("INCRECRAWL_DB", self.db_path, "must name a file")
+
+
+#: Field name -> its setting, in the fields' order.
+SETTINGS: dict[str, Setting] = {
+    each.name: each.metadata["setting"]
+    for each in fields(IncrecrawlConfig)
+    if "setting" in each.metadata
+}
+#: Setting name -> default. ``settings.py``, the add-on and the docs read from here.
+DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS.values()}
+
+_CONFIGS: WeakKeyDictionary[Crawler, IncrecrawlConfig] = WeakKeyDictionary()
+
+
+def config_for(crawler: Crawler) -> IncrecrawlConfig:
+    """The crawler's one settings object, shared by every component of the crawl; a
+    bad setting raises ConfigError (at every ask, so each component fails as before).
+
+    Kept once the crawler's settings are frozen. Scrapy creates the spider before
+    the add-ons run and the settings freeze: a spider's ``from_crawler`` gets the
+    settings as they stand then, not kept, so an add-on's later setting still counts.
+    """
+    config = _CONFIGS.get(crawler)
+    if config is None:
+        config = IncrecrawlConfig.from_settings(crawler.settings)
+        if crawler.settings.frozen:
+            _CONFIGS[crawler] = config
+    return config
 
 
 def redact(secret: str | None) -> str:

@@ -38,6 +38,10 @@ class Reader:
     def raw(self, name: str) -> Any:
         return self.settings.get(name, self.defaults[name])
 
+    def unset(self, name: str) -> bool:
+        """Whether the setting is unset (None): its default is not what was asked."""
+        return self.settings.get(name) is None
+
     def text_or_env(self, name: str) -> str:
         """The setting, else the environment variable of the same name."""
         value = self.settings.get(name)

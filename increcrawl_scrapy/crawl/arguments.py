@@ -8,8 +8,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-#: Source arguments of the spider; each may hold several URLs, comma-separated.
-SOURCES = ("sitemap_url", "feed_url", "robots_url", "site_url")
+from increcrawl_scrapy.discovery.sources import SOURCES
+
 #: The spider's yes/no arguments.
 FLAGS = ("discover_only", "increcrawl_reset")
 #: Every argument the incremental spider reads.

@@ -30,7 +30,7 @@ from scrapy import Request
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
@@ -49,6 +49,7 @@ from increcrawl_scrapy.crawl.page_memory import (
     unpack,
 )
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class PageItemsMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.config = config_for(crawler)
         self.members = _MEMBERS.setdefault(crawler, {})
 
     def _active(self) -> bool:
@@ -139,7 +140,7 @@ class PageItemsMiddleware:
         if spider is None:
             return False
         # The incremental spider's own items are one a page; its subclasses' are yours.
-        return not hasattr(spider, "increcrawl_scope") or bool(getattr(spider, "page_rules", ()))
+        return not is_incremental(spider) or bool(getattr(spider, "page_rules", ()))
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None

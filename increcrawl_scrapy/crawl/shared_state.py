@@ -17,11 +17,12 @@ from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.config.unknown import warn_unknown_settings
 from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.run_summary import run_summary
+from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class CrawlState:
 
     def __init__(self, crawler: Crawler) -> None:
         run_warnings.keep_warnings(crawler)  # repeated in the run summary
-        config = IncrecrawlConfig.from_settings(crawler.settings)
+        config = config_for(crawler)
         path = config.db_path if is_postgres(config.db_path) else os.path.abspath(config.db_path)
         if path != config.db_path:
             if scrapyd_job(crawler):
@@ -199,7 +200,7 @@ class CrawlState:
                 listed=listed,
                 verdicts=self.store.lastmod_verdicts(self.seed),
                 reason=reason,
-                embedded=not hasattr(self.crawler.spider, "increcrawl_scope"),
+                embedded=not is_incremental(self.crawler.spider),
                 warnings=run_warnings.release(self.crawler),
                 tokens=self.store.token_figures(self.store.clock(), *self.tokens_plan),
             )

@@ -9,25 +9,42 @@ none of them.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.crawl.arguments import SOURCES
-from increcrawl_scrapy.discovery.parse import SitemapError, SitemapStats, decompress, iter_sitemap
+from increcrawl_scrapy.discovery.parse import (
+    PARSER_VERSION,
+    SitemapError,
+    SitemapStats,
+    decompress,
+    iter_sitemap,
+)
 from increcrawl_scrapy.discovery.walk import SitemapWalk
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.scope import UrlRefused, request_target
-from increcrawl_scrapy.urls import normalize_url
+from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
 
 if TYPE_CHECKING:
-    from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.discovery.url_rules import UrlRules
+    from increcrawl_scrapy.geonode.client import GeonodeClient
+    from increcrawl_scrapy.scope import Scope
     from increcrawl_scrapy.state import Run
 
 logger = logging.getLogger(__name__)
+
+#: Source arguments of the spider; each may hold several URLs, comma-separated.
+SOURCES = ("sitemap_url", "feed_url", "robots_url", "site_url")
 
 ARGUMENTS = "-a sitemap_url=URL, -a feed_url=URL, -a robots_url=URL or -a site_url=URL"
 #: Where sites keep sitemaps and feeds when robots.txt does not say (tried in order).
@@ -69,28 +86,75 @@ def parse_sources(**arguments: str | None) -> dict[str, list[tuple[str, str]]]:
     return sources
 
 
-class Discoverer:
-    """One run's discovery for the spider (its sources, scopes and fetcher)."""
+def digest_salt(
+    seed_host: str, port: int | None, config: IncrecrawlConfig, rules: UrlRules
+) -> bytes:
+    """Whatever changes what a sitemap yields: an identical sitemap read under other
+    settings must be applied again (the walk's validators are kept under it)."""
+    return json.dumps(
+        {
+            "scope": [seed_host, config.include_subdomains, port],
+            "normalization": normalization_settings(config),
+            "rules": RULES_VERSION,
+            "parser": PARSER_VERSION,
+            "url_rules": rules.digest_part().decode(),
+        },
+        sort_keys=True,
+    ).encode()
 
-    def __init__(self, spider: IncrementalSpider, run: Run) -> None:
-        self.spider = spider
+
+@dataclass(frozen=True)
+class DiscoveryInputs:
+    """What one run's discovery reads: the spider builds it (``_discovery_inputs``)."""
+
+    sources: Mapping[str, Sequence[tuple[str, str]]]  # parse_sources' answer
+    #: A sitemap, feed or robots.txt straight from the site: ``fetch(url, headers)``.
+    fetch: Callable[[str, dict[str, str] | None], Awaitable[Response | None]]
+    sitemap_scope: Scope  # where sitemaps may be (the seed's host)
+    page_scope: Scope  # where pages may be
+    config: IncrecrawlConfig
+    rules: UrlRules  # INCRECRAWL_ALLOW / DENY / SITEMAP_FOLLOW
+    digest_salt: bytes  # what else changes what a sitemap yields
+    origin: str  # scheme://host[:port] of the seed
+    stats: StatsCollector | None
+    client: GeonodeClient | None  # the Geonode map, when pages go through Geonode
+    stop: Callable[[str, str], None]  # closes the crawl: ``stop(reason, why)``
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Where a run's walk starts: the sitemaps and feeds given and found."""
+
+    urls: tuple[str, ...]
+    complete: bool  # every site and robots.txt given could be read
+    mapped: int  # sites the Geonode map read instead (their pages are in the run)
+
+
+class Discoverer:
+    """One run's discovery: :meth:`roots` finds the sitemaps and feeds, :meth:`walk`
+    reads them into the run. Two steps, so the spider keeps the roots even when the
+    state stops the walk (they are always followed)."""
+
+    def __init__(self, inputs: DiscoveryInputs, run: Run) -> None:
+        self.inputs = inputs
         self.run = run
-        self.stats = spider.crawler.stats
-        self.walk = SitemapWalk(
+        self.stats = inputs.stats
+        self._mapped = 0
+        self.walker = SitemapWalk(
             run,
-            spider._fetch,
-            sitemap_scope=spider._sitemap_scope,
-            page_scope=spider.increcrawl_scope,
-            config=spider.config,
-            digest_salt=spider._digest_salt,
-            origin=spider._origin,
+            inputs.fetch,
+            sitemap_scope=inputs.sitemap_scope,
+            page_scope=inputs.page_scope,
+            config=inputs.config,
+            digest_salt=inputs.digest_salt,
+            origin=inputs.origin,
             crawler_stats=self.stats,
-            rules=spider._rules,
+            rules=inputs.rules,
         )
 
-    async def discover(self) -> bool:
-        """Read every source given; discovery is complete only if all of them were."""
-        sources = self.spider.sources
+    async def roots(self) -> Roots:
+        """The sources given, with what their sites and robots.txt files list."""
+        sources = self.inputs.sources
         complete = True
         roots: list[str] = []
         for site_url, _host in sources.get("site_url", []):
@@ -98,12 +162,15 @@ class Discoverer:
             complete = complete and found is not None
             roots += found or []
         for robots_url, _host in sources.get("robots_url", []):
-            found = await self.walk.robots(robots_url)
+            found = await self.walker.robots(robots_url)
             complete = complete and bool(found)
             roots += found or []
         roots += [url for name in ("sitemap_url", "feed_url") for url, _ in sources.get(name, [])]
-        self.spider._roots = set(roots)
-        complete = await self.walk.walk(roots) and complete
+        return Roots(tuple(roots), complete, self._mapped)
+
+    async def walk(self, roots: Roots) -> bool:
+        """Read *roots* into the run; discovery is complete only if every source was."""
+        complete = await self.walker.walk(list(roots.urls)) and roots.complete
         for seed, count in sorted(self.run.taken_over.items()):
             logger.warning(
                 "%d pages listed under seed %s now belong to seed %s (its sources list "
@@ -119,7 +186,7 @@ class Discoverer:
         """The sitemaps and feeds of a site; [] when the map read it instead, None
         when nothing could be read."""
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(site_url))
-        declared = await self.walk.robots(f"{origin}/robots.txt") or []
+        declared = await self.walker.robots(f"{origin}/robots.txt") or []
         if declared:
             logger.info("Sitemaps of %s, from its robots.txt: %s", site_url, ", ".join(declared))
         # A sitemap at a well-known path is read too when robots.txt names others
@@ -131,7 +198,7 @@ class Discoverer:
             logger.info("Sitemaps of %s, at well-known paths: %s", site_url, ", ".join(found))
         if declared or found:
             return declared + found
-        if self.spider._client is not None:
+        if self.inputs.client is not None:
             logger.info(
                 "%s lists no sitemap or feed: discovering it with the Geonode map", site_url
             )
@@ -146,22 +213,22 @@ class Discoverer:
 
     async def _probe(self, url: str) -> bool:
         """Whether *url* answers with a sitemap or a feed (not a soft 404 page)."""
-        response = await self.spider._fetch(url)
+        response = await self.inputs.fetch(url, None)
         if response is None or response.status != 200:
             return False
         try:
-            body = decompress(response.body, self.spider.config.sitemap_max_bytes)
+            body = decompress(response.body, self.inputs.config.sitemap_max_bytes)
             return await compat.in_thread(_readable, body)
         except SitemapError:
             return False
 
     async def _map(self, site_url: str) -> bool:
-        client = self.spider._client
+        client = self.inputs.client
         assert client is not None
         try:
             links = await client.map(site_url)
         except GeonodeFatalError as exc:
-            self.spider._close(exc.reason, str(exc))
+            self.inputs.stop(exc.reason, str(exc))
             return False
         except GeonodeError as exc:
             logger.warning("Geonode map of %s failed: %s", site_url, exc)
@@ -169,9 +236,9 @@ class Discoverer:
             return False
         skipped: Counter[str] = Counter()
         kept: list[tuple[str, str | None]] = []
-        rules = self.walk.rules
+        rules = self.inputs.rules
         for link in links:
-            requested = self.spider.increcrawl_scope.request_url(link, skipped)
+            requested = self.inputs.page_scope.request_url(link, skipped)
             if requested is not None:
                 refused = rules.refuses(requested)
                 if refused:
@@ -181,7 +248,7 @@ class Discoverer:
         for reason, count in skipped.items():
             stats.inc(self.stats, stats.MAP_SKIPPED, count, reason=reason)
         stats.inc(self.stats, stats.DISCOVERED, await compat.in_thread(self.run.upsert, kept))
-        self.spider._sources_read += 1
+        self._mapped += 1
         return True
 
 

@@ -22,7 +22,7 @@ from scrapy import signals
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy import stats as keys
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import IncrecrawlConfig, config_for
 from increcrawl_scrapy.geonode.breaker import Breaker
 from increcrawl_scrapy.geonode.errors import (
     GeonodeApiError,
@@ -52,9 +52,7 @@ def client_for(crawler: Crawler) -> GeonodeClient:
     when the engine stops (after the spider's own shutdown calls)."""
     client = _CLIENTS.get(crawler)
     if client is None:
-        client = _CLIENTS[crawler] = GeonodeClient(
-            IncrecrawlConfig.from_settings(crawler.settings), crawler.stats
-        )
+        client = _CLIENTS[crawler] = GeonodeClient(config_for(crawler), crawler.stats)
         crawler.signals.connect(client.close, signal=signals.engine_stopped, weak=False)
     return client
 

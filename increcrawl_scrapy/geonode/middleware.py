@@ -14,7 +14,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.geonode.client import client_for
 from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeBadAnswer, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import (
@@ -39,7 +39,7 @@ class GeonodeExtractMiddleware:
         return cls(crawler)
 
     def __init__(self, crawler: Crawler) -> None:
-        self.config = IncrecrawlConfig.from_settings(crawler.settings)
+        self.config = config_for(crawler)
         if not self.config.uses_geonode:
             raise NotConfigured(
                 "no GEONODE_API_KEY (or INCRECRAWL_FETCHER='direct'): Scrapy fetches pages itself"

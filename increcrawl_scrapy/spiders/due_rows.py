@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig
+from increcrawl_scrapy.config import config_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -33,7 +33,7 @@ async def due_rows(
     month's *share* limits pages at a token each, less what discovery spent; not
     with *hybrid* fetching, whose probes are free (the token budget stops the
     extractions instead)."""
-    config = IncrecrawlConfig.from_settings(crawler.settings)
+    config = config_for(crawler)
     limit, name = config.max_fetches or None, "INCRECRAWL_MAX_FETCHES"
     key = stats.BUDGET_LEFT
     if share is not None and not hybrid:

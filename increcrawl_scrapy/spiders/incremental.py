@@ -2,14 +2,13 @@
 
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
-The spider keeps the phases of a run. Sitemaps are walked by ``sitemap_walk``, batch
-jobs spoken by ``geonode.batch``; the spider never judges content: it yields one item
-per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
+The spider keeps the phases of a run. Its sources are read by ``discovery.sources``,
+batch jobs spoken by ``geonode.batch``; the spider never judges content: it yields
+one item per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -24,7 +23,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig, redact
+from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
 from increcrawl_scrapy.crawl import progress
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.cluster_share import SHARED_WAIT, share_if_shared
@@ -32,8 +31,12 @@ from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.crawl.tokens import TokenBudget, month_share
 from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
-from increcrawl_scrapy.discovery.parse import PARSER_VERSION
-from increcrawl_scrapy.discovery.sources import Discoverer, parse_sources
+from increcrawl_scrapy.discovery.sources import (
+    Discoverer,
+    DiscoveryInputs,
+    digest_salt,
+    parse_sources,
+)
 from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
@@ -61,7 +64,7 @@ from increcrawl_scrapy.spiders.page_items import (
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.state import CHUNK, StateLockedError
-from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
+from increcrawl_scrapy.urls import normalize_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -125,8 +128,8 @@ class IncrementalSpider(scrapy.Spider):
         self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._closing = False  # closed for a Geonode failure: said once
         self._tokens = TokenBudget(None, None)  # INCRECRAWL_MAX/MONTHLY_TOKENS, set at start
-        self._sources_read = 0  # map answers (sitemaps read are counted in the stats)
-        self._roots: set[str] = set()  # the sitemaps given (always followed)
+        self._sources_read = 0  # sites the map read (sitemaps read are counted in the stats)
+        self._roots: set[str] = set()  # the sitemaps given and found (always followed)
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
@@ -139,23 +142,14 @@ class IncrementalSpider(scrapy.Spider):
         keep_warnings(crawler)
         for warning in unknown_arguments(cls, kwargs):
             logger.warning(warning)
-        config = spider.config = IncrecrawlConfig.from_settings(crawler.settings)  # fail at start
+        config = spider.config = config_for(crawler)  # fail at start
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
         spider._content = PageContent.of(crawler, config, spider._origin, spider.increcrawl_scope)
-        # Whatever changes what a sitemap yields: an identical sitemap read under
-        # other settings must be applied again.
-        spider._digest_salt = json.dumps(
-            {
-                "scope": [spider.seed_host, config.include_subdomains, spider._sitemap_scope.port],
-                "normalization": normalization_settings(config),
-                "rules": RULES_VERSION,
-                "parser": PARSER_VERSION,
-                "url_rules": spider._rules.digest_part().decode(),
-            },
-            sort_keys=True,
-        ).encode()
+        spider._digest_salt = digest_salt(
+            spider.seed_host, spider._sitemap_scope.port, config, spider._rules
+        )
         return spider
 
     # -- phases ----------------------------------------------------------------
@@ -279,7 +273,26 @@ class IncrementalSpider(scrapy.Spider):
     # -- discovery ---------------------------------------------------------------
 
     async def _discover(self, run: Run) -> bool:
-        return await Discoverer(self, run).discover()
+        discoverer = Discoverer(self._discovery_inputs(), run)
+        roots = await discoverer.roots()
+        # Kept before the walk: a walk the state stops leaves them followed.
+        self._roots, self._sources_read = set(roots.urls), roots.mapped
+        return await discoverer.walk(roots)
+
+    def _discovery_inputs(self) -> DiscoveryInputs:
+        return DiscoveryInputs(
+            sources=self.sources,
+            fetch=self._fetch,
+            sitemap_scope=self._sitemap_scope,
+            page_scope=self.increcrawl_scope,
+            config=self.config,
+            rules=self._rules,
+            digest_salt=self._digest_salt,
+            origin=self._origin,
+            stats=self.crawler.stats,
+            client=self._client,
+            stop=self._close,
+        )
 
     async def _discover_and_judge(self, run: Run, state: Any) -> None:
         self.discovery_complete = state.discovery_complete = await self._discover(run)

@@ -263,3 +263,48 @@ async def test_an_index_may_list_a_feed(site: SampleSite, tmp_path: Path, clock:
     result = await crawls.run(sitemap_url=index)
     assert result.changes("new") == set(site.page_urls())
     assert result.stats["increcrawl/sitemap/feeds"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_discoverer_needs_no_spider_and_returns_what_it_found(
+    tmp_path: Path,
+) -> None:
+    """Its inputs are explicit, its result returned: the roots found (before the walk,
+    so a walk the state stops leaves them to the spider) and whether they are complete."""
+    from scrapy.http import TextResponse
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
+    from increcrawl_scrapy.discovery.sources import Discoverer, DiscoveryInputs, parse_sources
+    from increcrawl_scrapy.discovery.url_rules import UrlRules
+    from increcrawl_scrapy.scope import Scope
+    from increcrawl_scrapy.state import StateStore
+
+    robots = b"Sitemap: https://example.com/news.xml\n"
+    asked: list[str] = []
+
+    async def fetch(address: str, headers: dict[str, str] | None) -> TextResponse:
+        asked.append(address)
+        found = address == "https://example.com/robots.txt"
+        return TextResponse(address, body=robots if found else b"", status=200 if found else 404)
+
+    stopped: list[tuple[str, str]] = []
+    inputs = DiscoveryInputs(
+        sources=parse_sources(
+            site_url="https://example.com/", sitemap_url="https://example.com/s.xml"
+        ),
+        fetch=fetch,
+        sitemap_scope=Scope("example.com"),
+        page_scope=Scope("example.com"),
+        config=IncrecrawlConfig.from_settings({}),
+        rules=UrlRules(),
+        digest_salt=b"",
+        origin="https://example.com",
+        stats=None,
+        client=None,
+        stop=lambda reason, why: stopped.append((reason, why)),
+    )
+    with StateStore(tmp_path / "s.sqlite") as store:
+        roots = await Discoverer(inputs, store.start_run("https://example.com/")).roots()
+    assert roots.urls == ("https://example.com/news.xml", "https://example.com/s.xml")
+    assert roots.complete and roots.mapped == 0 and not stopped
+    assert asked[0] == "https://example.com/robots.txt"

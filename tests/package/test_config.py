@@ -134,3 +134,38 @@ def test_repr_never_shows_the_key() -> None:
     config = IncrecrawlConfig.from_settings({"GEONODE_API_KEY": "sk-very-secret-value"})
     assert "sk-very-secret-value" not in repr(config)
     assert "sk-v***" in repr(config)
+
+
+def test_a_crawler_has_one_settings_object_once_its_settings_are_frozen() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from increcrawl_scrapy.config import config_for
+
+    crawler = get_crawler(settings_dict={"INCRECRAWL_MAX_FETCHES": 7})  # settings frozen
+    assert config_for(crawler) is config_for(crawler)
+    assert config_for(crawler).max_fetches == 7
+    assert config_for(get_crawler()) is not config_for(crawler)
+
+
+def test_settings_not_yet_frozen_are_read_at_each_ask() -> None:
+    # Scrapy creates the spider before the add-ons run: what they set later counts.
+    from scrapy.crawler import Crawler
+    from scrapy.spiders import Spider
+
+    from increcrawl_scrapy.config import config_for
+
+    crawler = Crawler(Spider, {"INCRECRAWL_MAX_FETCHES": 7})
+    assert config_for(crawler).max_fetches == 7
+    crawler.settings.set("INCRECRAWL_MAX_FETCHES", 8)
+    assert config_for(crawler).max_fetches == 8
+
+
+def test_a_bad_setting_raises_at_every_ask() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from increcrawl_scrapy.config import config_for
+
+    crawler = get_crawler(settings_dict={"INCRECRAWL_MISSING_RUNS": 0})
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="INCRECRAWL_MISSING_RUNS"):
+            config_for(crawler)

@@ -107,7 +107,6 @@ def test_every_wing_has_a_floor():
     assert {wing(m) for m in modules()} <= set(FLOORS)
 
 
-@pytest.mark.xfail(strict=True, reason="the discoverer's inputs (#27)")
 def test_wings_only_look_down():
     upward = [
         f"{module}:{line} imports {target}"
@@ -208,7 +207,6 @@ def test_one_door_into_the_state():
     assert through_parts + past_facade == []
 
 
-@pytest.mark.xfail(strict=True, reason="one settings object per crawler (#27)")
 def test_the_settings_object_is_built_in_at_most_two_places():
     """One :class:`IncrecrawlConfig` per crawler (asked of the crawler's memo), and one
     for the commands that have settings but no crawler."""
@@ -224,7 +222,6 @@ def test_the_settings_object_is_built_in_at_most_two_places():
     assert len(builders) <= 2, builders
 
 
-@pytest.mark.xfail(strict=True, reason="is_incremental beside the spider (#27)")
 def test_one_answer_to_is_this_the_incremental_spider():
     asked = [
         f"{module}:{node.lineno}"
