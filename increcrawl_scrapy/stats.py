@@ -2,7 +2,7 @@
 
 Keys are ``prefix/noun[/qualifier]``; a ``{...}`` part is filled in when counted
 (``increcrawl/sitemap/skipped/{reason}``). docs/reference/stats.md documents each of
-them (the docs build and tests/test_docs.py check it), and every crawl in the test
+them (the docs build and tests/package/test_docs.py check it), and every crawl in the test
 suite checks that it emitted no other.
 """
 

@@ -5,7 +5,7 @@ Each part of the store asks its backend for a statement by name
 ``state/sqlite/`` and ``state/postgres/`` each write their own text for every name
 (nothing is rewritten from one dialect into the other). A name a backend does not
 need is None there (SQLite takes no row locks: one writer holds the file).
-``tests/test_storage_contract.py`` runs every name on both backends.
+``tests/state/test_storage_contract.py`` runs every name on both backends.
 """
 
 from __future__ import annotations

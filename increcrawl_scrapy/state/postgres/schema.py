@@ -3,7 +3,7 @@
 counted in a version table.
 
 The shared tables mirror SQLite schema ``SQLITE_VERSION`` column for column, so a
-state copies between the two (``state/migrate.py``); ``tests/test_postgres_state.py``
+state copies between the two (``state/migrate.py``); ``tests/crawls/test_postgres_state.py``
 fails when a SQLite migration has no counterpart here.
 SQLite's 0/1 flags stay integers, its REAL is double precision (a Unix time or an
 interval survives the trip bit for bit), its BLOB is bytea.
