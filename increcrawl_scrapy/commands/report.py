@@ -105,16 +105,14 @@ def render(data: dict[str, Any]) -> str:
 
 
 def gather(
-    db: Any,
+    reader: StateReader,
     at: float,
     seed: str | None = None,
     page: tuple[int, str] | None = None,
     reset_day: int = 1,
     budget: int = 0,
 ) -> dict[str, Any]:
-    """The report's data; *page*: the (id, seed) of a page whose history is shown;
-    *db*: the state's reader, or a session to read through (a store's database)."""
-    reader = StateReader.of(db)
+    """The report's data; *page*: the (id, seed) of a page whose history is shown."""
     seeds = reader.seeds()
     if seed:
         seeds = [name for name in seeds if name == seed]

@@ -89,10 +89,8 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
     return 0
 
 
-def _status(db: Any, now: float, reset_day: int = 1, budget: int = 0) -> dict[str, Any]:
-    """The status of every seed; *db*: the state's reader, or a session to read
-    through (a store's database)."""
-    reader = StateReader.of(db)
+def _status(reader: StateReader, now: float, reset_day: int = 1, budget: int = 0) -> dict[str, Any]:
+    """The status of every seed."""
     seeds = []
     for seed in reader.seeds():
         counts = reader.status_counts(seed, now, now + DAY)

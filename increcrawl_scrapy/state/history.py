@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.state.backend import Backend
 
 #: What a check's outcome says of a page whose fingerprint names its canonical page:
 #: kept and scheduled, never reported (so never in a change set).
@@ -97,7 +100,7 @@ class RunHistory:
             self._pending.setdefault(row[-1], row)
 
 
-def finish(database: Any, run_id: int, seed: str, history: RunHistory) -> None:
+def finish(database: Backend, run_id: int, seed: str, history: RunHistory) -> None:
     """The run is over (its results written): its responses by kind go on its row,
     and the checks of the seed's runs older than the last ``keep_runs`` are dropped
     (at most one run's worth a run, once the history is full)."""

@@ -5,10 +5,13 @@ names, is one discovered URL), and whose rows it takes from another seed."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.state.backend import Session
 
 
-def listed_before(db: Any, params: dict[str, Any]) -> tuple[int, Counter[str]]:
+def listed_before(db: Session, params: dict[str, Any]) -> tuple[int, Counter[str]]:
     """``(rows first listed now, {other seed: rows taken from it})`` for the chunk in
     the chunk table; *params* name the run (``run``) and its seed (``seed``)."""
     fresh = 0

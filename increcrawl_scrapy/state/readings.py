@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from increcrawl_scrapy.schedule import token_plan
 from increcrawl_scrapy.state import spending
 from increcrawl_scrapy.state.backend import serialized
+from increcrawl_scrapy.state.reports import StateReader
 from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 
 if TYPE_CHECKING:
@@ -20,6 +21,12 @@ class StoreReadings:
 
     database: Backend
     results: Results
+
+    def reader(self) -> StateReader:
+        """The commands' questions asked of this store's own state, on its connection
+        (a process that has the store open: its tests, a benchmark). Flush first for
+        what is still buffered."""
+        return StateReader(self.database)
 
     @serialized
     def lastmod_verdicts(self, seed: str) -> list[dict[str, Any]]:

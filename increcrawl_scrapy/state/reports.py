@@ -3,8 +3,8 @@ a question, what ``status``, ``report``, ``diff`` and ``noisy`` ask, with the
 backend's named statements, never writing.
 
 Opened from a location it can never write (SQLite's ``mode=ro``: it works on a
-read-only file, and never creates one; PostgreSQL's read-only transactions); the
-tests read a store's own database through it too (``StateReader.of``).
+read-only file, and never creates one; PostgreSQL's read-only transactions), or
+asked of an open store (``StateStore.reader()``).
 """
 
 from __future__ import annotations
@@ -46,11 +46,6 @@ class StateReader:
         reader = cls(connection)
         reader._close = connection.close
         return reader
-
-    @classmethod
-    def of(cls, source: StateReader | Session) -> StateReader:
-        """*source* as a reader: a reader as it is, a session (a store's database)."""
-        return source if isinstance(source, StateReader) else cls(source)
 
     def close(self) -> None:
         """Close the connection :meth:`open` made (a session given is the giver's)."""

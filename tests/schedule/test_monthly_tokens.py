@@ -92,7 +92,7 @@ async def test_a_monthly_budget_is_spread_over_the_runs_and_never_passed(
 
     # `status` (and the report, which reads the same figures) say the month.
     with StateStore(db, clock=clock) as store:
-        report = _status(store.database, clock(), reset_day, BUDGET)
+        report = _status(store.reader(), clock(), reset_day, BUDGET)
     tokens = report["tokens"]
     last_month = months[max(months)]
     assert tokens["month"] == sum(t for _, t, _ in last_month)

@@ -376,7 +376,7 @@ def test_rekeying_leaves_no_checks_of_rows_merged_away(open_store: Factory, cloc
         "SELECT p.normalized_url, c.outcome FROM checks AS c JOIN pages AS p ON p.id = c.page"
     ).fetchall()
     assert [tuple(row) for row in kept] == [(bare, "new")]
-    report = gather(db, clock(), SEED)["seeds"][0]
+    report = gather(store.reader(), clock(), SEED)["seeds"][0]
     assert [s["checks"] for s in report["change_sets"]] == [1]
 
 
@@ -520,9 +520,9 @@ def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) 
             store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash=version)
     store.flush()
     run.finish({"new": 3}, discovery_complete=True)
-    status = _status(store.database, clock())
+    status = _status(store.reader(), clock())
     assert [seed["pages"] for seed in status["seeds"]] == [3]
-    report = gather(store.database, clock(), SEED)
+    report = gather(store.reader(), clock(), SEED)
     assert [seed["pages"] for seed in report["seeds"]] == [3]
     db, sql = store.database, store.database.sql
     assert len(db.execute(sql.noisy_pages, (2,)).fetchall()) == 3
@@ -550,8 +550,8 @@ def test_tokens_are_read_over_the_week_and_the_plan_month(
     # 90 over the 6 days since the week's first run, to the reset on Jan 1 (25.5 days)
     assert figures.projected == 70 + round(90 / 6 * 25.5) == 452
     assert "since 2026-12-01 (projected 452 by 2027-01-01; plan 500: 430 left)" in figures.line()
-    assert gather(store.database, clock(), reset_day=1, budget=500)["tokens"]["month"] == 70
-    assert _status(store.database, clock(), 1, 500)["tokens"]["week"] == 90
+    assert gather(store.reader(), clock(), reset_day=1, budget=500)["tokens"]["month"] == 70
+    assert _status(store.reader(), clock(), 1, 500)["tokens"]["week"] == 90
     store.start_run(SEED)  # the run asking: 2 days after the last, as all before
     share = store.month_share(clock(), 1, 500)
     assert (share.left, share.interval) == (430, 2 * DAY)
@@ -585,7 +585,7 @@ def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Cl
         clock.advance(2 * DAY)
         store.make_due(seed=SEED)
     runs = [row["id"] for row in store.runs(SEED)]
-    report = gather(store.database, clock(), SEED)["seeds"][0]
+    report = gather(store.reader(), clock(), SEED)["seeds"][0]
     assert [row["statuses"] for row in report["runs"]] == [{"200": 2}, {"200": 1, "HTTP 503": 1}]
     assert [(s["run"], s["checks"]) for s in report["change_sets"]] == [(runs[1], 2), (runs[0], 2)]
     assert [c["url"] for c in report["change_sets"][0]["changes"]] == [first]
@@ -599,12 +599,12 @@ def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Cl
     store.flush()
     run.finish({}, discovery_complete=True)
     store.finish_history(run)
-    report = gather(open_store().database, clock(), SEED)["seeds"][0]
+    report = gather(open_store().reader(), clock(), SEED)["seeds"][0]
     kept = {s["run"]: s["checks"] for s in report["change_sets"]}
     assert kept[runs[0]] == 0 and kept[runs[1]] == 2
     assert report["runs"][0]["statuses"] == {"200": 2}
     store.forget(url=second)  # its checks go with it
-    report = gather(store.database, clock(), SEED)["seeds"][0]
+    report = gather(store.reader(), clock(), SEED)["seeds"][0]
     assert {s["run"]: s["checks"] for s in report["change_sets"]}[runs[1]] == 1
 
 
