@@ -109,9 +109,35 @@ def baseline(api: str, site_pages: list[str], workdir: str) -> dict:
 
 def own_code_cost(pages: int, workdir: str) -> dict:
     """CPU per page of the middleware's mapping, the spider callback, the pipeline
-    and the state store, called directly (no network, no Scrapy engine)."""
+    and the state store, called directly (no network, no Scrapy engine), in this
+    process under the asyncio reactor: the spider's callback is a coroutine whose
+    content work runs on its content thread."""
+    from twisted.internet import asyncioreactor
+
+    asyncioreactor.install()
+    from scrapy.utils.defer import deferred_from_coro
+    from twisted.internet import reactor
+
+    result: dict = {}
+
+    async def measure() -> None:
+        try:
+            result.update(await _own_code_cost(pages, workdir))
+        finally:
+            reactor.stop()
+
+    reactor.callWhenRunning(lambda: deferred_from_coro(measure()))  # an asyncio task
+    reactor.run()
+    return result
+
+
+async def _own_code_cost(pages: int, workdir: str) -> dict:
+    from types import SimpleNamespace
+
     from scrapy import Request
+    from scrapy.utils.defer import maybe_deferred_to_future
     from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import Deferred
 
     from increcrawl_scrapy.config import IncrecrawlConfig
     from increcrawl_scrapy.content.markdown import html_to_markdown
@@ -127,6 +153,8 @@ def own_code_cost(pages: int, workdir: str) -> dict:
         IncrementalSpider, {"INCRECRAWL_DB": f"{workdir}/own.sqlite", "INCRECRAWL_FLUSH_ITEMS": 500}
     )
     crawler.spider = crawler._create_spider(sitemap_url="https://shop.example.com/sitemap.xml")
+    # No engine runs here; the content thread's backlog would pause one.
+    crawler.engine = SimpleNamespace(paused=False, pause=lambda: None, unpause=lambda: None)
     config = IncrecrawlConfig.from_settings(crawler.settings)
     pipeline = IncrementalStatePipeline.from_crawler(crawler)
     pipeline.open_spider()
@@ -142,9 +170,11 @@ def own_code_cost(pages: int, workdir: str) -> dict:
         }
         response = build_response(request, answer)
         t1 = time.process_time()
-        [item] = list(crawler.spider.parse_page(response))
+        [item] = list(await crawler.spider.parse_page(response))
         t2 = time.process_time()
-        pipeline.process_item(item)
+        done = pipeline.process_item(item)
+        if isinstance(done, Deferred):
+            await maybe_deferred_to_future(done)
         t3 = time.process_time()
         parts["middleware"] += t1 - t0
         parts["spider"] += t2 - t1
@@ -152,6 +182,7 @@ def own_code_cost(pages: int, workdir: str) -> dict:
     t0 = time.process_time()
     pipeline.store.flush()
     parts["pipeline+state"] += time.process_time() - t0
+    pipeline.store.close()
     return {name: seconds / pages * 1e6 for name, seconds in parts.items()}
 
 
@@ -162,6 +193,9 @@ def main() -> None:
     parser.add_argument("--baseline-pages", type=int, default=200)
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker and args.worker[0] == "own":
+        emit(own_code_cost(int(args.worker[1]), args.worker[2]))
+        return
     if args.worker:
         api, sitemap, concurrency, pages = args.worker
         emit(crawl_worker(api, sitemap, int(concurrency), int(pages)))
@@ -201,7 +235,7 @@ def main() -> None:
             f"{admin}/knobs", json={"latency": 0.0, "concurrency_limit": 1000}, timeout=10
         )
         zero = run_worker(__file__, urls["api"], urls["sitemap"], "8", str(args.pages))
-        own = own_code_cost(args.pages, workdir)
+        own = run_worker(__file__, "own", str(args.pages), workdir)
 
     body = (
         f"{args.pages} due pages through the stand-in API answering after "
