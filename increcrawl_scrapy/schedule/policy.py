@@ -141,6 +141,12 @@ class RevisitPolicy:
         """The longest a page of a host whose dates lost their trust may still wait."""
         return self.max_interval
 
+    @property
+    def trusted_wait(self) -> float | None:
+        """How long a page whose date stands still waits once its host's dates earn
+        trust (None: trust changes no wait)."""
+        return None
+
     def gone_recheck(self, current: float | None, was_gone: bool) -> float:
         """How long a gone page waits before it is checked again: slow (twice the
         default interval at first) and doubling while it stays gone."""
@@ -218,6 +224,10 @@ class LearnedPolicy(RevisitPolicy):
     @property
     def demoted_max_interval(self) -> float:
         return self.stable_max_interval
+
+    @property
+    def trusted_wait(self) -> float | None:
+        return self.trusted_max_interval
 
 
 def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
