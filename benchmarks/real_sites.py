@@ -133,6 +133,7 @@ def story(
             "same_day": caught_same_day,
             "last_week_per_day": sum(last_week) / len(last_week),
             "total": sum(per_day),
+            "per_day": per_day,
             "false_urls": sorted(set(false_urls))[:5],
         }
 

@@ -645,6 +645,9 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print, leave RESULTS.md")
+    parser.add_argument(
+        "--section", default="Revisit simulator", help="the RESULTS.md section to write"
+    )
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
     modes = args.lastmod.split(",")
@@ -703,7 +706,7 @@ def main() -> None:
     if args.no_write:
         print(body)
     else:
-        write_section("Revisit simulator", body)
+        write_section(args.section, body)
 
 
 def report(

@@ -192,7 +192,7 @@ class IncrecrawlConfig:
     clock: Callable[[], float] = setting("INCRECRAWL_CLOCK", None, Reader.clock)  # noqa: RUF009
     policy: str = setting("INCRECRAWL_POLICY", "learned", choice(*POLICIES))
     target_change_probability: float = setting(
-        "INCRECRAWL_TARGET_CHANGE_PROBABILITY", 0.1, number(float, above=0, maximum=0.99)
+        "INCRECRAWL_TARGET_CHANGE_PROBABILITY", 0.17, number(float, above=0, maximum=0.99)
     )
     stable_max_interval: float = setting(
         "INCRECRAWL_STABLE_MAX_INTERVAL", 180 * _DAY, number(float, above=0)

@@ -43,6 +43,16 @@ JITTER = 0.05  # intervals vary by up to ±5%, so pages do not come due in locks
 #: interval (the learned policy's default target): the rate its interval implies.
 BUDGET_PROBABILITY = 0.1
 BUDGET_RATE_FACTOR = -math.log1p(-BUDGET_PROBABILITY)
+#: A page never seen changing that has stood still this long (seconds) is taken
+#: for one that never changes: it waits SETTLED_FACTOR times as long, up to the
+#: stable ceiling. By then the monthly pages among such pages have shown themselves
+#: (each stays hidden with a chance of e^-1.5), and the rest are most of a site.
+SETTLE_AFTER = 45 * 86_400.0
+SETTLED_FACTOR = 3.0
+#: The target after a fetch that found a change, when the policy's own is looser: a
+#: change is the news most likely to mean the estimate is behind (a page that woke
+#: up), so the next check comes at the stricter odds; unchanged fetches relax back.
+CHANGED_PROBABILITY = 0.1
 #: Moves that were changes, with nothing against them, that earn a host's dates
 #: trust before INCRECRAWL_LASTMOD_MIN_EVIDENCE (two edits a day: the third read).
 CLEAN_EVIDENCE = 4
@@ -131,6 +141,12 @@ class RevisitPolicy:
         """The longest a page of a host whose dates lost their trust may still wait."""
         return self.max_interval
 
+    @property
+    def trusted_wait(self) -> float | None:
+        """How long a page whose date stands still waits once its host's dates earn
+        trust (None: trust changes no wait)."""
+        return None
+
     def gone_recheck(self, current: float | None, was_gone: bool) -> float:
         """How long a gone page waits before it is checked again: slow (twice the
         default interval at first) and doubling while it stays gone."""
@@ -151,13 +167,15 @@ class LearnedPolicy(RevisitPolicy):
     is stable (twice the time it has been seen stable, at most *stable_max*).
     A page never seen changing waits at least *unchanged_factor* times the time it
     has been seen unchanged (most pages never change: one that has stood still for a
-    month is likelier one of them than a monthly page the smoothing assumes).
+    month is likelier one of them than a monthly page the smoothing assumes), and
+    once it has stood still SETTLE_AFTER, SETTLED_FACTOR times that long (at most
+    *stable_max*).
     Pages with fewer than MIN_OBSERVATIONS observations follow the adaptive rule.
     On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
     moved waits *trusted_max*: its dates say when it changes, and the host's
     sample (``state/lastmod.py``) keeps checking that they still do."""
 
-    target_probability: float = 0.1
+    target_probability: float = 0.17
     stable_max_interval: float = 180 * 86_400.0
     trusted_max_interval: float = 730 * 86_400.0
     unchanged_factor: float = 1.5
@@ -179,9 +197,15 @@ class LearnedPolicy(RevisitPolicy):
         else:
             ceiling = self.ceiling(page, outcome, now)
             rate = change_rate(history, self.default_interval)
-            wanted = interval_for(rate, self.target_probability)
+            target = self.target_probability
+            if outcome is Outcome.CHANGED:
+                target = min(target, CHANGED_PROBABILITY)
+            wanted = interval_for(rate, target)
             if not history.changed:
                 wanted = max(wanted, self.unchanged_factor * history.unchanged_time)
+                still = stood_still(page, outcome, now)
+                if still >= SETTLE_AFTER:
+                    wanted = ceiling = min(self.stable_max_interval, SETTLED_FACTOR * still)
         wanted *= _jitter(page.normalized_url, page.fetch_count)
         return min(ceiling, max(self.min_interval, wanted))
 
@@ -194,13 +218,16 @@ class LearnedPolicy(RevisitPolicy):
     def ceiling(self, page: PageState, outcome: Outcome, now: float) -> float:
         """Twice the time the page has been seen stable, within
         [max_interval, stable_max_interval]."""
-        stable_since = now if outcome is Outcome.CHANGED else page.last_changed or page.first_seen
-        evidence = max(0.0, now - stable_since)
+        evidence = stood_still(page, outcome, now)
         return min(self.stable_max_interval, max(self.max_interval, 2 * evidence))
 
     @property
     def demoted_max_interval(self) -> float:
         return self.stable_max_interval
+
+    @property
+    def trusted_wait(self) -> float | None:
+        return self.trusted_max_interval
 
 
 def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
@@ -241,6 +268,12 @@ def lastmod_verdict(
     if recall < 0.5:
         return STALE
     return TRUSTED if precision >= 0.8 and recall >= 0.8 else UNKNOWN
+
+
+def stood_still(page: PageState, outcome: Outcome, now: float) -> float:
+    """How long the page has been seen stable (seconds), this fetch's *outcome* included."""
+    stable_since = now if outcome is Outcome.CHANGED else page.last_changed or page.first_seen
+    return max(0.0, now - stable_since)
 
 
 def _observations(page: PageState) -> int:

@@ -15,14 +15,31 @@ from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)
 
+#: Sitemap dates remembered per host, for echoes (a bound on memory).
+_DATES = 1024
 #: Evidence is a moving window: past this many informative fetches (times the
 #: minimum), every count is halved, so a host that starts lying is demoted.
 _WINDOW = 10
 
 
 class Hosts:
-    def __init__(self, database: Backend, min_evidence: int, demoted_wait: float) -> None:
+    def __init__(
+        self,
+        database: Backend,
+        min_evidence: int,
+        demoted_wait: float,
+        trusted_wait: float | None = None,
+    ) -> None:
         self.database = database
+        #: A host whose dates earn trust: its pages whose dates stand still wait this
+        #: long after their last fetch (None: trust changes no wait).
+        self.trusted_wait = trusted_wait
+        #: Per host, the dates of this store's moves that were changes, and of its
+        #: moves for nothing (how many were counted): a listing dated by its newest
+        #: entry moves to an edited page's date, an echo of that edit, not a move for
+        #: nothing, whichever of the two is fetched first.
+        self._changed_dates: dict[str, set[str]] = {}
+        self._idle_dates: dict[str, dict[str, int]] = {}
         self.min_evidence = min_evidence
         #: A host whose dates lose their trust: its pages wait no longer than this
         #: after their last fetch (they waited for dates that no longer count).
@@ -70,11 +87,36 @@ class Hosts:
         if page.unannounced == 1 and page.last_changed == page.last_fetched:
             counts[2] += 1  # the held change stood alone: the date missed an edit
             delta[2] += 1
+        if moved and self._echo(host, page.sitemap_lastmod, changed, counts, delta):
+            return
         at = (0 if changed else 1) if moved else 3
         counts[at] += 1
         delta[at] += 1
         if _beyond_window(counts, self.min_evidence):
             counts[:] = [value / 2 for value in counts]  # as the write will halve them
+
+    def _echo(
+        self, host: str, date: str, changed: bool, counts: list[float], delta: list[float]
+    ) -> bool:
+        """Whether a move to *date* echoes a move of another page of *host* to the
+        same date that was a change (then it is no evidence); a change takes back the
+        moves for nothing to its date counted before it."""
+        changed_dates = self._changed_dates.setdefault(host, set())
+        idle = self._idle_dates.setdefault(host, {})
+        if not changed:
+            if date in changed_dates:
+                return True
+            if len(idle) >= _DATES:
+                idle.clear()
+            idle[date] = idle.get(date, 0) + 1
+            return False
+        if len(changed_dates) >= _DATES:
+            changed_dates.clear()
+        changed_dates.add(date)
+        echoed = min(float(idle.pop(date, 0)), counts[1])
+        counts[1] -= echoed
+        delta[1] -= echoed
+        return False
 
     def take(self) -> list[tuple[object, ...]]:
         """The evidence gathered since the last take, ``(host, *increments)``, for
@@ -118,7 +160,12 @@ def _beyond_window(counts: list[float], min_evidence: int) -> bool:
 
 
 def write_hosts(
-    db: Session, rows: list[tuple[Any, ...]], demoted_wait: float, min_evidence: int
+    db: Session,
+    rows: list[tuple[Any, ...]],
+    demoted_wait: float,
+    min_evidence: int,
+    trusted_wait: float | None = None,
+    promoted: list[str] | None = None,
 ) -> dict[str, list[float]]:
     """Add hosts' evidence to the stored counts (inside the results' transaction, the
     hosts' rows locked in name order), then judge each host on the stored totals; a
@@ -127,7 +174,7 @@ def write_hosts(
     totals: dict[str, list[float]] = {}
     for host, *increments in sorted(rows, key=lambda row: str(row[0])):
         *stored, before = db.execute(db.sql.add_host_evidence, (host, *increments)).fetchone()
-        counts = [float(value) for value in stored]
+        counts = [max(0.0, float(value)) for value in stored]
         if _beyond_window(counts, min_evidence):
             counts = [value / 2 for value in counts]
         verdict = lastmod_verdict(counts[0], counts[1], counts[2], min_evidence)
@@ -142,6 +189,11 @@ def write_hosts(
                 demoted_wait / 86_400,
             )
             db.execute(db.sql.demote, (demoted_wait, host))
+        elif verdict == TRUSTED and before != TRUSTED and trusted_wait and promoted is not None:
+            # Pages scheduled while the host was judged wait for their dates now,
+            # not for the checks the schedule had planned before the trust: the
+            # caller promotes them once this batch's own rows are written.
+            promoted.append(str(host))
     return totals
 
 

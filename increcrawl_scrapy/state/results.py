@@ -91,7 +91,9 @@ class Results(RowLoads):
         self.shared = claims is not None
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
-        self.writer = Writer(self.io, io_lock, hosts.demoted_wait, hosts.min_evidence)
+        self.writer = Writer(
+            self.io, io_lock, hosts.demoted_wait, hosts.min_evidence, hosts.trusted_wait
+        )
         self._wanted: dict[str, None] = {}  # keys load() callers wait for
         self._loads = threading.Condition()  # taken with no other lock awaited
         self._reading = False  # a load() caller reads for all

@@ -91,6 +91,7 @@ class ResultStatements(Protocol):
     add_host_evidence: str
     set_host_verdict: str
     demote: str
+    promote: str
 
 
 class UpkeepStatements(Protocol):

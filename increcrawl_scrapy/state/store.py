@@ -104,7 +104,10 @@ class StateStore(OperatorEdits, StoreReadings):
             self._release()
             raise
         self.hosts = Hosts(
-            self.database, self.lastmod.min_evidence, self.policy.demoted_max_interval
+            self.database,
+            self.lastmod.min_evidence,
+            self.policy.demoted_max_interval,
+            self.policy.trusted_wait,
         )
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)

@@ -43,7 +43,14 @@ class Batch:
     host_totals: dict[str, list[float]] = field(default_factory=dict)
 
 
-def write_batch(database: Backend, batch: Batch, *, demoted_wait: float, min_evidence: int) -> None:
+def write_batch(
+    database: Backend,
+    batch: Batch,
+    *,
+    demoted_wait: float,
+    min_evidence: int,
+    trusted_wait: float | None = None,
+) -> None:
     """Write *batch* in one transaction of *database*; on a shared state, only
     results whose lease is current."""
     with database.transaction() as db:
@@ -51,7 +58,10 @@ def write_batch(database: Backend, batch: Batch, *, demoted_wait: float, min_evi
         pages = [batch.pages[key] for key in sorted(batch.pages)]
         # The hosts' rows first (a demotion then updates their pages): every batch
         # locks hosts before pages, so two never wait on each other in a circle.
-        batch.host_totals = write_hosts(db, batch.hosts, demoted_wait, min_evidence)
+        promoted: list[str] = []
+        batch.host_totals = write_hosts(
+            db, batch.hosts, demoted_wait, min_evidence, trusted_wait, promoted
+        )
         if batch.leased:
             ours = database.fence(batch.leased, batch.keep)
             batch.lost = set(batch.leased) - ours
@@ -73,16 +83,26 @@ def write_batch(database: Backend, batch: Batch, *, demoted_wait: float, min_evi
         checks = [row for row in batch.checks if row[-1] in written]
         if checks:  # after the pages: a new page's check needs its id
             db.executemany(db.sql.record_check, checks)
+        for host in promoted:  # after the pages: this batch's rows wait too
+            db.execute(db.sql.promote, (trusted_wait, host))
 
 
 class Writer:
     """Writes batches with a connection (*io*) under its lock: in place (``write``),
     or on a thread of its own, one batch at a time (``start``, then ``finished``)."""
 
-    def __init__(self, io: Backend, lock: Any, demoted_wait: float, min_evidence: int) -> None:
+    def __init__(
+        self,
+        io: Backend,
+        lock: Any,
+        demoted_wait: float,
+        min_evidence: int,
+        trusted_wait: float | None = None,
+    ) -> None:
         self.io = io
         self.lock = lock
         self.demoted_wait = demoted_wait
+        self.trusted_wait = trusted_wait
         self.min_evidence = min_evidence
         self._executor: ThreadPoolExecutor | None = None
         self._writing: tuple[Batch, Future[None]] | None = None
@@ -103,7 +123,11 @@ class Writer:
     def write(self, batch: Batch) -> None:
         def work() -> None:
             write_batch(
-                self.io, batch, demoted_wait=self.demoted_wait, min_evidence=self.min_evidence
+                self.io,
+                batch,
+                demoted_wait=self.demoted_wait,
+                min_evidence=self.min_evidence,
+                trusted_wait=self.trusted_wait,
             )
 
         with self.lock:

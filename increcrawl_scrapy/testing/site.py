@@ -272,10 +272,12 @@ class SampleSite:
             self._unlisted.discard(i)
             self._mutated()
 
-    def bump_lastmod(self, i: int) -> None:
-        """A new sitemap lastmod for page *i* without any change to its content."""
+    def bump_lastmod(self, i: int, at: float | None = None) -> None:
+        """A new sitemap lastmod for page *i* without any change to its content, now or
+        at Unix time *at*."""
         with self._lock:
-            self._lastmod_bumps[i] = max(time.time(), self.modified_at(i) + 1)
+            stamp = time.time() if at is None else at
+            self._lastmod_bumps[i] = max(stamp, self.modified_at(i) + 1)
             self._mutated()
 
     def deploy(self) -> None:

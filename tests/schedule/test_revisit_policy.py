@@ -301,6 +301,44 @@ def test_a_date_only_lastmod_of_a_day_begun_east_of_utc_is_not_a_move(
     assert row is None or row[0] == 0
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_host_whose_listings_move_with_their_newest_entry_is_trusted_in_its_first_week(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Hugo's shape: two real edits a day, their dates moving with them, and two
+    listing pages dated by their newest entry, so their dates move every day (to
+    the date of the day's newest edit) while their own content (a list of titles)
+    stands still. A move to an edited page's date echoes that edit: no evidence
+    against the dates, so the host is trusted at its third daily read, and the
+    pages scheduled before then wait for their dates."""
+    listings = (1, 2)
+    with SampleSite(pages=40) as site:
+        settings = crawl_settings(str(tmp_path / "h.sqlite"), clock, INCRECRAWL_POLICY="learned")
+        edited = [i for i in range(4, 40) if site.lastmod(i) is not None]
+        verdicts, fetched = [], []
+        for day in range(8):
+            today = edited[2 * day - 2 : 2 * day] if day else []
+            if day:
+                clock.advance(DAY)
+                for page in today:
+                    site.edit(page, at=clock.now - HOUR)
+                for page in listings:
+                    site.bump_lastmod(page, at=clock.now - HOUR)
+            before = site.fetched.copy()
+            result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            verdicts.append([line for line in result.log if "Sitemap dates of 127.0.0.1:" in line])
+            dated = {f"/page/{i}" for i in range(40) if site.lastmod(i) is not None}
+            fetched.append((set(site.fetched - before) & dated, {f"/page/{i}" for i in today}))
+        assert ": trusted" in verdicts[2][0], verdicts  # the third daily read
+        # From the fourth day on, of the 26 dated pages, those whose dates moved (the
+        # day's two edits and the two listings) and at most two more (before the
+        # trust: all of them, on the learned schedule's early checks).
+        for seen, edits in fetched[3:]:
+            assert edits | {f"/page/{i}" for i in listings} <= seen, (seen, edits)
+            assert len(seen) <= 6, fetched
+        assert len(fetched[1][0]) > 20
+
+
 def test_a_trusted_host_whose_dates_go_stale_is_demoted(store: StateStore, clock: Clock) -> None:
     # Quiet pages edited without their dates moving: each such change is held until
     # the page's next fetch confirms it stood alone. That fetch comes within a day,

@@ -18,6 +18,7 @@ import pytest
 
 from increcrawl_scrapy.commands.report import gather
 from increcrawl_scrapy.commands.state import _status
+from increcrawl_scrapy.schedule.policy import LearnedPolicy
 from increcrawl_scrapy.schedule.rows import Outcome
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.state.contents import last_change
@@ -294,6 +295,36 @@ def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock
     assert (row["moved_changed"], row["verdict"]) == (20, "trusted")
     third = open_store()
     assert third.hosts.verdict("example.com") == "trusted"
+
+
+def test_pages_scheduled_before_a_host_earns_trust_wait_for_their_dates(
+    open_store: Factory, clock: Clock
+) -> None:
+    # Fetched while the host was judged, each page was given the schedule's early
+    # check; once its dates earn trust (in the batch of the fetches that earned it),
+    # the pages whose dates stand still wait for them, the fetched ones included.
+    store = open_store(policy=LearnedPolicy(), lastmod=LastmodRules(min_evidence=20, sample=0.0))
+    pages = urls(10)
+    run = store.start_run(SEED)
+    run.upsert([(u, "2020-01-01T00:00:00Z") for u in pages])
+    for page in store.due(SEED):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="v0")
+    run.finish({}, discovery_complete=True)
+    store.flush()
+    assert store.get(pages[9]).next_check <= clock.now + 2 * DAY
+    clock.advance(DAY)
+    run = store.start_run(SEED)
+    run.upsert([(u, f"2020-02-0{at + 1}T00:00:00Z") for at, u in enumerate(pages[:4])])
+    assert run.apply_lastmod().moved == 4
+    for url in pages[:4]:
+        store.record(url, 200, seed=SEED, key=url, content_hash="v1")
+    run.finish({}, discovery_complete=True)
+    store.flush()
+    (row,) = store.lastmod_verdicts(SEED)
+    assert (row["moved_changed"], row["verdict"]) == (4, "trusted")
+    for url in pages:
+        page = store.get(url)
+        assert page.next_check - page.last_fetched > 650 * DAY, url
 
 
 def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) -> None:

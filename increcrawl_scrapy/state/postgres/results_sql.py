@@ -86,3 +86,10 @@ class ResultSQL:
         "UPDATE pages SET next_check = LEAST(next_check, "
         "coalesce(last_fetched, first_seen) + %s) WHERE host = %s AND gone = 0"
     )
+    #: A host whose dates earn trust: its fetched pages whose dates stand still (and
+    #: hold no change their date missed) wait for them.
+    promote = (
+        "UPDATE pages SET next_check = GREATEST(next_check, last_fetched + %s) "
+        "WHERE host = %s AND gone = 0 AND last_fetched IS NOT NULL "
+        "AND sitemap_lastmod IS NOT NULL AND lastmod_moved = 0 AND unannounced = 0"
+    )

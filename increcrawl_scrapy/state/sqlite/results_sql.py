@@ -83,3 +83,10 @@ class ResultSQL:
         "UPDATE pages SET next_check = min(next_check, "
         "coalesce(last_fetched, first_seen) + ?) WHERE host = ? AND gone = 0"
     )
+    #: A host whose dates earn trust: its fetched pages whose dates stand still (and
+    #: hold no change their date missed) wait for them.
+    promote = (
+        "UPDATE pages SET next_check = max(next_check, last_fetched + ?) "
+        "WHERE host = ? AND gone = 0 AND last_fetched IS NOT NULL "
+        "AND sitemap_lastmod IS NOT NULL AND lastmod_moved = 0 AND unannounced = 0"
+    )
