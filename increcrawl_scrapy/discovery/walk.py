@@ -2,7 +2,7 @@
 is parsed, every URL judged by scope, everything upserted as it streams.
 
 The spider hands over the sources and gets back whether discovery was complete;
-parsing itself lives in ``discovery.py``.
+parsing itself lives in ``parse.py``.
 """
 
 from __future__ import annotations
