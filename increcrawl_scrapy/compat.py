@@ -39,9 +39,14 @@ except ImportError:  # Scrapy 2.13
 HAS_ASYNC_ENGINE_API = hasattr(ExecutionEngine, "download_async")
 
 
+_asyncio_seen = False  # once available, for the rest of the process (its reactor's)
+
+
 def asyncio_available() -> bool:
     """Whether asyncio code (the Geonode client) can run in this crawl."""
-    return bool(is_asyncio_available())
+    global _asyncio_seen
+    _asyncio_seen = _asyncio_seen or bool(is_asyncio_available())
+    return _asyncio_seen
 
 
 async def download(crawler: Crawler, request: Request) -> Response:
