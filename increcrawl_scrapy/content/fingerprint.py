@@ -161,22 +161,32 @@ class TakenPrints:
     the content thread), by the text they were taken of: what records that text later
     finds its fingerprint here instead of taking it on the reactor's thread. A text
     changed in between (a user's callback or pipeline) is simply not found. Used on
-    the reactor's thread only; bounded (texts nobody recorded are forgotten)."""
+    the reactor's thread only; bounded in entries and in characters (texts nobody
+    recorded are forgotten, the oldest first)."""
 
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
+    def __init__(self, size: int = 256, chars: int = 8 * 1024 * 1024) -> None:
+        self.size, self.chars = size, chars
         self._by_text: dict[str, str] = {}
+        self._held = 0  # characters of the texts kept as keys
 
     def put(self, text: str, fingerprint: str) -> None:
-        if len(self._by_text) >= self.size:
-            del self._by_text[next(iter(self._by_text))]  # the oldest
+        if len(text) > self.chars or text in self._by_text:
+            return
+        while self._by_text and (
+            len(self._by_text) >= self.size or self._held + len(text) > self.chars
+        ):
+            self.pop(next(iter(self._by_text)))  # the oldest
         self._by_text[text] = fingerprint
+        self._held += len(text)
 
     def __contains__(self, text: str) -> bool:
         return text in self._by_text
 
     def pop(self, text: str) -> str | None:
-        return self._by_text.pop(text, None)
+        taken = self._by_text.pop(text, None)
+        if taken is not None:
+            self._held -= len(text)
+        return taken
 
 
 _TAKEN: WeakKeyDictionary[Any, TakenPrints] = WeakKeyDictionary()

@@ -94,3 +94,10 @@ def test_prints_taken_beforehand_are_bounded_and_given_once() -> None:
     assert "text 0" not in prints and "text 1" not in prints  # the oldest forgotten
     assert prints.pop("text 4") == "print 4"
     assert prints.pop("text 4") is None
+    # Large texts: at most so many characters kept, the oldest let go first.
+    prints = TakenPrints(size=100, chars=1000)
+    for n in range(5):
+        prints.put(f"{n}" * 400, f"print {n}")
+    assert [f"{n}" * 400 in prints for n in range(5)] == [False, False, False, True, True]
+    prints.put("x" * 1001, "too large to keep")
+    assert "x" * 1001 not in prints and "4" * 400 in prints
