@@ -101,3 +101,31 @@ def test_prints_taken_beforehand_are_bounded_and_given_once() -> None:
     assert [f"{n}" * 400 in prints for n in range(5)] == [False, False, False, True, True]
     prints.put("x" * 1001, "too large to keep")
     assert "x" * 1001 not in prints and "4" * 400 in prints
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_page_items_layer_runs_only_for_spiders_with_items_of_their_own(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from scrapy import signals
+    from scrapy.crawler import Crawler
+    from scrapy.settings import Settings
+
+    from increcrawl_scrapy.crawl.page_groups import PageItemsMiddleware
+    from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+    from tests.crawls.test_item_rows import VariantsSpider
+
+    layers: dict[str, bool] = {}
+    with SampleSite(pages=3) as site:
+        for name, spider_class in (("ours", IncrementalSpider), ("rules", VariantsSpider)):
+            settings = crawl_settings(str(tmp_path / f"{name}.sqlite"), clock)
+            crawler = Crawler(spider_class, Settings(settings))
+
+            def opened(crawler: Crawler = crawler, name: str = name) -> None:
+                assert crawler.engine is not None
+                chain = crawler.engine.scraper.spidermw.middlewares
+                layers[name] = any(isinstance(mw, PageItemsMiddleware) for mw in chain)
+
+            crawler.signals.connect(opened, signal=signals.spider_opened)
+            await crawler.crawl(sitemap_url=site.sitemap_url)
+    assert layers == {"ours": False, "rules": True}
