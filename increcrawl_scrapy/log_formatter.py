@@ -32,8 +32,21 @@ class ItemSummaryLogFormatter(LogFormatter):
         return _summarised(super().item_error(item, *args, **kwargs), item)
 
 
+class _Summary:
+    """An item's summary, made only when a log line is written (most runs log
+    items at DEBUG, below their level: no summary is made for them)."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def __str__(self) -> str:
+        return item_summary(self.item)
+
+
 def _summarised(result: LogFormatterResult, item: Any) -> LogFormatterResult:
     arguments = result.get("args")
     if isinstance(arguments, dict) and "item" in arguments:
-        result["args"] = {**arguments, "item": item_summary(item)}
+        result["args"] = {**arguments, "item": _Summary(item)}
     return result

@@ -12,7 +12,11 @@ from scrapy.exceptions import DropItem
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
-from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_fingerprint
+from increcrawl_scrapy.content.fingerprint import (
+    PatternTimeout,
+    content_fingerprint,
+    taken_prints,
+)
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
@@ -63,6 +67,8 @@ class IncrementalStatePipeline:
         #: ones of the item being recorded.
         self._hashes: dict[int, dict[str, str]] = {}
         self._taken: dict[str, str] = {}
+        #: Taken with the text on the content thread (``spiders/page_content.py``).
+        self._beforehand = taken_prints(crawler)
 
     def open_spider(self, spider: Spider | None = None) -> None:
         try:
@@ -86,7 +92,7 @@ class IncrementalStatePipeline:
         if self.store is None:
             return self._process(item)
         keys = self._unread(item) if self.store.shared else []
-        texts = self._texts(item)
+        texts = [text for text in self._texts(item) if text not in self._beforehand]
         if not self.config.volatile_patterns and sum(map(len, texts)) < INLINE_CHARS:
             texts = []  # the default rules are linear: cheaper here than a thread hop
         if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
@@ -132,7 +138,7 @@ class IncrementalStatePipeline:
 
     def _fingerprint(self, text: str) -> str:
         """The fingerprint of *text*, taken off the reactor beforehand when it could be."""
-        taken = self._taken.get(text)
+        taken = self._taken.get(text) or self._beforehand.pop(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
     def _unread(self, item: Any) -> list[str]:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from increcrawl_scrapy.config.reads import compile_user_pattern
 
@@ -144,10 +145,56 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
         if count:
             lower = text.lower()  # a deletion may join words
             present.clear()
-    lines = (line.strip() for line in _BLANKS.sub(" ", text).split("\n"))
+    if "  " in text or "\t" in text or "\u00a0" in text:  # most pages have none
+        text = _BLANKS.sub(" ", text)
+    lines = (line.strip() for line in text.split("\n"))
     return "\n".join(filter(None, lines))
 
 
 def content_fingerprint(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
     """SHA-256 hex digest of :func:`stable_text`."""
     return hashlib.sha256(stable_text(markdown, extra_patterns).encode("utf-8")).hexdigest()
+
+
+class TakenPrints:
+    """Fingerprints of the default rules taken beforehand (with the page's text, on
+    the content thread), by the text they were taken of: what records that text later
+    finds its fingerprint here instead of taking it on the reactor's thread. A text
+    changed in between (a user's callback or pipeline) is simply not found. Used on
+    the reactor's thread only; bounded in entries and in characters (texts nobody
+    recorded are forgotten, the oldest first)."""
+
+    def __init__(self, size: int = 256, chars: int = 8 * 1024 * 1024) -> None:
+        self.size, self.chars = size, chars
+        self._by_text: dict[str, str] = {}
+        self._held = 0  # characters of the texts kept as keys
+
+    def put(self, text: str, fingerprint: str) -> None:
+        if len(text) > self.chars or text in self._by_text:
+            return
+        while self._by_text and (
+            len(self._by_text) >= self.size or self._held + len(text) > self.chars
+        ):
+            self.pop(next(iter(self._by_text)))  # the oldest
+        self._by_text[text] = fingerprint
+        self._held += len(text)
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._by_text
+
+    def pop(self, text: str) -> str | None:
+        taken = self._by_text.pop(text, None)
+        if taken is not None:
+            self._held -= len(text)
+        return taken
+
+
+_TAKEN: WeakKeyDictionary[Any, TakenPrints] = WeakKeyDictionary()
+
+
+def taken_prints(crawler: Any) -> TakenPrints:
+    """The fingerprints taken beforehand in *crawler*'s crawl."""
+    taken = _TAKEN.get(crawler)
+    if taken is None:
+        taken = _TAKEN[crawler] = TakenPrints()
+    return taken

@@ -27,6 +27,7 @@ from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import Request
+from scrapy.exceptions import NotConfigured
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
@@ -125,9 +126,18 @@ def peek(crawler: Crawler, item: Any) -> Member | None:
     return members.get(id(item)) if members else None
 
 
+def _rules_of(spider: Spider) -> bool:
+    return bool(getattr(spider, "page_rules", ()))
+
+
 class PageItemsMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageItemsMiddleware:
+        spider = crawler.spider
+        if spider is not None and is_incremental(spider) and not _rules_of(spider):
+            # Its items are one a page, already grouped: not a layer more on every
+            # response (it was one of the reactor's costs a page).
+            raise NotConfigured
         return cls(crawler)
 
     def __init__(self, crawler: Crawler) -> None:
@@ -140,7 +150,7 @@ class PageItemsMiddleware:
         if spider is None:
             return False
         # The incremental spider's own items are one a page; its subclasses' are yours.
-        return not is_incremental(spider) or bool(getattr(spider, "page_rules", ()))
+        return not is_incremental(spider) or _rules_of(spider)
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None

@@ -16,6 +16,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 
 from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.content.fingerprint import TakenPrints, content_fingerprint, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
 from increcrawl_scrapy.crawl.shared_state import crawl_state
@@ -48,6 +49,7 @@ class PageContent:
         origin: str,
         scope: Scope,
         normalize: Callable[[str], str],
+        prints: TakenPrints | None = None,
     ) -> None:
         self.crawler = crawler
         self.options = options
@@ -56,13 +58,21 @@ class PageContent:
         self.normalize = normalize
         self.not_found: str | None = None  # the site's "not found" page's fingerprint
         self._paused = False  # the engine, by this, while the content thread catches up
+        #: Where the fingerprint taken with a page's text waits for the pipeline (only
+        #: with the default rules: users' rules may backtrack, the pipeline's threads
+        #: take them), or None.
+        self.prints = prints
 
     @classmethod
     def of(
         cls, crawler: Crawler, config: IncrecrawlConfig, origin: str, scope: Scope
     ) -> PageContent:
         normalize = partial(normalize_url, **normalization_settings(config))
-        return cls(crawler, ContentOptions.from_config(config), origin, scope, normalize)
+        # The pipeline fingerprints the item's markdown unless told another field.
+        ours = not config.volatile_patterns and config.content_field in (None, "", "markdown")
+        prints = taken_prints(crawler) if ours else None
+        options = ContentOptions.from_config(config)
+        return cls(crawler, options, origin, scope, normalize, prints)
 
     async def with_text(
         self, item: dict[str, Any], response: scrapy.http.Response | None = None
@@ -75,9 +85,11 @@ class PageContent:
             self._hold_back()
             try:
                 if response is not None:
-                    found = await compat.in_content_thread(text_of, response, self.options)
+                    found, taken = await compat.in_content_thread(
+                        _with_print, self.prints is not None, text_of, response, self.options
+                    )
                 else:
-                    found = await self.batch_text(item)
+                    found, taken = await self.batch_text(item)
             finally:
                 self._let_go()
         except UnusablePage as exc:  # too large, no document
@@ -89,6 +101,8 @@ class PageContent:
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
+        if taken is not None and self.prints is not None:
+            self.prints.put(found.text, taken)
         canonical = self.alias_of(item, found.canonical)
         return {**item, "alias_of": canonical} if canonical else item
 
@@ -177,15 +191,22 @@ class PageContent:
         logger.info('%s answers with the site\'s "not found" page: gone', url)
         return True
 
-    async def batch_text(self, fields: dict[str, Any]) -> PageText | None:
-        """A batch result's page text, taken as a single extract's (off the reactor)."""
+    async def batch_text(self, fields: dict[str, Any]) -> tuple[PageText | None, str | None]:
+        """A batch result's page text, taken as a single extract's (off the reactor),
+        and its fingerprint when taken beforehand."""
         body, kind = fields.get("html"), "text/html"
         if body is None:
             body, kind = fields.get("markdown"), "text/markdown"
         if body is None:
-            return None
+            return None, None
         return await compat.in_content_thread(
-            page_text, body.encode("utf-8"), kind, body, self.options
+            _with_print,
+            self.prints is not None,
+            page_text,
+            body.encode("utf-8"),
+            kind,
+            body,
+            self.options,
         )
 
     def unusable(self, item: dict[str, Any], error: UnusablePage) -> dict[str, Any]:
@@ -200,3 +221,12 @@ class PageContent:
             "error_kind": TOO_LARGE,
             "site_failure": True,
         }
+
+
+def _with_print(
+    fingerprint: bool, take: Callable[..., PageText], *args: Any
+) -> tuple[PageText, str | None]:
+    """A page's text by *take*, with its fingerprint when asked (on the content
+    thread: the default rules are linear, and this spares the reactor's thread)."""
+    found = take(*args)
+    return found, content_fingerprint(found.text) if fingerprint else None

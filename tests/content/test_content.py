@@ -156,3 +156,25 @@ def test_the_canonical_link_is_read_from_the_head() -> None:
     page = PAGE.replace("<title>", '<link rel="Canonical" href="/a/">' + "<title>")
     assert main_content(page).canonical == "/a/"
     assert main_content(PAGE).canonical is None
+
+
+def test_markdown_is_the_librarys_own_conversion() -> None:
+    # The options are made into the converter's once (content/markdown.py): the text,
+    # and so every stored fingerprint, must be what the library's convert() gives.
+    from html_to_markdown import convert
+
+    from increcrawl_scrapy.content.markdown import _OPTIONS, html_to_markdown
+
+    pages = [
+        "<main><h1>Title</h1><p>Some <b>bold</b> and <i>italic</i>, a <a href='/x'>link</a>."
+        "</p><ul><li>one</li><li>two<ul><li>deep</li></ul></li></ul></main>",
+        "<html><head><title>T</title><meta name='d' content='x'></head><body><nav>menu</nav>"
+        "<h2>Related posts</h2><ol><li>a_b *c*</li></ol><pre><code>x = 1</code></pre>"
+        "<table><tr><th>h</th></tr><tr><td>d</td></tr></table><blockquote>q</blockquote>"
+        "<img src='i.png' alt='pic'><form><input name='csrf_token' value='abc123456'></form>"
+        "</body></html>",
+        "<p>&nbsp;&amp; entities &lt;kept&gt;</p><script>var t = 1;</script><hr><br>",
+        "",
+    ]
+    for html in pages:
+        assert html_to_markdown(html) == (convert(html, _OPTIONS).content or "").strip() + "\n"

@@ -173,3 +173,23 @@ def test_invalid_user_pattern_names_the_setting() -> None:
 def test_is_sha256_hex() -> None:
     digest = content_fingerprint("x")
     assert len(digest) == 64 and int(digest, 16) >= 0
+
+
+def test_the_blanks_shortcut_takes_the_same_text_as_the_rule() -> None:
+    # Pages without runs of blanks, tabs or no-break spaces skip the blanks rule:
+    # what they fingerprint must be what the rule would have left.
+    import random
+    import re
+
+    from increcrawl_scrapy.content.fingerprint import _BLANKS
+
+    def by_the_rule(text: str) -> str:
+        lines = (line.strip() for line in _BLANKS.sub(" ", text).split("\n"))
+        return "\n".join(filter(None, lines))
+
+    pieces = ["a", "word", " ", "  ", "\t", "\u00a0", "\n", "\n\n", " \n ", "\u2003", "\x0b"]
+    chance = random.Random(24)
+    for _ in range(2000):
+        text = "".join(chance.choice(pieces) for _ in range(chance.randint(0, 30)))
+        assert stable_text(text) == by_the_rule(text), repr(text)
+    assert re.search(_BLANKS, "a b") is None  # the common case: nothing to replace
