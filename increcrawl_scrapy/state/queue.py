@@ -61,15 +61,23 @@ class ChangeQueue:
         until = self.results.clock()
         if self.claims is not None:
             size = min(size, SHARED_CHUNK)
+        rechecked = False
         while left is None or left > 0:
             wanted = size if left is None else min(size, left)
             pages, after = self._chunk(seed, after, wanted, until)
             if pages:
+                rechecked = False
                 yield pages
             if len(pages) < wanted:
-                if wait and self.claims is not None and self.claims.others_hold(seed):
-                    yield []  # none to claim now: the caller waits, then asks again
-                    continue
+                if wait and self.claims is not None:
+                    if self.claims.others_hold(seed):
+                        yield []  # none to claim now: the caller waits, then asks again
+                        continue
+                    if not rechecked:
+                        # The leases that kept rows from the claim may have run out
+                        # before that question: claim once more before calling it done.
+                        rechecked = True
+                        continue
                 return
             if left is not None:
                 left -= len(pages)
