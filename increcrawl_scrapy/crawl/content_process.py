@@ -40,6 +40,7 @@ _T = TypeVar("_T")
 _HEADER = struct.Struct(">II")  # the payload's size, the job's number
 #: How long the reactor's shutdown waits for the child to end after its stdin closes.
 _STOP_WAIT = 5.0
+_REAP_EVERY = 0.02
 
 
 class ContentWorkerLost(UnusablePage):
@@ -100,7 +101,7 @@ class _Worker(protocol.ProcessProtocol):
         self.inbox = bytearray()
         self.next_id = 0
         self.alive = True
-        self.ended: defer.Deferred[None] = defer.Deferred()
+        self.reaped: defer.Deferred[None] = defer.Deferred()
 
     def submit(self, function: Callable[..., Any], args: tuple[Any, ...]) -> defer.Deferred[Any]:
         self.next_id += 1
@@ -127,13 +128,27 @@ class _Worker(protocol.ProcessProtocol):
                 answer.errback(value)
 
     def childConnectionLost(self, childFD: int) -> None:
-        # Its stdout closed: it has ended (processEnded may never come when the
-        # reactor reaps no children, as under Scrapy's signal handling).
-        if childFD == 1:
+        if childFD == 1:  # its stdout closed: it is ending
             self._lost()
+            self._reap()
 
     def processEnded(self, reason: Any) -> None:
         self._lost()
+        if not self.reaped.called:
+            self.reaped.callback(None)
+
+    def _reap(self, tries: int = 100) -> None:
+        """Reap it: Twisted does on SIGCHLD, but a reactor run without its signal
+        handlers never hears it. Reaped, its CPU time counts as the crawl's own."""
+        if self.reaped.called or self.transport is None:
+            return
+        with contextlib.suppress(Exception):  # already reaped
+            self._child().reapProcess()
+        if not self.reaped.called:
+            if tries:
+                _reactor().callLater(_REAP_EVERY, self._reap, tries - 1)
+            else:
+                self.reaped.callback(None)  # given up: shutdown must not wait forever
 
     def _lost(self) -> None:
         if not self.alive:
@@ -144,27 +159,27 @@ class _Worker(protocol.ProcessProtocol):
             answer.errback(ContentWorkerLost("the content process ended while taking its text"))
         if waiting:
             logger.error("The content process ended with %d pages in hand", len(waiting))
-        self.ended.callback(None)
 
     def stop(self) -> defer.Deferred[None]:
-        """Close its stdin (it ends once its jobs are answered); kill it if it is
-        still there after a while."""
-        if not self.alive or self.transport is None:
+        """Close its stdin (it ends once its jobs are answered) and wait until it is
+        reaped; kill it if it is still there after a while."""
+        if self.transport is None or self.reaped.called:
             return defer.succeed(None)
-        self._child().closeStdin()
+        if self.alive:
+            self._child().closeStdin()
         timer = _reactor().callLater(_STOP_WAIT, self._kill)
-        self.ended.addBoth(lambda _: timer.cancel() if timer.active() else None)
-        return self.ended
+        self.reaped.addBoth(lambda _: timer.cancel() if timer.active() else None)
+        return self.reaped
 
     def _child(self) -> Any:
         """The child's transport (an IProcessTransport)."""
         return self.transport
 
     def _kill(self) -> None:
-        if self.alive and self.transport is not None:
-            with contextlib.suppress(Exception):  # already gone
-                self._child().signalProcess("KILL")
-            self._lost()
+        with contextlib.suppress(Exception):  # already gone
+            self._child().signalProcess("KILL")
+        self._lost()
+        self._reap()
 
 
 _worker: _Worker | None = None
