@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import pickle
+import signal
 import struct
 import sys
 from collections.abc import Callable
@@ -235,7 +236,10 @@ def _spawn() -> _Worker:
 
 def _serve() -> None:
     """Answer jobs until stdin ends. Stdout is the answers' channel alone: anything
-    the libraries print goes to stderr."""
+    the libraries print goes to stderr. Ctrl-C reaches the whole foreground group:
+    the crawl stops gracefully and still needs its pages' texts, so this process
+    ends when its stdin does, not on SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -54,6 +54,16 @@ async def test_answers_come_back_in_order_asked_and_errors_as_raised() -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_ctrl_c_leaves_it_answering_for_the_graceful_stop() -> None:
+    """Ctrl-C signals the terminal's whole group: the crawl stops gracefully and its
+    pages in flight still need their texts."""
+    pid = await ask(whoami)
+    os.kill(pid, signal.SIGINT)
+    assert await ask(chatty, "still") == "STILL"
+    assert await ask(whoami) == pid
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_process_that_dies_fails_its_pages_and_the_next_page_starts_another() -> None:
     before = await ask(whoami)
     with pytest.raises(ContentWorkerLost):
