@@ -31,7 +31,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer, protocol
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 
@@ -102,6 +102,7 @@ class _Worker(protocol.ProcessProtocol):
         self.inbox = bytearray()
         self.next_id = 0
         self.alive = True
+        self.answered = False  # anything at all: it started
         self.reaped: defer.Deferred[None] = defer.Deferred()
 
     def submit(self, function: Callable[..., Any], args: tuple[Any, ...]) -> defer.Deferred[Any]:
@@ -120,6 +121,7 @@ class _Worker(protocol.ProcessProtocol):
             # The child is this process's own, started from this package: trusted.
             ok, value = pickle.loads(self.inbox[_HEADER.size : _HEADER.size + size])  # noqa: S301
             del self.inbox[: _HEADER.size + size]
+            self.answered = True
             answer = self.waiting.pop(job, None)
             if answer is None:
                 continue
@@ -184,6 +186,9 @@ class _Worker(protocol.ProcessProtocol):
 
 
 _worker: _Worker | None = None
+_failed_starts = 0
+#: Starts in a row that end before any answer, after which the thread takes over.
+_STARTS = 3
 
 
 def available() -> bool:
@@ -195,14 +200,30 @@ def available() -> bool:
 
 async def in_content_process(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)`` in the content process; *function* must be importable by
-    name (a module's top-level function) and *args* picklable."""
+    name (a module's top-level function) and *args* picklable. Where the process
+    cannot start, on the content thread."""
     worker = _running()
+    if worker is None:
+        return await compat.in_content_thread(function, *args)
     return await maybe_deferred_to_future(worker.submit(function, args))
 
 
-def _running() -> _Worker:
-    global _worker
-    if _worker is None or not _worker.alive:
+def _running() -> _Worker | None:
+    """The live worker, started if need be; None once starting has failed
+    ``_STARTS`` times in a row (ended before answering anything)."""
+    global _worker, _failed_starts
+    if _worker is not None and not _worker.alive:
+        _failed_starts = 0 if _worker.answered else _failed_starts + 1
+        _worker = None
+        if _failed_starts == _STARTS:
+            logger.error(
+                "The content process ended %d times before answering: pages' texts "
+                "are taken on a thread from now on (INCRECRAWL_CONTENT_WORKER)",
+                _STARTS,
+            )
+    if _failed_starts >= _STARTS:
+        return None
+    if _worker is None:
         _worker = _spawn()
     return _worker
 
@@ -213,6 +234,10 @@ def _reactor() -> Any:
     return reactor
 
 
+def _command() -> list[str]:
+    return [sys.executable, "-m", __name__]
+
+
 def _spawn() -> _Worker:
     worker = _Worker()
     reactor = _reactor()
@@ -220,10 +245,11 @@ def _spawn() -> _Worker:
     # folder, a source checkout in tests): the parent's import path, in full.
     path = [entry or os.getcwd() for entry in sys.path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    command = _command()
     reactor.spawnProcess(
         worker,
-        sys.executable,
-        [sys.executable, "-m", __name__],
+        command[0],
+        command,
         env=env,
         childFDs={0: "w", 1: "r", 2: 2},
     )

@@ -73,6 +73,25 @@ async def test_a_process_that_dies_fails_its_pages_and_the_next_page_starts_anot
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_process_that_cannot_start_leaves_the_work_to_the_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Say the interpreter cannot import the package in a child (a frozen app): after
+    a few starts that end before answering, the thread takes the pages' texts."""
+    monkeypatch.setattr(content_process, "_worker", None)
+    monkeypatch.setattr(content_process, "_failed_starts", 0)
+    monkeypatch.setattr(content_process, "_command", lambda: [sys.executable, "-c", "1"])
+    lost = 0
+    for _ in range(content_process._STARTS):
+        with pytest.raises(ContentWorkerLost):
+            await ask(whoami)
+        lost += 1
+    assert await ask(whoami) == os.getpid() and lost == content_process._STARTS
+    monkeypatch.undo()
+    assert await ask(whoami) != os.getpid()
+
+
+@pytest_twisted.ensureDeferred
 async def test_the_process_takes_the_same_text_and_fingerprint_as_the_thread(
     tmp_path: Path, clock: Clock
 ) -> None:
