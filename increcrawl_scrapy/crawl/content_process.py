@@ -9,10 +9,14 @@ time per 3,000 pages, a second process next to nothing. The process is started o
 per Python process, on first use, and reused by every crawl in it.
 
 The reactor never waits on it: jobs and answers are length-prefixed pickles on the
-child's stdin and stdout, written through the reactor's own buffered transport.
-A worker that dies (a crash in a parser, an out-of-memory kill) fails the pages it
-held with :class:`ContentWorkerLost`, a site failure that backs off; the next page
-starts a new one. The child's stderr is the crawl's: its tracebacks are seen.
+child's stdin and stdout (``crawl/content_child.py``), written through the reactor's
+own buffered transport. The child answers in the order asked, so when it dies (a
+crash in a parser, an out-of-memory kill) the oldest page it held is the one it was
+working on: that page fails with :class:`ContentWorkerLost`, a site failure that
+backs off, and the others are asked again of a new one. A child that ends before it
+is ready costs no page; after three such starts in a row (a frozen application, an
+interpreter that cannot import this package) the content thread takes the work.
+The child's stderr is the crawl's process's.
 """
 
 from __future__ import annotations
@@ -21,31 +25,29 @@ import contextlib
 import logging
 import os
 import pickle
-import signal
-import struct
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import defer, protocol
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+from increcrawl_scrapy.crawl.content_child import BOOTSTRAP, HEADER, MAX_FRAME, READY, frame
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-_HEADER = struct.Struct(">II")  # the payload's size, the job's number
 #: How long the reactor's shutdown waits for the child to end after its stdin closes.
 _STOP_WAIT = 5.0
 _REAP_EVERY = 0.02
 
 
 class ContentWorkerLost(UnusablePage):
-    """The content process ended while it held this page: a site failure, counted
+    """The content process ended while working on this page: a site failure, counted
     and backed off like any unusable page, never a crash of the crawl."""
 
     stat = stats.CONTENT_WORKER_LOST
@@ -89,56 +91,112 @@ def with_print(
     return found, content_fingerprint(found.text) if fingerprint else None
 
 
-def frame(job: int, payload: Any) -> bytes:
-    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(data), job) + data
-
-
 class _Worker(protocol.ProcessProtocol):
     """The parent's side: jobs out on the child's stdin, answers in on its stdout."""
 
     def __init__(self) -> None:
-        self.waiting: dict[int, defer.Deferred[Any]] = {}
+        #: job -> (its answer, function, args), in the order asked: the child's order.
+        self.waiting: dict[int, tuple[defer.Deferred[Any], Callable[..., Any], tuple]] = {}
         self.inbox = bytearray()
         self.next_id = 0
         self.alive = True
-        self.answered = False  # anything at all: it started
+        self.ready = False  # it said so, once its modules were imported
         self.reaped: defer.Deferred[None] = defer.Deferred()
+        self.trigger: Any = None  # its "before shutdown" trigger
+        self.stopping = False  # the reactor is shutting down: nothing is asked again
+        self._killer: Any = None
 
-    def submit(self, function: Callable[..., Any], args: tuple[Any, ...]) -> defer.Deferred[Any]:
+    def submit(
+        self, function: Callable[..., Any], args: tuple[Any, ...], answer: defer.Deferred[Any]
+    ) -> None:
+        data = frame(self.next_id + 1, (function, args))  # raises before anything waits
         self.next_id += 1
-        answer: defer.Deferred[Any] = defer.Deferred()
-        self.waiting[self.next_id] = answer
-        self._child().write(frame(self.next_id, (function, args)))  # buffered: never blocks
-        return answer
+        self.waiting[self.next_id] = (answer, function, args)
+        self._child().write(data)  # buffered: never blocks
 
     def outReceived(self, data: bytes) -> None:
         self.inbox += data
-        while len(self.inbox) >= _HEADER.size:
-            size, job = _HEADER.unpack_from(self.inbox)
-            if len(self.inbox) < _HEADER.size + size:
+        if not self.ready:
+            at = self.inbox.find(READY)
+            if at < 0:
+                return  # what the interpreter printed while starting, so far
+            if at:
+                logger.debug("The content process printed %r while starting", self.inbox[:at])
+            del self.inbox[: at + len(READY)]
+            self.ready = True
+        while len(self.inbox) >= HEADER.size:
+            size, job = HEADER.unpack_from(self.inbox)
+            if size > MAX_FRAME or job not in self.waiting:
+                self._garbled(f"an answer to job {job} of {size} bytes")
                 return
-            # The child is this process's own, started from this package: trusted.
-            ok, value = pickle.loads(self.inbox[_HEADER.size : _HEADER.size + size])  # noqa: S301
-            del self.inbox[: _HEADER.size + size]
-            self.answered = True
-            answer = self.waiting.pop(job, None)
-            if answer is None:
-                continue
+            if len(self.inbox) < HEADER.size + size:
+                return
+            payload = bytes(self.inbox[HEADER.size : HEADER.size + size])
+            del self.inbox[: HEADER.size + size]
+            answer = self.waiting.pop(job)[0]
+            try:
+                # The child is this process's own, started from this package: trusted.
+                ok, value = pickle.loads(payload)  # noqa: S301
+            except Exception as exc:  # an exception class that cannot be made again here
+                ok, value = False, RuntimeError(f"an answer that could not be read: {exc!r}")
             if ok:
                 answer.callback(value)
             else:
                 answer.errback(value)
 
+    def _garbled(self, what: str) -> None:
+        logger.error("The content process's answers are garbled (%s): it is replaced", what)
+        self._lost()
+
     def childConnectionLost(self, childFD: int) -> None:
         if childFD == 1:  # its stdout closed: it is ending
             self._lost()
-            self._reap()
 
     def processEnded(self, reason: Any) -> None:
         self._lost()
         if not self.reaped.called:
             self.reaped.callback(None)
+        with contextlib.suppress(Exception):  # gone already, or shutting down
+            _reactor().removeSystemEventTrigger(self.trigger)
+
+    def _lost(self) -> None:
+        """It has ended, or is made to: the page it was working on fails, the others
+        are asked again (of a new one, or of the thread)."""
+        if not self.alive:
+            return
+        self.alive = False
+        self._end()
+        waiting, self.waiting = list(self.waiting.values()), {}
+        if self.stopping:  # no new process now: what is left fails
+            for answer, _function, _args in waiting:
+                answer.errback(ContentWorkerLost("the crawl ended before its text was taken"))
+            return
+        if self.ready and waiting:
+            culprit = waiting.pop(0)[0]
+            logger.error(
+                "The content process ended while taking a page's text: a new one is started"
+            )
+            culprit.errback(ContentWorkerLost("the content process ended while taking its text"))
+        for answer, function, args in waiting:
+            _ask(function, args).chainDeferred(answer)
+
+    def _end(self) -> None:
+        """Close its stdin (it ends once its jobs are answered), kill it if it is still
+        there after a while, and reap it."""
+        if self.transport is None or self.reaped.called:
+            return
+        with contextlib.suppress(Exception):  # closed already
+            self._child().closeStdin()
+        if self._killer is None:
+            self._killer = killer = _reactor().callLater(_STOP_WAIT, self._kill)
+            self.reaped.addBoth(lambda _: killer.cancel() if killer.active() else None)
+        self._reap()
+
+    def stop(self) -> defer.Deferred[None]:
+        """At the reactor's shutdown: end it and wait until it is reaped."""
+        self.stopping = True
+        self._end()
+        return self.reaped
 
     def _reap(self, tries: int = 100) -> None:
         """Reap it: Twisted does on SIGCHLD, but a reactor run without its signal
@@ -153,27 +211,6 @@ class _Worker(protocol.ProcessProtocol):
             else:
                 self.reaped.callback(None)  # given up: shutdown must not wait forever
 
-    def _lost(self) -> None:
-        if not self.alive:
-            return
-        self.alive = False
-        waiting, self.waiting = self.waiting, {}
-        for answer in waiting.values():
-            answer.errback(ContentWorkerLost("the content process ended while taking its text"))
-        if waiting:
-            logger.error("The content process ended with %d pages in hand", len(waiting))
-
-    def stop(self) -> defer.Deferred[None]:
-        """Close its stdin (it ends once its jobs are answered) and wait until it is
-        reaped; kill it if it is still there after a while."""
-        if self.transport is None or self.reaped.called:
-            return defer.succeed(None)
-        if self.alive:
-            self._child().closeStdin()
-        timer = _reactor().callLater(_STOP_WAIT, self._kill)
-        self.reaped.addBoth(lambda _: timer.cancel() if timer.active() else None)
-        return self.reaped
-
     def _child(self) -> Any:
         """The child's transport (an IProcessTransport)."""
         return self.transport
@@ -182,49 +219,70 @@ class _Worker(protocol.ProcessProtocol):
         with contextlib.suppress(Exception):  # already gone
             self._child().signalProcess("KILL")
         self._lost()
-        self._reap()
 
 
 _worker: _Worker | None = None
 _failed_starts = 0
-#: Starts in a row that end before any answer, after which the thread takes over.
+#: Starts in a row that end before the child is ready, after which the thread takes over.
 _STARTS = 3
 
 
 def available() -> bool:
-    """Whether this reactor can run a child process (any POSIX one can)."""
-    from twisted.internet.interfaces import IReactorProcess
+    """Whether this interpreter and reactor can run the content process: a POSIX
+    reactor that starts processes, an interpreter that is not a frozen application."""
+    try:
+        from twisted.internet.interfaces import IReactorProcess
 
-    return IReactorProcess.providedBy(_reactor())
+        reactor = _reactor()
+    except ImportError:  # Scrapy without a reactor
+        return False
+    posix = getattr(reactor, "_platformType", os.name) == "posix" or os.name == "posix"
+    frozen = getattr(sys, "frozen", False) or not sys.executable
+    return posix and not frozen and IReactorProcess.providedBy(reactor)
 
 
 async def in_content_process(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)`` in the content process; *function* must be importable by
     name (a module's top-level function) and *args* picklable. Where the process
     cannot start, on the content thread."""
+    return await maybe_deferred_to_future(_ask(function, args))
+
+
+def _ask(function: Callable[..., Any], args: tuple[Any, ...]) -> defer.Deferred[Any]:
     worker = _running()
     if worker is None:
-        return await compat.in_content_thread(function, *args)
-    return await maybe_deferred_to_future(worker.submit(function, args))
+        return deferred_from_coro(compat.in_content_thread(function, *args))
+    answer: defer.Deferred[Any] = defer.Deferred()
+    worker.submit(function, args, answer)
+    return answer
 
 
 def _running() -> _Worker | None:
     """The live worker, started if need be; None once starting has failed
-    ``_STARTS`` times in a row (ended before answering anything)."""
+    ``_STARTS`` times in a row."""
     global _worker, _failed_starts
     if _worker is not None and not _worker.alive:
-        _failed_starts = 0 if _worker.answered else _failed_starts + 1
+        _failed_starts = 0 if _worker.ready else _failed_starts + 1
         _worker = None
         if _failed_starts == _STARTS:
             logger.error(
-                "The content process ended %d times before answering: pages' texts "
-                "are taken on a thread from now on (INCRECRAWL_CONTENT_WORKER)",
+                "The content process ended %d times before it was ready: pages' texts are "
+                "taken on a thread in this process from now on (INCRECRAWL_CONTENT_WORKER)",
                 _STARTS,
             )
     if _failed_starts >= _STARTS:
         return None
     if _worker is None:
-        _worker = _spawn()
+        try:
+            _worker = _spawn()
+        except Exception as exc:  # a platform that refuses, no processes left
+            _failed_starts = _STARTS
+            logger.error(
+                "The content process could not start (%s): pages' texts are taken on a "
+                "thread in this process (INCRECRAWL_CONTENT_WORKER)",
+                exc,
+            )
+            return None
     return _worker
 
 
@@ -235,58 +293,17 @@ def _reactor() -> Any:
 
 
 def _command() -> list[str]:
-    return [sys.executable, "-m", __name__]
+    return [sys.executable, "-c", BOOTSTRAP]
 
 
 def _spawn() -> _Worker:
     worker = _Worker()
     reactor = _reactor()
-    # The child imports this package as the parent does (a project run from its
-    # folder, a source checkout in tests): the parent's import path, in full.
-    path = [entry or os.getcwd() for entry in sys.path]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    # The child imports what the parent would: the parent's import path, in full and
+    # in order (a project run from its folder, a source checkout in tests, an egg).
+    path = [os.fspath(entry) or os.getcwd() for entry in sys.path if isinstance(entry, str)]
+    env = {**os.environ, "INCRECRAWL_CONTENT_PATH": os.pathsep.join(path)}
     command = _command()
-    reactor.spawnProcess(
-        worker,
-        command[0],
-        command,
-        env=env,
-        childFDs={0: "w", 1: "r", 2: 2},
-    )
-    reactor.addSystemEventTrigger("before", "shutdown", worker.stop)
+    reactor.spawnProcess(worker, command[0], command, env=env, childFDs={0: "w", 1: "r", 2: 2})
+    worker.trigger = reactor.addSystemEventTrigger("before", "shutdown", worker.stop)
     return worker
-
-
-# -- the child's side --------------------------------------------------------------
-
-
-def _serve() -> None:
-    """Answer jobs until stdin ends. Stdout is the answers' channel alone: anything
-    the libraries print goes to stderr. Ctrl-C reaches the whole foreground group:
-    the crawl stops gracefully and still needs its pages' texts, so this process
-    ends when its stdin does, not on SIGINT."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    jobs = sys.stdin.buffer
-    while True:
-        header = jobs.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        size, job = _HEADER.unpack(header)
-        try:
-            function, args = pickle.loads(jobs.read(size))  # noqa: S301 - its parent's
-            answer = (True, function(*args))
-        except Exception as exc:  # handed to the page that asked
-            answer = (False, exc)
-        try:
-            data = frame(job, answer)
-        except Exception as exc:  # an answer that does not pickle
-            data = frame(job, (False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-        answers.write(data)
-        answers.flush()
-
-
-if __name__ == "__main__":
-    _serve()

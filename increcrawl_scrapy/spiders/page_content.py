@@ -66,6 +66,7 @@ class PageContent:
         #: take them), or None.
         self.prints = prints
         #: Where a page's text is taken: the content process, or the content thread.
+        self.in_process = in_process
         self.work = content_process.in_content_process if in_process else compat.in_content_thread
         self._in_hand = 0  # pages given to it and not answered yet
 
@@ -92,12 +93,15 @@ class PageContent:
             self._hold_back()
             try:
                 if response is not None:
+                    # To the process, what makes the response again; on the thread, itself.
+                    take, page = (
+                        (shipped_text, shipped(response))
+                        if self.in_process
+                        else (response_text, response)
+                    )
+                    fingerprint = self.prints is not None
                     found, taken = await self.work(
-                        with_print,
-                        self.prints is not None,
-                        shipped_text,
-                        shipped(response),
-                        self.options,
+                        with_print, fingerprint, take, page, self.options
                     )
                 else:
                     found, taken = await self.batch_text(item)

@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import stats
+from increcrawl_scrapy.config import ConfigError
 from increcrawl_scrapy.content.page_text import PageTooLarge
 from increcrawl_scrapy.crawl import content_process
+from increcrawl_scrapy.crawl.content_child import BOOTSTRAP
 from increcrawl_scrapy.crawl.content_process import ContentWorkerLost, in_content_process
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
+from tests.servers import nginx
 
 
 def chatty(value: str) -> str:
@@ -38,6 +40,11 @@ def refuse(size: int) -> None:
 
 def whoami() -> int:
     return os.getpid()
+
+
+def odd() -> None:
+    """An exception whose class cannot be made again from its pickle."""
+    raise ConfigError("INCRECRAWL_X", 1, "why")
 
 
 async def ask(function: Any, *args: Any) -> Any:
@@ -72,73 +79,127 @@ async def test_a_process_that_dies_fails_its_pages_and_the_next_page_starts_anot
     assert after not in (before, os.getpid())
 
 
-@pytest_twisted.ensureDeferred
-async def test_a_process_that_cannot_start_leaves_the_work_to_the_thread(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Say the interpreter cannot import the package in a child (a frozen app): after
-    a few starts that end before answering, the thread takes the pages' texts."""
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No content process yet, no failed start: what this test does to them is undone."""
     monkeypatch.setattr(content_process, "_worker", None)
     monkeypatch.setattr(content_process, "_failed_starts", 0)
-    monkeypatch.setattr(content_process, "_command", lambda: [sys.executable, "-c", "1"])
-    lost = 0
-    for _ in range(content_process._STARTS):
-        with pytest.raises(ContentWorkerLost):
-            await ask(whoami)
-        lost += 1
-    assert await ask(whoami) == os.getpid() and lost == content_process._STARTS
-    monkeypatch.undo()
+    return monkeypatch
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_process_that_cannot_start_costs_no_page_the_thread_takes_over(
+    fresh: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Say the interpreter cannot import the package in a child (a frozen app): its
+    starts end before it is ready, and after three the thread answers, the page
+    asked meanwhile included."""
+    fresh.setattr(content_process, "_command", lambda: [sys.executable, "-c", "1"])
+    assert await ask(whoami) == os.getpid()
+    assert await ask(chatty, "x") == "X"
+    assert content_process._failed_starts == content_process._STARTS
+    assert "ended 3 times before it was ready" in caplog.text
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_process_that_cannot_be_spawned_leaves_the_work_to_the_thread(
+    fresh: pytest.MonkeyPatch,
+) -> None:
+    def refused() -> None:
+        raise OSError("Resource temporarily unavailable")
+
+    fresh.setattr(content_process, "_spawn", refused)
+    assert await ask(whoami) == os.getpid()
+
+
+@pytest_twisted.ensureDeferred
+async def test_what_the_interpreter_prints_while_starting_is_not_an_answer(
+    fresh: pytest.MonkeyPatch,
+) -> None:
+    """A sitecustomize or a .pth file that prints, before the bootstrap runs."""
+    noisy = "print('hello from a sitecustomize', flush=True)\n" + BOOTSTRAP
+    fresh.setattr(content_process, "_command", lambda: [sys.executable, "-c", noisy])
+    assert await ask(chatty, "y") == "Y"
     assert await ask(whoami) != os.getpid()
 
 
 @pytest_twisted.ensureDeferred
+async def test_an_answer_that_cannot_be_read_fails_only_its_own_page() -> None:
+    pid = await ask(whoami)
+    with pytest.raises(RuntimeError, match="could not be read"):
+        await ask(odd)
+    assert await ask(whoami) == pid  # the same process, still answering
+
+
+#: Pages whose bytes Scrapy decodes each its own way: a charset in a meta tag, a
+#: UTF-16 byte order mark, none said at all (detected).
+ENCODED = {
+    "latin.html": '<html><head><meta charset="iso-8859-1"></head><body><main>'
+    "<h1>Café crème</h1><p>naïve</p></main></body></html>".encode("latin-1"),
+    "bom.html": "\ufeff<html><body><main><p>✓ checked</p></main></body></html>".encode("utf-16"),
+    "plain.html": "<html><body><main><p>Zürich, Genève</p></main></body></html>".encode(),
+}
+
+
+@pytest_twisted.ensureDeferred
 async def test_the_process_takes_the_same_text_and_fingerprint_as_the_thread(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: Clock, fresh: pytest.MonkeyPatch
 ) -> None:
+    root = tmp_path / "www"
+    root.mkdir()
     results = {}
-    with SampleSite(pages=30) as site:
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        for name, body in ENCODED.items():
+            (root / name).write_bytes(body)
+        urls = "".join(f"<url><loc>{url}/{name}</loc></url>" for name in ENCODED)
+        (root / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"{urls}</urlset>"
+        )
         for worker in ("thread", "process"):
             settings = crawl_settings(
                 str(tmp_path / f"{worker}.sqlite"), clock, INCRECRAWL_CONTENT_WORKER=worker
             )
-            result = await run_crawl(settings, sitemap_url=site.sitemap_url)
-            assert len(result.items) == 30
-            # The sample site's volatile parts (tokens, times) differ from one fetch to
-            # the next; the fingerprint, which drops them, may not.
-            results[worker] = {item["url"]: item["content_hash"] for item in result.items}
-            assert all(item["markdown"].startswith("# Page ") for item in result.items)
+            result = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+            results[worker] = {
+                item["url"].rsplit("/", 1)[1]: (item["markdown"], item["content_hash"])
+                for item in result.items
+            }
+            # The thread's crawl started no process; the process's did, and it answered.
+            started = content_process._worker
+            assert (started is not None and started.ready) == (worker == "process")
     assert results["process"] == results["thread"]
-    assert content_process._worker is not None and content_process._worker.alive
+    assert results["process"]["latin.html"][0] == "# Café crème\n\nnaïve\n"
+    assert results["process"]["bom.html"][0] == "✓ checked\n"
+    assert results["process"]["plain.html"][0] == "Zürich, Genève\n"
 
 
 @pytest_twisted.ensureDeferred
 async def test_a_killed_content_process_costs_only_the_pages_it_held(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Killed mid-crawl (an out-of-memory kill, say): the crawl goes on with a new
-    process; the pages in hand are site failures that report nothing, and the next
-    run past their back-off records them."""
+    """Killed mid-crawl with pages in hand (an out-of-memory kill, say): the page it
+    was working on is a site failure that reports nothing, the others are asked of a
+    new process, and the next run past the back-off records the lost one."""
     killed: list[int] = []
+    submit = content_process._Worker.submit
 
-    def kill_once(response: Any, request: Any, spider: Any) -> None:
-        worker = content_process._worker
-        if not killed and "/page/" in response.url and worker is not None and worker.alive:
-            killed.append(worker.transport.pid)  # type: ignore[union-attr]
+    def kill_once(worker: Any, *args: Any) -> None:
+        submit(worker, *args)  # a page in hand, at least this one
+        if not killed and worker.ready and worker.next_id >= 5:
+            killed.append(worker.transport.pid)
             os.kill(killed[0], signal.SIGKILL)
 
+    monkeypatch.setattr(content_process._Worker, "submit", kill_once)
     db = str(tmp_path / "state.sqlite")
     with SampleSite(pages=40) as site:
         settings = crawl_settings(db, clock)
-        first = await run_crawl(
-            settings,
-            sitemap_url=site.sitemap_url,
-            hooks={signals.response_received: kill_once},
-        )
+        first = await run_crawl(settings, sitemap_url=site.sitemap_url)
         assert killed and first.reason == "finished"
         with StateStore(db) as store:
             unread = [url for url in site.page_urls() if store.get(url).content_hash is None]
         lost = first.stats.get(stats.CONTENT_WORKER_LOST, 0)
-        assert len(unread) == lost and first.stats.get(stats.BACKED_OFF, 0) == lost
+        assert len(unread) == lost == 1 and first.stats.get(stats.BACKED_OFF, 0) == lost
         assert first.changes("new") == set(site.page_urls()) - set(unread)
         clock.advance(2 * 86_400)
         again = await run_crawl(settings, sitemap_url=site.sitemap_url)
