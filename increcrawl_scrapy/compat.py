@@ -73,12 +73,6 @@ async def in_thread(function: Callable[..., _T], *args: Any) -> _T:
 
 _content_pool: Any = None
 _content_executor: Any = None
-_content_waiting = 0
-
-
-def content_backlog() -> int:
-    """Content jobs given to the content thread and not done yet."""
-    return _content_waiting
 
 
 async def in_content_thread(function: Callable[..., _T], *args: Any) -> _T:
@@ -87,17 +81,12 @@ async def in_content_thread(function: Callable[..., _T], *args: Any) -> _T:
     memory of one), and the GIL makes more threads no faster. With asyncio, handed
     over by the event loop itself (a Twisted pool's Deferred, turned into a future,
     cost the reactor's thread a tenth of its time per page)."""
-    global _content_waiting
-    _content_waiting += 1
-    try:
-        if asyncio_available():
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_executor(), partial(function, *args))
-        return await maybe_deferred_to_future(
-            threads.deferToThreadPool(_reactor(), _pool(), function, *args)
-        )
-    finally:
-        _content_waiting -= 1
+    if asyncio_available():
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_executor(), partial(function, *args))
+    return await maybe_deferred_to_future(
+        threads.deferToThreadPool(_reactor(), _pool(), function, *args)
+    )
 
 
 def _executor() -> Any:

@@ -67,7 +67,7 @@ class IncrementalStatePipeline:
         #: ones of the item being recorded.
         self._hashes: dict[int, dict[str, str]] = {}
         self._taken: dict[str, str] = {}
-        #: Taken with the text on the content thread (``spiders/page_content.py``).
+        #: Taken with the text in the content process (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
     def open_spider(self, spider: Spider | None = None) -> None:

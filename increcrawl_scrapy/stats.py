@@ -69,6 +69,8 @@ REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
 ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
 CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_text.py)
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
+#: Pages the content process held when it died (crawl/content_process.py).
+CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another URL of the site
 SOFT_404 = "increcrawl/pages/soft_404"  # a 200 with the site's "not found" page: gone

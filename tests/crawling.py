@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,10 +63,17 @@ def crawl_settings(db: str, clock: Any, api: Any = None, **extra: Any) -> dict[s
 
 
 async def run_crawl(
-    settings: dict[str, Any], *, spider_class: type = IncrementalSpider, **spider_args: Any
+    settings: dict[str, Any],
+    *,
+    spider_class: type = IncrementalSpider,
+    hooks: Mapping[Any, Callable[..., Any]] | None = None,
+    **spider_args: Any,
 ) -> CrawlResult:
+    """*hooks*: more handlers of the crawler's signals (signal -> handler)."""
     result = CrawlResult()
     crawler = Crawler(spider_class, Settings(settings))
+    for signal, handler in (hooks or {}).items():
+        crawler.signals.connect(handler, signal=signal)
 
     def scraped(item: Any) -> None:
         result.items.append(dict(item))

@@ -1,5 +1,5 @@
-"""What the incremental spider does with a fetched page's content: its text (on the
-content thread, ``content/page_text.py``), the size limit, soft 404s
+"""What the incremental spider does with a fetched page's content: its text (in the
+content process, ``crawl/content_process.py``), the size limit, soft 404s
 (``content/soft404.py``) and canonical links, for single fetches and batch results
 alike. A page whose ``rel=canonical`` names another URL of the site is an alias: the
 item says ``alias_of`` and the pipeline keeps its row without reporting it."""
@@ -16,12 +16,14 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.content.fingerprint import TakenPrints, content_fingerprint, taken_prints
+from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
+from increcrawl_scrapy.crawl import content_process
+from increcrawl_scrapy.crawl.content_process import response_text, shipped, shipped_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
-from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of, text_of
+from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Pages waiting for the content thread, at most: past that the engine is paused (no
+#: Pages waiting for their text, at most: past that the engine is paused (no
 #: new downloads) until half are done. Each waiting page holds its response: without
 #: a bound, a site answering faster than the CPU converts filled 800 MB.
 BACKLOG = 32
@@ -50,6 +52,7 @@ class PageContent:
         scope: Scope,
         normalize: Callable[[str], str],
         prints: TakenPrints | None = None,
+        in_process: bool = False,
     ) -> None:
         self.crawler = crawler
         self.options = options
@@ -57,11 +60,14 @@ class PageContent:
         self.scope = scope  # the seed's site: a canonical URL elsewhere is not an alias
         self.normalize = normalize
         self.not_found: str | None = None  # the site's "not found" page's fingerprint
-        self._paused = False  # the engine, by this, while the content thread catches up
+        self._paused = False  # the engine, by this, while the content work catches up
         #: Where the fingerprint taken with a page's text waits for the pipeline (only
         #: with the default rules: users' rules may backtrack, the pipeline's threads
         #: take them), or None.
         self.prints = prints
+        #: Where a page's text is taken: the content process, or the content thread.
+        self.work = content_process.in_content_process if in_process else compat.in_content_thread
+        self._in_hand = 0  # pages given to it and not answered yet
 
     @classmethod
     def of(
@@ -72,7 +78,8 @@ class PageContent:
         ours = not config.volatile_patterns and config.content_field in (None, "", "markdown")
         prints = taken_prints(crawler) if ours else None
         options = ContentOptions.from_config(config)
-        return cls(crawler, options, origin, scope, normalize, prints)
+        in_process = config.content_worker == "process" and content_process.available()
+        return cls(crawler, options, origin, scope, normalize, prints, in_process)
 
     async def with_text(
         self, item: dict[str, Any], response: scrapy.http.Response | None = None
@@ -85,12 +92,17 @@ class PageContent:
             self._hold_back()
             try:
                 if response is not None:
-                    found, taken = await compat.in_content_thread(
-                        _with_print, self.prints is not None, text_of, response, self.options
+                    found, taken = await self.work(
+                        with_print,
+                        self.prints is not None,
+                        shipped_text,
+                        shipped(response),
+                        self.options,
                     )
                 else:
                     found, taken = await self.batch_text(item)
             finally:
+                self._in_hand -= 1
                 self._let_go()
         except UnusablePage as exc:  # too large, no document
             return self.unusable(item, exc)
@@ -107,14 +119,15 @@ class PageContent:
         return {**item, "alias_of": canonical} if canonical else item
 
     def _hold_back(self) -> None:
+        self._in_hand += 1
         engine = self.crawler.engine
-        if compat.content_backlog() >= BACKLOG and engine is not None and not engine.paused:
+        if self._in_hand >= BACKLOG and engine is not None and not engine.paused:
             engine.pause()
             self._paused = True
 
     def _let_go(self) -> None:
         engine = self.crawler.engine
-        if self._paused and compat.content_backlog() <= BACKLOG // 2 and engine is not None:
+        if self._paused and self._in_hand <= BACKLOG // 2 and engine is not None:
             engine.unpause()
             self._paused = False
             # Wake the engine now rather than at its next heartbeat (seconds away).
@@ -168,7 +181,7 @@ class PageContent:
         learned = ""
         if response.status == 200 and final_url_of(response) is None:
             try:
-                found = await compat.in_content_thread(text_of, response, self.options)
+                found = await compat.in_content_thread(response_text, response, self.options)
             except ValueError:
                 found = None
             if found is not None and found.text.strip():
@@ -199,8 +212,8 @@ class PageContent:
             body, kind = fields.get("markdown"), "text/markdown"
         if body is None:
             return None, None
-        return await compat.in_content_thread(
-            _with_print,
+        return await self.work(
+            with_print,
             self.prints is not None,
             page_text,
             body.encode("utf-8"),
@@ -221,12 +234,3 @@ class PageContent:
             "error_kind": TOO_LARGE,
             "site_failure": True,
         }
-
-
-def _with_print(
-    fingerprint: bool, take: Callable[..., PageText], *args: Any
-) -> tuple[PageText, str | None]:
-    """A page's text by *take*, with its fingerprint when asked (on the content
-    thread: the default rules are linear, and this spares the reactor's thread)."""
-    found = take(*args)
-    return found, content_fingerprint(found.text) if fingerprint else None

@@ -8,12 +8,11 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import scrapy
-from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.internet.error import ConnectError, ConnectionLost, DNSLookupError, TCPTimedOutError
 from twisted.internet.error import TimeoutError as DownloadTimeout
 
-from increcrawl_scrapy.content.page_text import ContentOptions, PageText, PageTooLarge, page_text
+from increcrawl_scrapy.content.page_text import PageTooLarge
 from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.redirects import OffsiteRedirect
@@ -124,14 +123,6 @@ def final_url_of(response: scrapy.http.Response) -> str | None:
     answer = response.meta.get(META_ANSWER)
     final = mapping(mapping(answer).get("metadata")).get("url") if answer else response.url
     return final if isinstance(final, str) and final != requested else None
-
-
-def text_of(response: scrapy.http.Response, options: ContentOptions) -> PageText:
-    """The page's text, whoever fetched it, so both paths hash the same text. CPU
-    work: called off the reactor's thread."""
-    # Decoded the way Scrapy decodes it (header, BOM, meta, then detection).
-    text = response.text if isinstance(response, TextResponse) else None
-    return page_text(response.body, header_of(response, "Content-Type"), text, options)
 
 
 def too_large(failure: BaseException | None) -> bool:
