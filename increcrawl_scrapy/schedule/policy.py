@@ -53,6 +53,11 @@ SETTLED_FACTOR = 3.0
 #: change is the news most likely to mean the estimate is behind (a page that woke
 #: up), so the next check comes at the stricter odds; unchanged fetches relax back.
 CHANGED_PROBABILITY = 0.1
+#: Changes seen (this one included) from which a change is no such news: the estimate
+#: already counts the earlier ones, and the stricter odds would only spend more on a
+#: page whose pace is known. Unless the fetch before found a change too: a streak says
+#: the estimate is behind (a page that woke up is checked at its new pace within weeks).
+KNOWN_CHANGES = 2
 #: Moves that were changes, with nothing against them, that earn a host's dates
 #: trust before INCRECRAWL_LASTMOD_MIN_EVIDENCE (two edits a day: the third read).
 CLEAN_EVIDENCE = 4
@@ -198,7 +203,9 @@ class LearnedPolicy(RevisitPolicy):
             ceiling = self.ceiling(page, outcome, now)
             rate = change_rate(history, self.default_interval)
             target = self.target_probability
-            if outcome is Outcome.CHANGED:
+            if outcome is Outcome.CHANGED and (
+                len(history.changed) < KNOWN_CHANGES or page.change_streak
+            ):
                 target = min(target, CHANGED_PROBABILITY)
             wanted = interval_for(rate, target)
             if not history.changed:

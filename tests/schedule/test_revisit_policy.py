@@ -423,3 +423,34 @@ async def test_an_honest_host_is_trusted_within_three_sitemap_reads(
     sampled = quiet.stats.get(LASTMOD_SAMPLED, 0)
     assert sampled <= 1
     assert 0 < quiet.stats["increcrawl/due"] - sampled <= undated
+
+
+def test_after_a_change_a_page_whose_rate_is_known_waits_at_the_target() -> None:
+    """Right after its first change seen the next check comes at the stricter odds
+    (0.1: the page may have woken up); once its estimate counts earlier changes
+    (KNOWN_CHANGES, this one included) the target holds, unless the fetch before
+    found a change too (a streak: the estimate is behind)."""
+    from increcrawl_scrapy.schedule.estimator import History, change_rate, interval_for, observe
+    from increcrawl_scrapy.schedule.policy import CHANGED_PROBABILITY, KNOWN_CHANGES, new_page
+    from increcrawl_scrapy.schedule.rows import Outcome
+
+    policy = LearnedPolicy()
+    page = new_page("https://e.com/a", "https://e.com/a", SEED, 0.0, DAY)
+    page = page._replace(fetch_count=40, last_fetched=0.0, first_seen=0.0)
+
+    def wait_after_a_change(changes: int, streak: int = 0) -> tuple[float, float]:
+        history = History()
+        for k in range(36):
+            history = observe(history, DAY, changed=k % 6 == 0 and k // 6 < changes - 1)
+        history = observe(history, DAY, changed=True)  # this fetch's change
+        rate = change_rate(history, policy.default_interval)
+        row = page._replace(change_streak=streak)
+        got = policy.interval_after(row, Outcome.CHANGED, history, 40 * DAY, UNKNOWN)
+        return got, rate
+
+    few, rate = wait_after_a_change(KNOWN_CHANGES - 1)
+    assert few == pytest.approx(interval_for(rate, CHANGED_PROBABILITY), rel=0.06)
+    known, rate = wait_after_a_change(KNOWN_CHANGES)
+    assert known == pytest.approx(interval_for(rate, policy.target_probability), rel=0.06)
+    streak, rate = wait_after_a_change(KNOWN_CHANGES, streak=1)
+    assert streak == pytest.approx(interval_for(rate, CHANGED_PROBABILITY), rel=0.06)
