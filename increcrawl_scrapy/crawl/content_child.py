@@ -35,6 +35,7 @@ BOOTSTRAP = (
     "answers = os.fdopen(os.dup(1), 'wb')\n"
     "os.dup2(2, 1)\n"
     "sys.path[:] = os.environ.pop('INCRECRAWL_CONTENT_PATH').split(os.pathsep)\n"
+    "import increcrawl_scrapy.crawl.content_process\n"  # what jobs call: imported before READY
     "from increcrawl_scrapy.crawl.content_child import serve\n"
     "serve(answers)\n"
 )
@@ -47,8 +48,6 @@ def frame(job: int, payload: Any) -> bytes:
 
 def serve(answers: BinaryIO) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # again, in case run otherwise
-    import increcrawl_scrapy.crawl.content_process  # noqa: F401 - what jobs call
-
     with answers:
         answers.write(READY)
         answers.flush()
