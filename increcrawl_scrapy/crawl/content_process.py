@@ -156,8 +156,9 @@ class _Worker(protocol.ProcessProtocol):
         self._lost()
         if not self.reaped.called:
             self.reaped.callback(None)
-        with contextlib.suppress(Exception):  # gone already, or shutting down
-            _reactor().removeSystemEventTrigger(self.trigger)
+        if not self.stopping:  # else the trigger is the one running now
+            with contextlib.suppress(Exception):  # gone already
+                _reactor().removeSystemEventTrigger(self.trigger)
 
     def _lost(self) -> None:
         """It has ended, or is made to: the page it was working on fails, the others
