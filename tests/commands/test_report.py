@@ -5,6 +5,7 @@ history, as the runs' real crawls left them."""
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import os
 import sqlite3
@@ -140,17 +141,28 @@ async def crawl_months(
     return starts, texts
 
 
-def _day(timestamp: float) -> str:
-    return time.strftime("%b %d", time.gmtime(timestamp))
+def _tick_days(ticks: list[str], near: float) -> list[float]:
+    """The axis's "Dec 05" labels as the Unix time of their day (UTC), the year
+    taken from ``near`` and moved on where the labels pass a new year."""
+    year, days = time.gmtime(near).tm_year, []
+    for tick in ticks:
+        day = calendar.timegm(time.strptime(f"{year} {tick}", "%Y %b %d"))
+        if days and day < days[-1]:
+            year += 1
+            day = calendar.timegm(time.strptime(f"{year} {tick}", "%Y %b %d"))
+        days.append(float(day))
+    return days
 
 
 @pytest.mark.e2e
 @pytest.mark.skipif(chromium() is None and not os.environ.get("CI"), reason="no chromium")
 @pytest_twisted.ensureDeferred
-async def test_report_shows_what_changed_in_each_run(
-    tmp_path: Path, clock: Clock, api: GeonodeStandIn
-) -> None:
+async def test_report_shows_what_changed_in_each_run(tmp_path: Path, api: GeonodeStandIn) -> None:
     db, out = tmp_path / "state.sqlite", tmp_path / "report.html"
+    # Half an hour after a midnight (UTC): the axis's ticks then fall between the
+    # runs' days, as they did when CI ran at 00:31. Still after the real clock once
+    # the first run's three days have passed, so the sitemap's dates are not ahead.
+    clock = Clock(time.time() // DAY * DAY + 1_800)
     with SampleSite(pages=12) as site:
         starts, texts = await crawl_months(db, site, api, clock)
         edited, gone, failing = site.page_url(2), site.page_url(5), site.page_url(9)
@@ -162,9 +174,14 @@ async def test_report_shows_what_changed_in_each_run(
     assert opened.console_errors == [] and root.get("data-error") is None
     assert root.get("data-rendered") == "1"
 
-    # The time axis is dated: the runs' days are on it, in order.
+    # The time axis is dated, evenly, and spans the runs: the first and the last run
+    # each within a step of the first and the last tick (where the ticks fall
+    # depends on the hour of the runs).
     ticks = root.xpath('//*[@id="changes-0"]//*[local-name()="text" and @class="tick"]/text()')
-    assert len(ticks) >= 3 and _day(starts[0]) in ticks[:2] and _day(starts[-1]) in ticks
+    days = _tick_days(ticks, starts[0])
+    step = days[1] - days[0]
+    assert len(days) >= 3 and all(b - a == step for a, b in itertools.pairwise(days))
+    assert abs(starts[0] - days[0]) < step and abs(starts[-1] - days[-1]) < step
     bars = root.xpath('//*[@id="changes-0"]//*[local-name()="rect" and contains(@class, "bar")]')
     xs = sorted({float(bar.get("x")) for bar in bars})
     gaps = [b - a for a, b in itertools.pairwise(xs)]
