@@ -16,7 +16,9 @@ working on: that page fails with :class:`ContentWorkerLost`, a site failure that
 backs off, and the others are asked again of a new one. A child that ends before it
 is ready costs no page; after three such starts in a row (a frozen application, an
 interpreter that cannot import this package) the content thread takes the work.
-The child's stderr is the crawl's process's.
+What the child writes on stderr (a library's warning, a crash's traceback) is logged
+by the crawl, line by line: with ``LOG_FILE`` (a Scrapyd job's log) it is where the
+crawl's own lines are.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ _T = TypeVar("_T")
 #: How long the reactor's shutdown waits for the child to end after its stdin closes.
 _STOP_WAIT = 5.0
 _REAP_EVERY = 0.02
+#: A line the child writes on stderr longer than this is logged in pieces.
+_LINE_LIMIT = 16_384
 
 
 class ContentWorkerLost(UnusablePage):
@@ -98,6 +102,7 @@ class _Worker(protocol.ProcessProtocol):
         #: job -> (its answer, function, args), in the order asked: the child's order.
         self.waiting: dict[int, tuple[defer.Deferred[Any], Callable[..., Any], tuple]] = {}
         self.inbox = bytearray()
+        self.said = bytearray()  # what it wrote on stderr, up to a line's end
         self.next_id = 0
         self.alive = True
         self.ready = False  # it said so, once its modules were imported
@@ -144,6 +149,18 @@ class _Worker(protocol.ProcessProtocol):
             else:
                 answer.errback(value)
 
+    def errReceived(self, data: bytes) -> None:
+        self.said += data
+        while (end := self.said.find(b"\n")) >= 0 or len(self.said) > _LINE_LIMIT:
+            cut = end if 0 <= end <= _LINE_LIMIT else _LINE_LIMIT
+            self._say(self.said[:cut])
+            del self.said[: cut + (cut == end)]
+
+    def _say(self, line: bytes | bytearray) -> None:
+        text = line.decode("utf-8", "replace").rstrip()
+        if text:
+            logger.warning("The content process said: %s", text)
+
     def _garbled(self, what: str) -> None:
         logger.error("The content process's answers are garbled (%s): it is replaced", what)
         self._lost()
@@ -151,6 +168,9 @@ class _Worker(protocol.ProcessProtocol):
     def childConnectionLost(self, childFD: int) -> None:
         if childFD == 1:  # its stdout closed: it is ending
             self._lost()
+        elif childFD == 2 and self.said:  # a last line with no end
+            self._say(self.said)
+            self.said.clear()
 
     def processEnded(self, reason: Any) -> None:
         self._lost()
@@ -305,6 +325,6 @@ def _spawn() -> _Worker:
     path = [os.fspath(entry) or os.getcwd() for entry in sys.path if isinstance(entry, str)]
     env = {**os.environ, "INCRECRAWL_CONTENT_PATH": os.pathsep.join(path)}
     command = _command()
-    reactor.spawnProcess(worker, command[0], command, env=env, childFDs={0: "w", 1: "r", 2: 2})
+    reactor.spawnProcess(worker, command[0], command, env=env, childFDs={0: "w", 1: "r", 2: "r"})
     worker.trigger = reactor.addSystemEventTrigger("before", "shutdown", worker.stop)
     return worker

@@ -4,8 +4,10 @@ costing only the pages it held (site failures that back off), never the crawl.""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from increcrawl_scrapy.crawl.content_child import BOOTSTRAP
 from increcrawl_scrapy.crawl.content_process import ContentWorkerLost, in_content_process
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import SampleSite
+from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import nginx
@@ -53,11 +56,50 @@ async def ask(function: Any, *args: Any) -> Any:
 
 
 @pytest_twisted.ensureDeferred
-async def test_answers_come_back_in_order_asked_and_errors_as_raised() -> None:
+async def test_answers_come_back_in_order_asked_and_errors_as_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     assert await ask(chatty, "x") == "X"
     with pytest.raises(PageTooLarge, match="too large: 12 bytes"):
         await ask(refuse, 12)
     assert await ask(whoami) != os.getpid()
+    # What it printed is no answer: the crawl logs it (it comes on another pipe).
+    for _ in range(100):
+        if "a library that prints x" in caplog.text:
+            break
+        await deferred_from_coro(asyncio.sleep(0.02))
+    assert "The content process said: a library that prints x" in caplog.text
+
+
+def test_what_the_process_writes_on_stderr_is_in_the_crawls_log_file(tmp_path: Path) -> None:
+    """A module that warns on stderr when imported (a sitecustomize here) in a crawl
+    logging to a file, as Scrapyd's jobs do: the content process's line is in the
+    job's log, not lost on a stderr that nobody reads."""
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "sitecustomize.py").write_text(
+        "import os, sys\nsys.stderr.write(f'sitecustomize in {os.getpid()} warns\\n')\n"
+    )
+    log, db = tmp_path / "crawl.log", tmp_path / "s.sqlite"
+    path = os.pathsep.join(filter(None, [str(custom), os.environ.get("PYTHONPATH")]))
+    with SampleSite(pages=3) as site:
+        command = crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct")
+        done = subprocess.run(
+            [*command, "-s", f"LOG_FILE={log}"],
+            env=crawl_env(None, PYTHONPATH=path),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [line for line in log.read_text().splitlines() if "content process said" in line]
+    # Logged once by its logger, and once more in the run summary's warnings.
+    assert len(said) == 2 and "[increcrawl_scrapy.crawl.content_process] WARNING" in said[0]
+    assert said[1].strip().startswith("WARNING: The content process said: sitecustomize in")
+    child = said[0].split("sitecustomize in ")[1].split()[0]
+    assert f"sitecustomize in {child} warns" not in done.stderr  # the parent's only there
 
 
 @pytest_twisted.ensureDeferred
