@@ -249,17 +249,19 @@ _STARTS = 3
 
 
 def available() -> bool:
-    """Whether this interpreter and reactor can run the content process: a POSIX
-    reactor that starts processes, an interpreter that is not a frozen application."""
-    try:
-        from twisted.internet.interfaces import IReactorProcess
-
-        reactor = _reactor()
-    except ImportError:  # Scrapy without a reactor
-        return False
-    posix = getattr(reactor, "_platformType", os.name) == "posix" or os.name == "posix"
+    """Whether this interpreter can run the content process: POSIX, not a frozen
+    application. The reactor is asked at the first page, not here: a spider is made
+    before Scrapy 2.13 installs its reactor, and touching it then installs another."""
     frozen = getattr(sys, "frozen", False) or not sys.executable
-    return posix and not frozen and IReactorProcess.providedBy(reactor)
+    return os.name == "posix" and not frozen
+
+
+def _starts_processes(reactor: Any) -> bool:
+    """A POSIX reactor that starts processes (not Windows' IOCP, say)."""
+    from twisted.internet.interfaces import IReactorProcess
+
+    posix = getattr(reactor, "_platformType", "posix") == "posix"
+    return posix and IReactorProcess.providedBy(reactor)
 
 
 async def in_content_process(function: Callable[..., _T], *args: Any) -> _T:
@@ -292,6 +294,13 @@ def _running() -> _Worker | None:
                 _STARTS,
             )
     if _failed_starts >= _STARTS:
+        return None
+    if _worker is None and not _starts_processes(_reactor()):
+        _failed_starts = _STARTS
+        logger.info(
+            "The reactor cannot start the content process: pages' texts are taken on a "
+            "thread in this process (INCRECRAWL_CONTENT_WORKER)"
+        )
         return None
     if _worker is None:
         try:

@@ -102,6 +102,35 @@ def test_what_the_process_writes_on_stderr_is_in_the_crawls_log_file(tmp_path: P
     assert f"sitecustomize in {child} warns" not in done.stderr  # the parent's only there
 
 
+#: A spider made as ``scrapy crawl`` makes it, in a process of its own: on Scrapy 2.13
+#: the reactor is installed after the spider is made, so touching it there installs
+#: the default one and the crawl then refuses to start.
+MAKE_SPIDER = """
+import sys
+from scrapy.crawler import Crawler
+from scrapy.utils.project import get_project_settings
+from increcrawl_scrapy.spiders.incremental import IncrementalSpider
+settings = get_project_settings()
+settings.set("INCRECRAWL_DB", sys.argv[1])
+IncrementalSpider.from_crawler(Crawler(IncrementalSpider, settings), sitemap_url=sys.argv[2])
+print("twisted.internet.reactor" in sys.modules)
+"""
+
+
+def test_making_the_spider_installs_no_reactor(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", MAKE_SPIDER, str(tmp_path / "s.sqlite"), "http://127.0.0.1:9/"],
+        env=crawl_env(None),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False"], done.stdout
+
+
 @pytest_twisted.ensureDeferred
 async def test_ctrl_c_leaves_it_answering_for_the_graceful_stop() -> None:
     """Ctrl-C signals the terminal's whole group: the crawl stops gracefully and its
