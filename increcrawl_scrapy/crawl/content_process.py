@@ -13,7 +13,9 @@ child's stdin and stdout (``crawl/content_child.py``), written through the react
 own buffered transport. The child answers in the order asked, so when it dies (a
 crash in a parser, an out-of-memory kill) the oldest page it held is the one it was
 working on: that page fails with :class:`ContentWorkerLost`, a site failure that
-backs off, and the others are asked again of a new one. A child that ends before it
+backs off, and the others are asked again of a new one. A page that takes longer than
+``INCRECRAWL_CONTENT_TIMEOUT`` (a parser in an endless loop) has the child killed the
+same way, and fails with :class:`ContentTimeout`. A child that ends before it
 is ready costs no page; after three such starts in a row (a frozen application, an
 interpreter that cannot import this package) the content thread takes the work.
 What the child writes on stderr (a library's warning, a crash's traceback) is logged
@@ -55,6 +57,12 @@ class ContentWorkerLost(UnusablePage):
     and backed off like any unusable page, never a crash of the crawl."""
 
     stat = stats.CONTENT_WORKER_LOST
+
+
+class ContentTimeout(ContentWorkerLost):
+    """Its text took longer than INCRECRAWL_CONTENT_TIMEOUT: the process was killed."""
+
+    stat = stats.CONTENT_TIMEOUT
 
 
 def response_text(response: Response, options: ContentOptions) -> PageText:
@@ -99,8 +107,9 @@ class _Worker(protocol.ProcessProtocol):
     """The parent's side: jobs out on the child's stdin, answers in on its stdout."""
 
     def __init__(self) -> None:
-        #: job -> (its answer, function, args), in the order asked: the child's order.
-        self.waiting: dict[int, tuple[defer.Deferred[Any], Callable[..., Any], tuple]] = {}
+        #: job -> (its answer, function, args, timeout), in the order asked: the
+        #: child's order.
+        self.waiting: dict[int, tuple[defer.Deferred[Any], Callable[..., Any], tuple, float]] = {}
         self.inbox = bytearray()
         self.said = bytearray()  # what it wrote on stderr, up to a line's end
         self.next_id = 0
@@ -110,14 +119,47 @@ class _Worker(protocol.ProcessProtocol):
         self.trigger: Any = None  # its "before shutdown" trigger
         self.stopping = False  # the reactor is shutting down: nothing is asked again
         self._killer: Any = None
+        self._watch: Any = None  # the oldest job's timeout (a DelayedCall)
 
     def submit(
-        self, function: Callable[..., Any], args: tuple[Any, ...], answer: defer.Deferred[Any]
+        self,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        answer: defer.Deferred[Any],
+        timeout: float = 0.0,
     ) -> None:
         data = frame(self.next_id + 1, (function, args))  # raises before anything waits
         self.next_id += 1
-        self.waiting[self.next_id] = (answer, function, args)
+        self.waiting[self.next_id] = (answer, function, args, timeout)
+        if len(self.waiting) == 1:
+            self._watch_oldest()
         self._child().write(data)  # buffered: never blocks
+
+    def _watch_oldest(self) -> None:
+        """Time the oldest job: the one the child is working on, since it answered
+        the one before (or since it was asked, with nothing before it)."""
+        if self._watch is not None and self._watch.active():
+            self._watch.cancel()
+        self._watch = None
+        if not self.alive or not self.waiting:
+            return
+        job = next(iter(self.waiting))
+        timeout = self.waiting[job][3]
+        if timeout:
+            self._watch = _reactor().callLater(timeout, self._overdue, job, timeout)
+
+    def _overdue(self, job: int, timeout: float) -> None:
+        self._watch = None
+        if not self.alive or job not in self.waiting:
+            return
+        logger.error(
+            "A page's text took more than %g s in the content process "
+            "(INCRECRAWL_CONTENT_TIMEOUT): it is killed, the page fails, a new one is started",
+            timeout,
+        )
+        with contextlib.suppress(Exception):  # gone already
+            self._child().signalProcess("KILL")
+        self._lost(ContentTimeout(f"its text took more than {timeout:g} s"))
 
     def outReceived(self, data: bytes) -> None:
         self.inbox += data
@@ -139,6 +181,7 @@ class _Worker(protocol.ProcessProtocol):
             payload = bytes(self.inbox[HEADER.size : HEADER.size + size])
             del self.inbox[: HEADER.size + size]
             answer = self.waiting.pop(job)[0]
+            self._watch_oldest()
             try:
                 # The child is this process's own, started from this package: trusted.
                 ok, value = pickle.loads(payload)  # noqa: S301
@@ -180,26 +223,29 @@ class _Worker(protocol.ProcessProtocol):
             with contextlib.suppress(Exception):  # gone already
                 _reactor().removeSystemEventTrigger(self.trigger)
 
-    def _lost(self) -> None:
-        """It has ended, or is made to: the page it was working on fails, the others
-        are asked again (of a new one, or of the thread)."""
+    def _lost(self, why: ContentWorkerLost | None = None) -> None:
+        """It has ended, or is made to: the page it was working on fails (*why*), the
+        others are asked again (of a new one, or of the thread)."""
         if not self.alive:
             return
         self.alive = False
+        self._watch_oldest()  # stops timing
         self._end()
         waiting, self.waiting = list(self.waiting.values()), {}
         if self.stopping:  # no new process now: what is left fails
-            for answer, _function, _args in waiting:
+            for answer, *_ in waiting:
                 answer.errback(ContentWorkerLost("the crawl ended before its text was taken"))
             return
         if self.ready and waiting:
             culprit = waiting.pop(0)[0]
-            logger.error(
-                "The content process ended while taking a page's text: a new one is started"
-            )
-            culprit.errback(ContentWorkerLost("the content process ended while taking its text"))
-        for answer, function, args in waiting:
-            _ask(function, args).chainDeferred(answer)
+            if why is None:
+                logger.error(
+                    "The content process ended while taking a page's text: a new one is started"
+                )
+                why = ContentWorkerLost("the content process ended while taking its text")
+            culprit.errback(why)
+        for answer, function, args, timeout in waiting:
+            _ask(function, args, timeout).chainDeferred(answer)
 
     def _end(self) -> None:
         """Close its stdin (it ends once its jobs are answered), kill it if it is still
@@ -264,19 +310,22 @@ def _starts_processes(reactor: Any) -> bool:
     return posix and IReactorProcess.providedBy(reactor)
 
 
-async def in_content_process(function: Callable[..., _T], *args: Any) -> _T:
+async def in_content_process(function: Callable[..., _T], *args: Any, timeout: float = 0.0) -> _T:
     """``function(*args)`` in the content process; *function* must be importable by
-    name (a module's top-level function) and *args* picklable. Where the process
-    cannot start, on the content thread."""
-    return await maybe_deferred_to_future(_ask(function, args))
+    name (a module's top-level function) and *args* picklable. Past *timeout* seconds
+    (0: none) the process is killed and this raises :class:`ContentTimeout`. Where
+    the process cannot start, on the content thread (which nothing can stop)."""
+    return await maybe_deferred_to_future(_ask(function, args, timeout))
 
 
-def _ask(function: Callable[..., Any], args: tuple[Any, ...]) -> defer.Deferred[Any]:
+def _ask(
+    function: Callable[..., Any], args: tuple[Any, ...], timeout: float = 0.0
+) -> defer.Deferred[Any]:
     worker = _running()
     if worker is None:
         return deferred_from_coro(compat.in_content_thread(function, *args))
     answer: defer.Deferred[Any] = defer.Deferred()
-    worker.submit(function, args, answer)
+    worker.submit(function, args, answer, timeout)
     return answer
 
 

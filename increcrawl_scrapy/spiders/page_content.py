@@ -53,6 +53,7 @@ class PageContent:
         normalize: Callable[[str], str],
         prints: TakenPrints | None = None,
         in_process: bool = False,
+        timeout: float = 0.0,
     ) -> None:
         self.crawler = crawler
         self.options = options
@@ -67,7 +68,11 @@ class PageContent:
         self.prints = prints
         #: Where a page's text is taken: the content process, or the content thread.
         self.in_process = in_process
-        self.work = content_process.in_content_process if in_process else compat.in_content_thread
+        self.work = (
+            partial(content_process.in_content_process, timeout=timeout)
+            if in_process
+            else compat.in_content_thread
+        )
         self._in_hand = 0  # pages given to it and not answered yet
 
     @classmethod
@@ -80,7 +85,8 @@ class PageContent:
         prints = taken_prints(crawler) if ours else None
         options = ContentOptions.from_config(config)
         in_process = config.content_worker == "process" and content_process.available()
-        return cls(crawler, options, origin, scope, normalize, prints, in_process)
+        timeout = config.content_timeout
+        return cls(crawler, options, origin, scope, normalize, prints, in_process, timeout)
 
     async def with_text(
         self, item: dict[str, Any], response: scrapy.http.Response | None = None

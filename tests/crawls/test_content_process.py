@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,17 @@ def whoami() -> int:
 def odd() -> None:
     """An exception whose class cannot be made again from its pickle."""
     raise ConfigError("INCRECRAWL_X", 1, "why")
+
+
+def stalled_once(page: Any, options: Any) -> Any:
+    """A page's text, except that the page named by $STALL_URL stalls (a parser in an
+    endless loop) the first time, as the file $STALL_MARK records."""
+    from increcrawl_scrapy.crawl.content_process import shipped_text
+
+    if page[1] == os.environ.get("STALL_URL") and not os.path.exists(os.environ["STALL_MARK"]):
+        Path(os.environ["STALL_MARK"]).touch()
+        time.sleep(3600)
+    return shipped_text(page, options)
 
 
 async def ask(function: Any, *args: Any) -> Any:
@@ -277,3 +289,32 @@ async def test_a_killed_content_process_costs_only_the_pages_it_held(
         assert again.changes("new") == set(unread)
         with StateStore(db) as store:
             assert all(store.get(url).content_hash for url in site.page_urls())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_whose_text_takes_too_long_fails_alone_and_the_crawl_goes_on(
+    tmp_path: Path, clock: Clock, fresh: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A page on which a parser loops for ever would stall every crawl of the process:
+    past INCRECRAWL_CONTENT_TIMEOUT the content process is killed, that page is a site
+    failure that backs off, the others are asked of a new process; the next run past
+    the back-off records it."""
+    from increcrawl_scrapy.spiders import page_content
+
+    db = str(tmp_path / "state.sqlite")
+    with SampleSite(pages=12) as site:
+        stalled = site.page_url(3)
+        fresh.setenv("STALL_URL", stalled)  # a new process, started with these
+        fresh.setenv("STALL_MARK", str(tmp_path / "stalled"))
+        fresh.setattr(page_content, "shipped_text", stalled_once)
+        settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_TIMEOUT=2)
+        started = time.monotonic()
+        first = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert first.reason == "finished" and time.monotonic() - started < 60
+        assert (tmp_path / "stalled").exists()
+        assert first.stats.get(stats.CONTENT_TIMEOUT) == 1
+        assert first.changes("new") == set(site.page_urls()) - {stalled}
+        assert "more than 2 s" in caplog.text
+        clock.advance(2 * 86_400)
+        again = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert again.changes("new") == {stalled}
