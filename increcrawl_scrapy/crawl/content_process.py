@@ -131,13 +131,14 @@ class _Worker(protocol.ProcessProtocol):
         data = frame(self.next_id + 1, (function, args))  # raises before anything waits
         self.next_id += 1
         self.waiting[self.next_id] = (answer, function, args, timeout)
-        if len(self.waiting) == 1:
+        if len(self.waiting) == 1 and self.ready:
             self._watch_oldest()
         self._child().write(data)  # buffered: never blocks
 
     def _watch_oldest(self) -> None:
         """Time the oldest job: the one the child is working on, since it answered
-        the one before (or since it was asked, with nothing before it)."""
+        the one before (or since it was asked, or the child ready, if later). Not
+        before it is ready: a slow start is no page that took too long."""
         if self._watch is not None and self._watch.active():
             self._watch.cancel()
         self._watch = None
@@ -149,6 +150,11 @@ class _Worker(protocol.ProcessProtocol):
             self._watch = _reactor().callLater(timeout, self._overdue, job, timeout)
 
     def _overdue(self, job: int, timeout: float) -> None:
+        # Its answer may be in the pipe, unread: a reactor that runs timers before it
+        # reads (EPoll, select) reads it within the next turn.
+        self._watch = _reactor().callLater(0, self._overdue_now, job, timeout)
+
+    def _overdue_now(self, job: int, timeout: float) -> None:
         self._watch = None
         if not self.alive or job not in self.waiting:
             return
@@ -162,6 +168,8 @@ class _Worker(protocol.ProcessProtocol):
         self._lost(ContentTimeout(f"its text took more than {timeout:g} s"))
 
     def outReceived(self, data: bytes) -> None:
+        if not self.alive:  # made to end: its jobs were failed or asked again
+            return
         self.inbox += data
         if not self.ready:
             at = self.inbox.find(READY)
@@ -171,6 +179,7 @@ class _Worker(protocol.ProcessProtocol):
                 logger.debug("The content process printed %r while starting", self.inbox[:at])
             del self.inbox[: at + len(READY)]
             self.ready = True
+            self._watch_oldest()
         while len(self.inbox) >= HEADER.size:
             size, job = HEADER.unpack_from(self.inbox)
             if size > MAX_FRAME or job not in self.waiting:
@@ -302,12 +311,15 @@ def available() -> bool:
     return os.name == "posix" and not frozen
 
 
-def _starts_processes(reactor: Any) -> bool:
-    """A POSIX reactor that starts processes (not Windows' IOCP, say)."""
+def _starts_processes() -> bool:
+    """A reactor that starts processes (not Windows' IOCP, say; none at all where
+    Scrapy runs without one)."""
     from twisted.internet.interfaces import IReactorProcess
 
-    posix = getattr(reactor, "_platformType", "posix") == "posix"
-    return posix and IReactorProcess.providedBy(reactor)
+    try:
+        return IReactorProcess.providedBy(_reactor())
+    except ImportError:  # no reactor
+        return False
 
 
 async def in_content_process(function: Callable[..., _T], *args: Any, timeout: float = 0.0) -> _T:
@@ -344,7 +356,7 @@ def _running() -> _Worker | None:
             )
     if _failed_starts >= _STARTS:
         return None
-    if _worker is None and not _starts_processes(_reactor()):
+    if _worker is None and not _starts_processes():
         _failed_starts = _STARTS
         logger.info(
             "The reactor cannot start the content process: pages' texts are taken on a "

@@ -207,6 +207,19 @@ async def test_what_the_interpreter_prints_while_starting_is_not_an_answer(
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_slow_start_is_not_a_page_that_took_too_long(
+    fresh: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The time limit counts from when the process is ready: a start slower than it
+    (a loaded machine, a slow disk) costs no page and no start."""
+    slow = "import time; time.sleep(1.5)\n" + BOOTSTRAP
+    fresh.setattr(content_process, "_command", lambda: [sys.executable, "-c", slow])
+    answer = await deferred_from_coro(in_content_process(whoami, timeout=0.5))
+    assert answer != os.getpid() and content_process._failed_starts == 0
+    assert "took more than" not in caplog.text
+
+
+@pytest_twisted.ensureDeferred
 async def test_an_answer_that_cannot_be_read_fails_only_its_own_page() -> None:
     pid = await ask(whoami)
     with pytest.raises(RuntimeError, match="could not be read"):
