@@ -48,13 +48,17 @@ def crawl_env(api_key: str | None, **variables: str) -> dict[str, str]:
 
 
 def run_process(
-    command: list[str], cwd: str | Path, api_key: str | None = None, timeout: float = 120
+    command: list[str],
+    cwd: str | Path,
+    api_key: str | None = None,
+    timeout: float = 120,
+    **variables: str,
 ) -> subprocess.CompletedProcess:
     """Run *command* (a crawl, a ``scrapy increcrawl`` command) as a user would, its
-    output captured as text."""
+    output captured as text; *variables* added to its environment."""
     return subprocess.run(  # noqa: S603 - argv built by the caller, no shell
         command,
-        env=crawl_env(api_key),
+        env=crawl_env(api_key, **variables),
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from increcrawl_scrapy.crawl.content_child import BOOTSTRAP
 from increcrawl_scrapy.crawl.content_process import ContentWorkerLost, in_content_process
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from increcrawl_scrapy.testing.process import crawl_command, run_process
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import nginx
@@ -96,15 +95,7 @@ def test_what_the_process_writes_on_stderr_is_in_the_crawls_log_file(tmp_path: P
     path = os.pathsep.join(filter(None, [str(custom), os.environ.get("PYTHONPATH")]))
     with SampleSite(pages=3) as site:
         command = crawl_command(site.sitemap_url, db, "INCRECRAWL_FETCHER=direct")
-        done = subprocess.run(
-            [*command, "-s", f"LOG_FILE={log}"],
-            env=crawl_env(None, PYTHONPATH=path),
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = run_process([*command, "-s", f"LOG_FILE={log}"], tmp_path, PYTHONPATH=path)
     assert done.returncode == 0, done.stderr[-2000:]
     said = [line for line in log.read_text().splitlines() if "content process said" in line]
     # Logged once by its logger, and once more in the run summary's warnings.
@@ -130,15 +121,8 @@ print("twisted.internet.reactor" in sys.modules)
 
 
 def test_making_the_spider_installs_no_reactor(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", MAKE_SPIDER, str(tmp_path / "s.sqlite"), "http://127.0.0.1:9/"],
-        env=crawl_env(None),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    made = [sys.executable, "-c", MAKE_SPIDER, str(tmp_path / "s.sqlite"), "http://127.0.0.1:9/"]
+    done = run_process(made, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False"], done.stdout
 
