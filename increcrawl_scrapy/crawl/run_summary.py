@@ -123,10 +123,15 @@ def _unchanged(count: Callable[[str], int]) -> str:
 
 def saved(fetched: int, listed: int) -> str:
     """A run's fetches against fetching every listed page."""
+    if fetched > listed:  # pages that left the sitemap, checked to be sure they are gone
+        return (
+            f"fetched {fetched:,} pages, more than the {listed:,} listed "
+            "(pages no longer listed checked too)"
+        )
     if not fetched:
         fewer = "none at all"
-    elif fetched >= listed:
-        fewer = "as many as fetching them all"  # everything due, or gone pages re-checked
+    elif fetched == listed:
+        fewer = "as many as fetching them all"
     else:
         fewer = f"{listed / fetched:,.1f}x fewer than fetching them all"
     return f"fetched {fetched:,} of {listed:,} listed pages ({fewer})"

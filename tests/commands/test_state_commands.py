@@ -171,3 +171,18 @@ def test_diff_finds_a_page_by_the_keys_the_crawls_made(tmp_path: Path) -> None:
     done = scrapy(db, "diff", slashed)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "has not changed since its text was first kept" in done.stdout
+
+
+def test_a_run_that_rechecks_gone_pages_says_so_not_more_than_listed(crawled) -> None:
+    """Deleted pages leave the sitemap, and are fetched once more to be sure they are
+    gone: the run fetched more pages than are listed, which the summary says plainly."""
+    db, site = crawled
+    site.delete(4)
+    site.delete(5)
+    assert "pages made due now" in scrapy(db, "due", "--all").stdout
+    assert crawl(db, site).returncode == 0
+    done = scrapy(db, "status")
+    assert "pages 10: live 8, gone 2" in done.stdout, done.stdout
+    assert "fetched 10 pages, more than the 8 listed (pages no longer listed checked too)" in (
+        done.stdout
+    )
