@@ -120,7 +120,7 @@ class IncrementalStatePipeline:
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
         adapter = ItemAdapter(item)
         member = peek(self.crawler, item)
-        status = adapter.get("http_status")
+        status = _status(adapter, member)
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or (status is not None and not 200 <= int(status) < 300):
             return []
@@ -180,7 +180,7 @@ class IncrementalStatePipeline:
         if not url or not isinstance(url, str):
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
-        status = adapter.get("http_status")
+        status = _status(adapter, member)
         status = 200 if status is None else int(status)
         recorded = member.group.recorded if member is not None else None
         first = recorded is None  # else recorded with the page's first item
@@ -333,6 +333,15 @@ class IncrementalStatePipeline:
                 self.without_url,
                 self.config.url_field,
             )
+
+
+def _status(adapter: ItemAdapter, member: Member | None) -> Any:
+    """The HTTP status of the item's page: the item's ``http_status``, else its
+    group's (a page gone, ``gone_pages.py``); None: a 200."""
+    status = adapter.get("http_status")
+    if status is None and member is not None:
+        return member.group.status
+    return status
 
 
 def _label(adapter: ItemAdapter, **fields: Any) -> None:

@@ -8,8 +8,9 @@ of them changed, appeared or disappeared, and its schedule follows that, not eac
 item in turn. Its items are matched against the page's previous version
 (``page_memory.py``): each gets its own label (``new``, ``changed`` with
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
-of its own (``gone``, with the fields that identified it); new and gone ones wait
-for the run's other pages, where they may have moved (``moved_items.py``). With
+of its own (``gone``, with the fields that identified it), and so does each item of
+a page that answers 404 or 410 (``gone_pages.py``); new and gone ones wait for the
+run's other pages, where they may have moved (``moved_items.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
@@ -19,6 +20,7 @@ is a page that changes, so its learned schedule checks it as often as they move.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -28,12 +30,14 @@ from weakref import WeakKeyDictionary
 from itemadapter import ItemAdapter, is_item
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
+from scrapy.spidermiddlewares.httperror import HttpError
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.crawl.gone_pages import gone_memory, left_by_gone_page
 from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
 from increcrawl_scrapy.crawl.page_memory import (
     ARRIVED,
@@ -43,6 +47,7 @@ from increcrawl_scrapy.crawl.page_memory import (
     MOVED,
     NEW,
     UNCHANGED,
+    ItemPrint,
     Memory,
     item_print,
     match,
@@ -50,6 +55,7 @@ from increcrawl_scrapy.crawl.page_memory import (
     unpack,
 )
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
 
@@ -60,6 +66,7 @@ if TYPE_CHECKING:
 
     from increcrawl_scrapy.schedule.rows import Recorded
 
+logger = logging.getLogger(__name__)
 #: On the engine's side of Scrapy's own spider middlewares (DepthMiddleware 900,
 #: RefererMiddleware 700...): the requests kept for a replay are as they left them
 #: (depth in meta, Referer set, those past DEPTH_LIMIT dropped).
@@ -78,6 +85,7 @@ class PageGroup:
     matched: bool = False  # the items were matched against a previous version
     members: list[Member] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
+    status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
 
     def text_with(self, item_text: Callable[[], str]) -> str:
         """What the page's fingerprint is taken of: its items' text (its one item's,
@@ -95,6 +103,8 @@ def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
     version not kept, nothing to say)."""
     if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
         return MOVED if label == MOVED else UNCHANGED
+    if page_change == GONE:  # the page itself is gone, and each of its items
+        return GONE
     if page_change == "changed" and group.matched:
         return label
     return None if label == GONE else page_change
@@ -162,6 +172,14 @@ class PageItemsMiddleware:
                 for item in held_items(self.crawler).release():
                     yield item
             return
+        if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
+            gone = self._gone(response)
+            if gone:
+                async for output in result:
+                    yield output
+                for item in gone:
+                    yield item
+                return
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
@@ -229,11 +247,8 @@ class PageItemsMiddleware:
                     for member, (label, fields) in zip(grouped, found.labels, strict=True):
                         member.label, member.changed_fields = label, fields
                     for old in found.gone:
-                        item = dict(old.values)
-                        gone.append(item)
-                        grouped.append(Member(page, None, label=GONE, whole=old.whole))
-                        self.members[id(item)] = grouped[-1]
-                        unplaced.add(id(item))
+                        gone.append(self._gone_item(page, old, grouped))
+                        unplaced.add(id(gone[-1]))
                 page.size = len(grouped)
             page.members = grouped
             for item, member in zip(group, grouped, strict=False):
@@ -244,6 +259,42 @@ class PageItemsMiddleware:
             for item in items + gone
             if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
         ]
+
+    def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
+        """An item of *page*'s previous version, gone: the fields that identified it."""
+        item = dict(old.values)
+        grouped.append(Member(page, None, label=GONE, whole=old.whole))
+        self.members[id(item)] = grouped[-1]
+        return item
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> list[Any] | None:
+        """Scrapy ignoring a 404 or 410 (``HttpError``, no errback): the page's items,
+        gone, if it had state; else HttpErrorMiddleware ignores it, as before."""
+        if not isinstance(exception, HttpError):
+            return None
+        return self._gone(response) or None
+
+    def _gone(self, response: Response) -> list[Any]:
+        """A page with state answering 404 or 410: its items, gone (``gone_pages.py``)."""
+        if not self._active() or is_incremental(self.crawler.spider):
+            return []  # the incremental spider records its gone pages itself
+        memory = gone_memory(self.crawler, response)
+        if memory is None:
+            return []
+        page = PageGroup(url=response.url, size=0, text="", status=response.status)
+        page.memory, page.matched = left_by_gone_page(), True
+        gone = [self._gone_item(page, old, page.members) for old in memory.items]
+        page.size = len(page.members)
+        logger.info(
+            "%s answered %d: gone (%d items delivered gone)",
+            response.url,
+            response.status,
+            page.size,
+        )
+        held = held_items(self.crawler)  # they may have moved to another page
+        return [item for item in gone if not held.hold(item, self.members[id(item)])]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""

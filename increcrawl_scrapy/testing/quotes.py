@@ -32,6 +32,7 @@ class QuotesSite:
         self._lock = threading.Lock()
         self.quotes: list[dict[str, object]] = [self._quote(i) for i in range(quotes)]
         self._made = quotes
+        self.deleted_pages: dict[int, int] = {}  # page number -> its 404 or 410
         self.requested: Counter[str] = Counter()  # path -> requests
         self.not_modified: Counter[str] = Counter()  # path -> 304 answers
         self._server: LoopbackServer | None = None
@@ -104,6 +105,16 @@ class QuotesSite:
         with self._lock:
             return self.quotes.pop(i)
 
+    def delete_page(self, n: int, status: int = 404) -> None:
+        """Page *n* answers *status* (404 or 410); the others, and their "Next"
+        links, stay as they are."""
+        with self._lock:
+            self.deleted_pages[n] = status
+
+    def restore_page(self, n: int) -> None:
+        with self._lock:
+            self.deleted_pages.pop(n, None)
+
     def reset_counters(self) -> None:
         with self._lock:
             self.requested.clear()
@@ -151,6 +162,7 @@ def _handler_for(site: QuotesSite) -> type[QuietHandler]:
             path = urlsplit(self.path).path
             with site._lock:
                 site.requested[path] += 1
+                deleted = None
                 kind = "text/html; charset=utf-8"
                 if path == "/":
                     body = site.page_html(1)
@@ -158,11 +170,16 @@ def _handler_for(site: QuotesSite) -> type[QuietHandler]:
                     body, kind = site.sitemap(), "application/xml"
                 elif path.startswith("/page/"):
                     try:
-                        body = site.page_html(int(path.split("/")[2]))
+                        number = int(path.split("/")[2])
                     except (IndexError, ValueError):
-                        body = None
+                        number = 0
+                    deleted = site.deleted_pages.get(number)
+                    body = None if deleted else site.page_html(number)
                 else:
                     body = None
+            if deleted:
+                self.send_body(deleted, b"gone", "text/plain")
+                return
             if body is None:
                 self.send_body(404, b"not found", "text/plain")
                 return

@@ -83,6 +83,7 @@ class SampleSite:
         self._modified: dict[int, float] = {}
         self._lastmod_bumps: dict[int, float] = {}
         self._deleted: dict[int, int] = {}
+        self._dead_links: set[int] = set()  # deleted pages the home page still links to
         self._failing: dict[int, int] = {}
         self._redirects: dict[int, tuple[int, str]] = {}
         self._failing_paths: dict[str, int] = {}
@@ -206,17 +207,22 @@ class SampleSite:
             self._mutated()
         return added
 
-    def delete(self, i: int, status: int = 404) -> None:
+    def delete(self, i: int, status: int = 404, *, linked: bool = False) -> None:
+        """Page *i* answers *status* from now on; *linked*: the home page still links
+        to it (a dead link), else it is listed nowhere."""
         if status not in (404, 410):
             raise ValueError("a deleted page answers 404 or 410")
         with self._lock:
             self._deleted[i] = status
+            if linked:
+                self._dead_links.add(i)
             self._mutated()
 
     def restore(self, i: int) -> None:
         """A deleted page *i* answers again."""
         with self._lock:
             self._deleted.pop(i, None)
+            self._dead_links.discard(i)
             self._mutated()
 
     def fail(self, i: int, status: int | None = 500) -> None:
@@ -383,7 +389,8 @@ class SampleSite:
         )
 
     def home_html(self) -> str:
-        links = "".join(f'<li><a href="/page/{i}">Page {i}</a></li>' for i in self.listed()[:50])
+        linked = sorted({*self.listed()[:50], *self._dead_links})
+        links = "".join(f'<li><a href="/page/{i}">Page {i}</a></li>' for i in linked)
         return f"<!doctype html><html><body><h1>Sample site</h1><ul>{links}</ul></body></html>"
 
     def answer_page(self, i: int, headers: Any) -> tuple[int, dict[str, str], bytes]:

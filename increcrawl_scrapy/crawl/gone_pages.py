@@ -1,0 +1,88 @@
+"""A page crawled before that answers 404 or 410, in a project using the add-on:
+it is gone, as the ``incremental`` spider's pages are.
+
+Scrapy's ``HttpErrorMiddleware`` would ignore the response, and the page's state
+would never hear of it: due every run, its items never reported. Instead, once,
+each item its last fetch yielded (its memory, ``page_memory.py``) is delivered
+``gone`` (``PageItemsMiddleware`` makes them as it makes an item gone from a page),
+and the page's result is recorded ``gone`` once they are delivered: re-checked
+slowly from then on (``schedule/policy.py``), ``new`` again if it answers. A page
+already gone, or whose memory holds no items, is recorded at once, nothing
+delivered. A request that was not a page with state is left as it was, and so is a
+spider that handles the status itself (``HTTPERROR_ALLOWED_CODES``,
+``handle_httpstatus_list``): it gets its response as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+from scrapy.spidermiddlewares.httperror import HttpError, HttpErrorMiddleware
+
+from increcrawl_scrapy import stats
+from increcrawl_scrapy.crawl.page_memory import Memory, unpack
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.schedule.rows import GONE_STATUSES
+from increcrawl_scrapy.state import StateLockedError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+
+#: Set in the request's meta once its gone page was taken care of (an errback's
+#: output and an exception could both bring it).
+_TAKEN = "increcrawl_gone_taken"
+
+
+def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
+    """The memory whose items are to be delivered gone, when *response* is a 404 or
+    410 of a page with state, not gone yet, that Scrapy ignores; None otherwise (a
+    page already gone, or without items, is recorded here)."""
+    if response.status not in GONE_STATUSES or response.meta.get(_TAKEN):
+        return None
+    if not ignored_by_scrapy(crawler, response):
+        return None  # the spider handles the status itself
+    try:
+        state = crawl_state(crawler)
+        store = state.store
+        key = store.normalize(response.url)
+    except (StateLockedError, ValueError):  # the database in use; not a page URL
+        return None
+    if store.shared and not store.known(key):
+        store.load([key])  # a rare answer: read on the reactor's thread
+    page = store.get(response.url)
+    if page is None or not page.fetch_count:
+        return None  # never produced items: not a page with state
+    response.meta[_TAKEN] = True
+    memory = unpack(store.memory(response.url))
+    if memory is not None and memory.items and not page.gone:
+        return memory
+    recorded = store.record(
+        response.url, response.status, seed=state.seed, key=key, memory=left_by_gone_page()
+    )
+    stats.inc(crawler.stats, stats.BY_CHANGE[recorded.outcome.change])
+    return None
+
+
+def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:
+    """Whether Scrapy's ``HttpErrorMiddleware`` ignores *response*, by its own rule
+    (``HTTPERROR_ALLOWED_CODES``, ``HTTPERROR_ALLOW_ALL``, ``handle_httpstatus_list``
+    or ``handle_httpstatus_all`` in the request's meta or on the spider)."""
+    check = HttpErrorMiddleware.from_crawler(crawler).process_spider_input
+    spider = inspect.signature(check).parameters.get("spider")
+    try:
+        if spider is not None and spider.default is inspect.Parameter.empty:
+            check(response, crawler.spider)  # Scrapy before 2.14
+        else:
+            check(response)
+    except HttpError:
+        return True
+    return False
+
+
+def left_by_gone_page() -> bytes:
+    """A gone page's memory: no items (back, they are new), no requests (skipped
+    while it is not due, nothing to make again)."""
+    return Memory([], []).pack()
