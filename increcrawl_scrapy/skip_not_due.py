@@ -29,8 +29,10 @@ from scrapy.exceptions import IgnoreRequest
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
+from increcrawl_scrapy.crawl.gone_pages import GONE_MEMORY
 from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
@@ -48,6 +50,7 @@ logger = logging.getLogger(__name__)
 PRIORITY = 90
 META_ALWAYS = "increcrawl_always"
 _META_KEY = "increcrawl_conditional"  # the row a conditional request was sent for
+_META_PAGE = "increcrawl_page"  # the row of a page with state, on a shared state
 NOT_DUE, NOT_MODIFIED = "not_due", "not_modified"
 VALIDATORS_KEPT = 10_000
 
@@ -92,6 +95,7 @@ class SkipNotDueMiddleware:
             await compat.in_thread(state.store.load, [key])
         page = self._page(request, state)
         if page is not None:
+            request.meta[_META_PAGE] = key  # a 404 of it is read ahead (_read_ahead)
             memory = unpack(await compat.in_thread(state.store.memory, request.url))
             self._decide(request, page, memory)
 
@@ -166,6 +170,9 @@ class SkipNotDueMiddleware:
             if state.store.shared:
                 return self._not_modified_shared(request, state, key)
             self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
+        page_key = key or request.meta.get(_META_PAGE)
+        if page_key and response.status in GONE_STATUSES and state.store.shared:
+            return self._read_ahead(request, response, state, page_key)
         if response.status == 200:
             etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
@@ -179,6 +186,17 @@ class SkipNotDueMiddleware:
     async def _not_modified_shared(self, request: Request, state: CrawlState, key: str) -> None:
         memory = unpack(await compat.in_thread(state.store.memory, request.url))
         self._not_modified(request, state, key, memory)
+
+    async def _read_ahead(
+        self, request: Request, response: Response, state: CrawlState, key: str
+    ) -> Response:
+        """A page that may be gone (``crawl/gone_pages.py``), on a shared state: its
+        row and memory read off the reactor's thread before the response goes on."""
+        store = state.store
+        if not store.known(key):
+            await compat.in_thread(store.load, [key])
+        request.meta[GONE_MEMORY] = await compat.in_thread(store.memory, request.url)
+        return response
 
     def _not_modified(
         self, request: Request, state: CrawlState, key: str, memory: Memory | None

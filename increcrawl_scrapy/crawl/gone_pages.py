@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 #: Set in the request's meta once its gone page was taken care of (an errback's
 #: output and an exception could both bring it).
 _TAKEN = "increcrawl_gone_taken"
+#: The page's memory, read ahead off the reactor's thread on a shared state
+#: (``skip_not_due.py``): there the row is loaded too.
+GONE_MEMORY = "increcrawl_gone_memory"
 
 
 def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
@@ -50,13 +53,15 @@ def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
         key = store.normalize(response.url)
     except (StateLockedError, ValueError):  # the database in use; not a page URL
         return None
-    if store.shared and not store.known(key):
-        store.load([key])  # a rare answer: read on the reactor's thread
+    read_ahead = GONE_MEMORY in response.meta
+    if store.shared and not read_ahead and not store.known(key):
+        # Not asked through the skipping middleware: read on the reactor's thread.
+        store.load([key])
     page = store.get(response.url)
     if page is None or not page.fetch_count:
         return None  # never produced items: not a page with state
     response.meta[_TAKEN] = True
-    memory = unpack(store.memory(response.url))
+    memory = unpack(response.meta[GONE_MEMORY] if read_ahead else store.memory(response.url))
     if memory is not None and memory.items and not page.gone:
         return memory
     recorded = store.record(

@@ -131,8 +131,9 @@ async def test_an_ordinary_spider_on_a_shared_state_sends_no_statement_from_the_
         fetched_second = sum(site.fetched.values())
         clock.advance(60 * DAY)  # all due: asked conditionally where validators exist
         site.edit(2, text="Edited.")
+        site.delete(7)  # its 404: the page's row and memory read, its item gone
         third = await crawl_plain(settings, urls)
-        edited = site.page_url(2)
+        edited, deleted = site.page_url(2), site.page_url(7)
     threads.watching = False
     assert {item["change"] for item in first["items"]} == {"new"}
     assert len(first["items"]) == 12
@@ -140,6 +141,7 @@ async def test_an_ordinary_spider_on_a_shared_state_sends_no_statement_from_the_
     assert second.get("increcrawl/skipped/not_due") == 12
     changed = [item["url"] for item in third["items"] if item["change"] == "changed"]
     assert changed == [edited]
+    assert [item["url"] for item in third["items"] if item["change"] == "gone"] == [deleted]
     assert threads.on_reactor == []
     assert threads.elsewhere > 12
 
