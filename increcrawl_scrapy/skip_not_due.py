@@ -163,16 +163,18 @@ class SkipNotDueMiddleware:
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Any:
         key = request.meta.get(_META_KEY)
-        state = self._state() if key or self._active() else None
+        gone = response.status in GONE_STATUSES and not is_incremental(self.crawler.spider)
+        state = self._state() if key or gone or self._active() else None
         if state is None:
             return response
         if key and response.status == 304:
             if state.store.shared:
                 return self._not_modified_shared(request, state, key)
             self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
-        page_key = key or request.meta.get(_META_PAGE)
-        if page_key and response.status in GONE_STATUSES and state.store.shared:
-            return self._read_ahead(request, response, state, page_key)
+        if gone and state.store.shared:  # skipping or not, the page may be gone
+            page_key = key or request.meta.get(_META_PAGE) or _key_of(state, request.url)
+            if page_key:
+                return self._read_ahead(request, response, state, page_key)
         if response.status == 200:
             etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
@@ -216,3 +218,10 @@ class SkipNotDueMiddleware:
             return crawl_state(self.crawler)
         except StateLockedError:
             return None
+
+
+def _key_of(state: CrawlState, url: str) -> str | None:
+    try:
+        return state.store.normalize(url)
+    except ValueError:
+        return None  # not a page URL

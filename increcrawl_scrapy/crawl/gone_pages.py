@@ -54,14 +54,17 @@ def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
     except (StateLockedError, ValueError):  # the database in use; not a page URL
         return None
     read_ahead = GONE_MEMORY in response.meta
-    if store.shared and not read_ahead and not store.known(key):
-        # Not asked through the skipping middleware: read on the reactor's thread.
-        store.load([key])
+    if store.shared and not read_ahead:
+        return None  # never a read on the reactor's thread (skip_not_due.py reads ahead)
     page = store.get(response.url)
     if page is None or not page.fetch_count:
         return None  # never produced items: not a page with state
-    response.meta[_TAKEN] = True
     memory = unpack(response.meta[GONE_MEMORY] if read_ahead else store.memory(response.url))
+    if memory is not None and memory.requests is None:
+        # Its items came from another response (a listing's, by their URL field), or
+        # its requests could not be kept: that page, not this answer, says they are gone.
+        return None
+    response.meta[_TAKEN] = True
     if memory is not None and memory.items and not page.gone:
         return memory
     recorded = store.record(
@@ -75,7 +78,12 @@ def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:
     """Whether Scrapy's ``HttpErrorMiddleware`` ignores *response*, by its own rule
     (``HTTPERROR_ALLOWED_CODES``, ``HTTPERROR_ALLOW_ALL``, ``handle_httpstatus_list``
     or ``handle_httpstatus_all`` in the request's meta or on the spider)."""
-    check = HttpErrorMiddleware.from_crawler(crawler).process_spider_input
+    scraper = getattr(crawler.engine, "scraper", None)
+    enabled = getattr(getattr(scraper, "spidermw", None), "middlewares", ())
+    found = next((mw for mw in enabled if isinstance(mw, HttpErrorMiddleware)), None)
+    if found is None:
+        return False  # disabled: the spider gets every response
+    check = found.process_spider_input
     spider = inspect.signature(check).parameters.get("spider")
     try:
         if spider is not None and spider.default is inspect.Parameter.empty:

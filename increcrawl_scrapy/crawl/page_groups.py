@@ -173,13 +173,16 @@ class PageItemsMiddleware:
                     yield item
             return
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
-            gone = self._gone(response)
-            if gone:
-                async for output in result:
+            outputs = [output async for output in result]
+            # An errback that yields items for it says itself what the page is.
+            taken, gone = (False, []) if any(map(is_item, outputs)) else self._gone(response)
+            if taken:
+                for output in outputs:
                     yield output
                 for item in gone:
                     yield item
                 return
+            result = _again(outputs)
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
@@ -274,15 +277,17 @@ class PageItemsMiddleware:
         gone, if it had state; else HttpErrorMiddleware ignores it, as before."""
         if not isinstance(exception, HttpError):
             return None
-        return self._gone(response) or None
+        taken, gone = self._gone(response)
+        return gone if taken else None
 
-    def _gone(self, response: Response) -> list[Any]:
-        """A page with state answering 404 or 410: its items, gone (``gone_pages.py``)."""
+    def _gone(self, response: Response) -> tuple[bool, list[Any]]:
+        """A page with state answering 404 or 410: whether it was taken as gone, and
+        its items, gone, that are not held for the run's end (``gone_pages.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
-            return []  # the incremental spider records its gone pages itself
+            return False, []  # the incremental spider records its gone pages itself
         memory = gone_memory(self.crawler, response)
         if memory is None:
-            return []
+            return False, []
         page = PageGroup(url=response.url, size=0, text="", status=response.status)
         page.memory, page.matched = left_by_gone_page(), True
         gone = [self._gone_item(page, old, page.members) for old in memory.items]
@@ -294,7 +299,7 @@ class PageItemsMiddleware:
             page.size,
         )
         held = held_items(self.crawler)  # they may have moved to another page
-        return [item for item in gone if not held.hold(item, self.members[id(item)])]
+        return True, [item for item in gone if not held.hold(item, self.members[id(item)])]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""
@@ -308,6 +313,11 @@ class PageItemsMiddleware:
             return unpack(store.memory(url))
         except ValueError:
             return None  # not a page URL
+
+
+async def _again(outputs: list[Any]) -> AsyncIterator[Any]:
+    for output in outputs:
+        yield output
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:
