@@ -31,6 +31,7 @@ from itemadapter import ItemAdapter, is_item
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.asyncgen import as_async_generator
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat
@@ -182,7 +183,7 @@ class PageItemsMiddleware:
                 for item in gone:
                     yield item
                 return
-            result = _again(outputs)
+            result = as_async_generator(outputs)
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
@@ -313,11 +314,6 @@ class PageItemsMiddleware:
             return unpack(store.memory(url))
         except ValueError:
             return None  # not a page URL
-
-
-async def _again(outputs: list[Any]) -> AsyncIterator[Any]:
-    for output in outputs:
-        yield output
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:
