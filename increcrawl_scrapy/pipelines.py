@@ -213,7 +213,7 @@ class IncrementalStatePipeline:
                 if adapter.get("site_failure"):
                     stats.inc(self.crawler.stats, stats.BACKED_OFF)
                 raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
-            stats.inc(self.crawler.stats, stats.BY_CHANGE[outcome.change])
+            stats.inc_result(self.crawler.stats, outcome.change, never_found=recorded.never_found)
         if member is not None and member.moved and not first:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
         if change == MOVED:  # gone from here, on another page (moved_items.py)

@@ -75,6 +75,9 @@ CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 CONTENT_TIMEOUT = "increcrawl/pages/content_timeout"
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another URL of the site
+#: Pages asked that answered 404/410 (or "not found") and never anything else: a dead
+#: entry of a sitemap or link, kept gone and never reported (nothing to delete).
+NEVER_FOUND = "increcrawl/pages/never_found"
 SOFT_404 = "increcrawl/pages/soft_404"  # a 200 with the site's "not found" page: gone
 NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, asked for
 PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
@@ -133,6 +136,14 @@ def inc(stats: StatsCollector | None, key: str, count: int = 1, **parts: object)
     """Add *count* to *key* (its ``{...}`` parts filled from *parts*)."""
     if count and stats is not None:
         stats.inc_value(key.format(**parts) if parts else key, count)
+
+
+def inc_result(stats: StatsCollector | None, change: str, *, never_found: bool) -> None:
+    """Count a page's recorded result under its *change* label, and a page never found
+    (``Recorded.never_found``)."""
+    inc(stats, BY_CHANGE[change])
+    if never_found:
+        inc(stats, NEVER_FOUND)
 
 
 def is_known(key: str) -> bool:

@@ -70,7 +70,7 @@ def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
     recorded = store.record(
         response.url, response.status, seed=state.seed, key=key, memory=left_by_gone_page()
     )
-    stats.inc(crawler.stats, stats.BY_CHANGE[recorded.outcome.change])
+    stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
     return None
 
 

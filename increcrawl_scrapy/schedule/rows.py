@@ -133,6 +133,11 @@ class Recorded:
     outcome: Outcome
     page: PageState
 
+    @property
+    def never_found(self) -> bool:
+        """A 404/410 of a page that never answered with content (not reported)."""
+        return self.outcome is Outcome.STILL_GONE and self.page.content_hash is None
+
 
 @dataclass(frozen=True)
 class MissingResult:

@@ -134,3 +134,35 @@ async def test_consecutive_runs(scenario: Scenario) -> None:
         .fetchone()
     )
     assert runs[0] == runs[1] == runs[2] == 11
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listed_page_never_found_is_not_reported_gone(scenario: Scenario) -> None:
+    """A sitemap entry that answers 404 before it ever answered 200 has nothing to
+    delete downstream: the first crawl does not report it gone. It is kept as gone
+    (re-checked slowly) and reported new once it answers."""
+    site, clock = scenario.site, scenario.clock
+    site.fail(3, 404)
+    site.fail(4, 410)
+    first = await scenario.run()
+    dead = {site.page_url(3), site.page_url(4)}
+    assert not first.changes("gone") and not dead & {item["url"] for item in first.items}
+    assert "increcrawl/gone" not in first.stats
+    assert first.stats["increcrawl/pages/never_found"] == 2
+    assert first.stats["increcrawl/new"] == 10
+    assert scenario.page(3).gone and scenario.page(4).gone
+    assert scenario.page(3).change_count == 0
+    # Not asked again at the next run, nor reported once it is asked.
+    site.reset_counters()
+    second = await scenario.run()
+    assert site.fetched["/page/3"] == 0 and second.items == []
+    clock.advance(2 * DAY + 1)
+    third = await scenario.run()
+    assert site.fetched["/page/3"] == 1 and not third.changes("gone")
+    assert third.stats["increcrawl/pages/never_found"] == 2  # each time they are asked
+    # It answers at last: new.
+    site.fail(3, None)
+    clock.advance(4 * DAY + 1)
+    fourth = await scenario.run()
+    assert site.page_url(3) in fourth.changes("new")
+    assert not scenario.page(3).gone
