@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scrapy.settings import BaseSettings
 
+from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.testing.clock import SHIFT_VARIABLE
 from increcrawl_scrapy.testing.geonode import GeonodeStandIn
 from increcrawl_scrapy.testing.process import crawl_command, crawl_env
@@ -30,6 +31,12 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
     workdir = Path(opts.dir or tempfile.mkdtemp(prefix="increcrawl-demo-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "crawl_state.sqlite"
+    if db.exists():  # another sample site's pages, on a clock two days ahead: not mixed
+        print(
+            f"{workdir} already holds a state database ({db.name}) from an earlier demo or "
+            "crawl; the demo starts from nothing: give it another --dir (or none)."
+        )
+        return close_reasons.BAD_INPUT
     with SampleSite(pages=opts.pages) as site, GeonodeStandIn(api_keys=[DEMO_KEY]) as api:
         print(f"Sample site:        {site.url} ({opts.pages} pages, sitemap {site.sitemap_url})")
         print(f"Stand-in Geonode:   {api.url}")

@@ -59,7 +59,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--dir", help="demo: where to keep the state database and feeds")
+        parser.add_argument("--dir", help="demo: a new folder for the state database and feeds")
         parser.add_argument("--pages", type=int, default=24, help="demo: sample site size")
         parser.add_argument("--seed", help="status, due, forget: one seed")
         parser.add_argument("--all", action="store_true", help="due: every page")

@@ -65,3 +65,12 @@ def test_demo_prints_both_change_sets(tmp_path: Path) -> None:
     assert "Run 2: 5 items in the change set (2 changed, 2 gone, 1 new)" in done.stdout
     assert (tmp_path / "demo" / "crawl_state.sqlite").exists()
     assert (tmp_path / "demo" / "run2.jsonl").read_text().count("\n") == 5
+    # Again into the same folder: its state is another site's, two days ahead; the
+    # demo says so and leaves it as it is.
+    state = (tmp_path / "demo" / "crawl_state.sqlite").read_bytes()
+    again = scrapy(
+        "increcrawl", "demo", "--dir", str(tmp_path / "demo"), "--pages", "12", cwd=tmp_path
+    )
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "already holds a state database" in again.stdout
+    assert (tmp_path / "demo" / "crawl_state.sqlite").read_bytes() == state
