@@ -20,7 +20,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
-from increcrawl_scrapy.crawl.run_summary import saved
+from increcrawl_scrapy.crawl.run_summary import counted, saved
 from increcrawl_scrapy.schedule.token_plan import TokenFigures
 from increcrawl_scrapy.state import StateError, StateLockedError, StateReader, StateStore, shown
 
@@ -119,7 +119,7 @@ def _text(report: dict[str, Any]) -> str:
             f"  pages {seed['pages']:,}: live {seed['live']:,}, gone {seed['gone']:,}, "
             f"missing {seed['missing']:,}",
             f"  due now {seed['due_now']:,}, within 24 h {seed['due_24h']:,}; median interval "
-            + (f"{median:g} days" if median is not None else "-"),
+            + (f"{median:g} day{'' if median == 1 else 's'}" if median is not None else "-"),
         ]
         for host, verdict in seed["lastmod_verdicts"].items():
             lines.append(f"  sitemap dates of {host}: {verdict}")
@@ -134,8 +134,9 @@ def _text(report: dict[str, Any]) -> str:
             lines.append(
                 f"  run {run['id']} {started} UTC, {took}, {run['close_reason'] or '-'}: "
                 f"due {run['due']}, new {run['new']}, changed {run['changed']}, "
-                f"gone {run['gone']}, errors {run['errors']}, API {run['api_requests']} "
-                f"requests / {run['tokens_charged']} tokens, discovery {complete}"
+                f"gone {run['gone']}, errors {run['errors']}, "
+                f"API {counted(run['api_requests'], 'request')} / "
+                f"{counted(run['tokens_charged'], 'token')}, discovery {complete}"
             )
             if run["listed"]:
                 lines.append(f"    {saved(run['fetched'], run['listed'])}")

@@ -37,13 +37,13 @@ def run_summary(
     fetches = (
         f"{fetched:,} fetched: "
         + ", ".join(f"{n:,} {label}" for label, n in changes.items())
-        + f", {errors:,} errors"
+        + f", {counted(errors, 'error')}"
     )
     queue = (  # a project's own spider has no discovery and no queue
         ""
         if embedded
-        else f"discovered {count(stats.DISCOVERED):,} URLs{_unchanged(count)}; "
-        f"{count(stats.DUE):,} pages due, "
+        else f"discovered {counted(count(stats.DISCOVERED), 'URL')}{_unchanged(count)}; "
+        f"{counted(count(stats.DUE), 'page')} due, "
     )
     lines = [
         f"Run summary for {seed}: ended {reason} (exit code {code} from scrapy crawl)",
@@ -61,12 +61,12 @@ def run_summary(
         )
     if count(stats.API_REQUESTS):
         lines.append(
-            f"  Geonode: {count(stats.API_REQUESTS):,} requests, "
-            f"{count(stats.API_TOKENS):,} tokens charged"
+            f"  Geonode: {counted(count(stats.API_REQUESTS), 'request')}, "
+            f"{counted(count(stats.API_TOKENS), 'token')} charged"
         )
     if count(stats.HYBRID_PROBES):  # hybrid: what the free probes saved
         lines.append(
-            f"  hybrid: {count(stats.HYBRID_PROBES):,} direct probes (free), "
+            f"  hybrid: {counted(count(stats.HYBRID_PROBES), 'direct probe')} (free), "
             f"{count(stats.HYBRID_SAVED):,} of them answered the check without a token"
         )
     if tokens is not None and (tokens.week or tokens.month or tokens.budget):
@@ -96,10 +96,10 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
         moved = count(stats.ITEMS_MOVED)
         lines.append(
-            f"  skipped {not_due:,} pages not due and "
+            f"  skipped {counted(not_due, 'page')} not due and "
             f"{count(stats.SKIPPED.format(reason='not_modified')):,} not modified (304), "
-            f"replayed {count(stats.REPLAYED):,} requests they led to; "
-            f"{count(stats.ITEMS_UNCHANGED):,} unchanged items not delivered"
+            f"replayed {counted(count(stats.REPLAYED), 'request')} they led to; "
+            f"{counted(count(stats.ITEMS_UNCHANGED), 'unchanged item')} not delivered"
             + (f" ({moved:,} of them moved from another page)" if moved else "")
         )
     if not listed:
@@ -107,8 +107,9 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     reached = min(fetched + not_due, listed)
     if reached < listed:
         lines.append(
-            f"  reached {reached:,} of the {listed:,} pages with state ({fetched:,} fetched, "
-            f"{not_due:,} skipped): {listed - reached:,} not reached by this run"
+            f"  reached {reached:,} of the {counted(listed, 'page')} with state "
+            f"({fetched:,} fetched, {not_due:,} skipped): {listed - reached:,} not reached "
+            "by this run"
         )
     else:
         lines.append(f"  {saved(fetched, listed)}")
@@ -118,7 +119,15 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
 def _unchanged(count: Callable[[str], int]) -> str:
     # Unchanged sitemaps are not read again: their URLs are not counted as discovered.
     unchanged = count(stats.SITEMAP_UNCHANGED)
-    return f" ({unchanged:,} sitemaps unchanged since their last read)" if unchanged else ""
+    their = "its" if unchanged == 1 else "their"
+    return (
+        f" ({counted(unchanged, 'sitemap')} unchanged since {their} last read)" if unchanged else ""
+    )
+
+
+def counted(n: int, noun: str) -> str:
+    """*n* of *noun*, in the singular for one (``1 page``, ``2 pages``)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def saved(fetched: int, listed: int) -> str:
@@ -134,4 +143,4 @@ def saved(fetched: int, listed: int) -> str:
         fewer = "as many as fetching them all"
     else:
         fewer = f"{listed / fetched:,.1f}x fewer than fetching them all"
-    return f"fetched {fetched:,} of {listed:,} listed pages ({fewer})"
+    return f"fetched {fetched:,} of {counted(listed, 'listed page')} ({fewer})"

@@ -43,7 +43,7 @@ def test_status_shows_pages_runs_and_verdicts(crawled) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert site.sitemap_url in done.stdout
     assert "pages 10: live 10, gone 0, missing 0" in done.stdout
-    assert "due now 0" in done.stdout and "median interval 1 days" in done.stdout
+    assert "due now 0" in done.stdout and "median interval 1 day\n" in done.stdout
     assert "run 1 " in done.stdout and "discovery complete" in done.stdout
     assert "fetched 10 of 10 listed pages (as many as fetching them all)" in done.stdout
     report = json.loads(scrapy(db, "status", "--json").stdout)
@@ -186,3 +186,41 @@ def test_a_run_that_rechecks_gone_pages_says_so_not_more_than_listed(crawled) ->
     assert "fetched 10 pages, more than the 8 listed (pages no longer listed checked too)" in (
         done.stdout
     )
+
+
+def test_status_says_one_request_and_one_token_in_the_singular() -> None:
+    from increcrawl_scrapy.commands.state import _text
+
+    run = {
+        "id": 1,
+        "started_at": 0.0,
+        "finished_at": 2.0,
+        "close_reason": "finished",
+        "discovery_complete": 1,
+        "due": 1,
+        "new": 1,
+        "changed": 0,
+        "gone": 0,
+        "errors": 0,
+        "api_requests": 1,
+        "tokens_charged": 1,
+        "listed": 1,
+        "fetched": 1,
+    }
+    seed = {
+        "seed": "s",
+        "pages": 1,
+        "live": 1,
+        "gone": 0,
+        "missing": 0,
+        "due_now": 0,
+        "due_24h": 0,
+        "median_interval_days": 1.0,
+        "lastmod_verdicts": {},
+        "runs": [run],
+    }
+    tokens = {"week": 0, "month": 0, "budget": None}
+    text = _text({"seeds": [seed], "tokens": tokens})
+    assert "median interval 1 day\n" in text
+    assert "API 1 request / 1 token, discovery complete" in text
+    assert "fetched 1 of 1 listed page (as many as fetching them all)" in text
