@@ -3,7 +3,7 @@ page's change is its own content, not the site's navigation, sidebar or footer.
 
 Each story runs whole crawls through Scrapy with a moved clock: the site grows by a
 page (every page's navigation lists it), a page is edited, a page is removed, the
-footer's year moves, the theme changes.
+footer's year moves, the theme changes; a sitemap entry the server does not have.
 """
 
 from __future__ import annotations
@@ -189,3 +189,29 @@ async def test_a_state_fingerprinted_the_old_way_takes_new_baselines_silently(
     assert site.url_of("topic-006") in fourth.changes("changed")
     assert fourth.changes("changed") <= {site.url_of("topic-006"), *neighbours(site, "topic-013")}
     assert "increcrawl/pages/rebaselined" not in fourth.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_entry_the_server_does_not_have_is_not_reported_gone(
+    served: DocSite, tmp_path: Path, clock: Clock
+) -> None:
+    """A deploy that lists a page nginx does not have (its file missing): the first
+    crawl reports the others new and that one nothing; once the file is there, it is
+    new. A page seen before that goes missing is gone."""
+    site = served
+    missing = site.url_of("topic-005")
+    built = site.out / ("topic-005.html" if site.generator == "sphinx" else "topic-005")
+    shutil.rmtree(built) if built.is_dir() else built.unlink()
+    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
+    first = await _run(site, settings)
+    assert first.changes("new") == {*site.urls(), *site.listings()} - {missing}
+    assert not first.changes("gone") and first.stats["increcrawl/pages/never_found"] == 1
+    site.build()  # the file is back
+    clock.advance(LATER)
+    second = await _run(site, settings)
+    assert second.changes("new") == {missing} and not second.changes("gone")
+    site.remove_page("topic-006")
+    site.build()
+    clock.advance(LATER)
+    third = await _run(site, settings)
+    assert site.url_of("topic-006") in third.changes("gone")
