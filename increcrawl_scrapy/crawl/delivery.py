@@ -76,7 +76,8 @@ class Delivery:
         self._expected[key] = items
 
     def settle(self, key: str) -> None:
-        """One of *key*'s expected items will not come (it moved to another page)."""
+        """One of *key*'s expected items will not come (it moved to another page, or
+        it is a keyed item with nothing to report)."""
         if key in self._expected:
             self._count_delivered(key)
 
