@@ -70,13 +70,14 @@ def classify(
     new_hash: str | None,
     fetched_before: bool,
     was_gone: bool = False,
+    never_delivered: bool = False,
 ) -> Outcome:
     """Decide the outcome of a fetch from the origin status and the fingerprints.
-    A gone page that answers again is ``new``: it is back. A page never seen with
-    content that answers 404/410 is ``still_gone``, not ``gone``: nothing of it was
-    ever reported, so there is nothing to delete downstream (a dead sitemap entry)."""
+    A gone page that answers again is ``new``: it is back. A 404/410 of a page
+    *never_delivered* (nothing of it can have reached a feed: a dead sitemap entry
+    at its first fetch) is ``still_gone``, not ``gone``: nothing to delete downstream."""
     if status in GONE_STATUSES:
-        return Outcome.STILL_GONE if was_gone or previous_hash is None else Outcome.GONE
+        return Outcome.STILL_GONE if was_gone or never_delivered else Outcome.GONE
     if status == 304 and not was_gone:
         return Outcome.NOT_MODIFIED
     if not 200 <= status < 300 or new_hash is None:

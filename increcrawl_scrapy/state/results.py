@@ -80,6 +80,8 @@ class Results(RowLoads):
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
         self.history = RunHistory()  # the run's checks, written with their results
+        #: The start of this store's run when it is its seed's first (else None).
+        self.first_run_since: float | None = None
         #: Called before results are written (the crawl flushes its feeds first).
         self.before_write: Callable[[], None] | None = None
         self._last_flush = time.monotonic()
@@ -157,6 +159,17 @@ class Results(RowLoads):
             or key in self._absent
         )
 
+    def _never_delivered(self, previous: PageState | None) -> bool:
+        """Whether nothing of the page can have been delivered: in its seed's first
+        run, a row that run made and never fetched. After that, even a row never
+        fetched may have been delivered: by a run killed before it wrote the result,
+        or before ``forget`` dropped it (its 404 is then reported gone: a gone too
+        many is harmless, one missed is not)."""
+        since = self.first_run_since
+        if since is None:
+            return False
+        return previous is None or (previous.first_seen >= since and not previous.fetch_count)
+
     def known(self, key: str) -> bool:
         """Whether recording *key* reads nothing from the table (its row and its
         host's counts are at hand)."""
@@ -192,6 +205,7 @@ class Results(RowLoads):
             new_hash=content_hash,
             fetched_before=bool(previous and previous.last_fetched is not None),
             was_gone=bool(previous and previous.gone),
+            never_delivered=self._never_delivered(previous),
         )
         rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous)
         outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline

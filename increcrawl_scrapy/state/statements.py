@@ -24,6 +24,7 @@ class DiscoveryStatements(Protocol):
     fetch budget (``budget.py``)."""
 
     insert_run: str
+    earlier_run: str  # whether a seed had a run before this one
     run_tables: tuple[str, ...]  # the connection's tables of the current run
     count_future: str
     add_sitemap: str

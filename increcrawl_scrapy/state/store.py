@@ -196,6 +196,7 @@ class StateStore(OperatorEdits, StoreReadings):
     def start_run(self, seed: str) -> Run:
         """Record a new run of *seed*; its discovery goes through the returned Run
         (a later run on this store ends this one's discovery)."""
+        started = self.clock()  # rows made from now on are this run's
         run = Run.start(
             self.database,
             seed,
@@ -207,6 +208,7 @@ class StateStore(OperatorEdits, StoreReadings):
             lastmod=self.lastmod,
         )
         self.results.history.begin(run.id)
+        self.results.first_run_since = started if run.first else None
         return run
 
     @serialized

@@ -166,3 +166,19 @@ async def test_a_listed_page_never_found_is_not_reported_gone(scenario: Scenario
     fourth = await scenario.run()
     assert site.page_url(3) in fourth.changes("new")
     assert not scenario.page(3).gone
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_forgotten_then_deleted_is_reported_gone(scenario: Scenario) -> None:
+    """``forget`` drops the row, not what the feed's reader holds: after the seed's
+    first run, a 404 is reported gone even for a row never fetched since."""
+    site, clock = scenario.site, scenario.clock
+    first = await scenario.run()
+    assert site.page_url(3) in first.changes("new")
+    with StateStore(scenario.db) as store:
+        assert store.forget(url=site.page_url(3)) == 1
+    site.fail(3, 404)  # still listed
+    clock.advance(2 * DAY)
+    second = await scenario.run()
+    assert second.changes("gone") == {site.page_url(3)}
+    assert "increcrawl/pages/never_found" not in second.stats

@@ -65,14 +65,17 @@ def feed_changes(feed: Path, kind: str) -> set[str]:
     return {item["url"] for item in items if item["change"] == kind}
 
 
-def crawl(site: SampleSite, db: Path, feed: Path, kill_after: int | None) -> bool:
+def crawl(
+    site: SampleSite, db: Path, feed: Path, kill_after: int | None, flush_items: int = 7
+) -> bool:
     """Whether the crawl was killed (*kill_after* ms after its first items reached
     the feed)."""
     command = crawl_command(
         site.sitemap_url,
         db,
         "INCRECRAWL_FETCHER=direct",
-        "INCRECRAWL_FLUSH_ITEMS=7",
+        f"INCRECRAWL_FLUSH_ITEMS={flush_items}",
+        "INCRECRAWL_FLUSH_SECONDS=3600",
         "INCRECRAWL_CLOCK=time.time",
         "LOG_LEVEL=INFO",
     )
@@ -121,3 +124,25 @@ def test_sigkill_at_random_points_loses_no_change(tmp_path: Path) -> None:
             crawl(site, db, feeds[3], kill_after=None)
             caught = feed_changes(feeds[2], "changed") | feed_changes(feeds[3], "changed")
             assert caught == edited, (len(caught), len(edited))
+
+
+def test_a_page_delivered_by_a_killed_run_and_then_deleted_is_reported_gone(
+    tmp_path: Path,
+) -> None:
+    """The feed has the page (new) and the state does not (the kill came before the
+    write): the state cannot tell it was delivered, so its 404 is reported gone, as
+    its 200 would be reported new again."""
+    with SampleSite(pages=200) as site:
+        db, feeds = tmp_path / "state.sqlite", [tmp_path / "1.jsonl", tmp_path / "2.jsonl"]
+        # No result written before the crawl's end: whatever the feed has, the state has not.
+        assert crawl(site, db, feeds[0], kill_after=0, flush_items=100_000)
+        with StateStore(db) as store:
+            unwritten = [
+                url
+                for url in feed_changes(feeds[0], "new")
+                if (page := store.get(url)) is not None and page.content_hash is None
+            ]
+        assert unwritten  # delivered, not recorded
+        site.delete(int(unwritten[0].rsplit("/", 1)[1]))
+        crawl(site, db, feeds[1], kill_after=None)
+        assert unwritten[0] in feed_changes(feeds[1], "gone")

@@ -60,6 +60,7 @@ _MOVES_OUTSIDE_WAVES = """
 
 class DiscoverySQL:
     insert_run = "INSERT INTO runs (seed, started_at) VALUES (%s, %s) RETURNING id"
+    earlier_run = "SELECT 1 FROM runs WHERE seed = %s AND id < %s LIMIT 1"
     # Keys in the collation of the tables' own (no COLLATE): a join on another
     # collation cannot use their indexes, and scans the table for every chunk.
     run_tables: tuple[str, ...] = (

@@ -78,6 +78,7 @@ _MOVES_OUTSIDE_WAVES = """
 
 class DiscoverySQL:
     insert_run = "INSERT INTO runs (seed, started_at) VALUES (?, ?) RETURNING id"
+    earlier_run = "SELECT 1 FROM runs WHERE seed = ? AND id < ? LIMIT 1"
     run_tables: tuple[str, ...] = (
         "CREATE TEMP TABLE IF NOT EXISTS chunk (normalized_url TEXT PRIMARY KEY, url TEXT, "
         "lastmod TEXT, sitemap_url TEXT, host TEXT, future INTEGER) WITHOUT ROWID",
