@@ -20,7 +20,7 @@ from increcrawl_scrapy.content.fingerprint import (
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
-from increcrawl_scrapy.crawl.page_memory import GONE, MOVED
+from increcrawl_scrapy.crawl.page_memory import MOVED
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
@@ -201,15 +201,9 @@ class IncrementalStatePipeline:
         if first and adapter.get("alias_of"):
             self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
             raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
-        keyed = member is not None and member.item_key is not None
         if first:
             delivered = 1 if member is None else member.group.delivered(outcome.change)
-            if keyed and outcome is not Outcome.ERROR:
-                assert member is not None
-                # Each keyed item has its own row; the page's (and its memory, which
-                # names the keys gone) waits for them all, so none is lost.
-                self.delivery.expect(page.normalized_url, len(member.group.members))
-            elif outcome in DELIVERED and not keyed and delivered:
+            if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
                 if member is not None:  # the page's result waits for its items
                     self.delivery.expect(page.normalized_url, delivered)
             else:
@@ -224,6 +218,7 @@ class IncrementalStatePipeline:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
         if change == MOVED:  # gone from here, on another page (moved_items.py)
             raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
+        keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             self.delivery.hold(item, page.normalized_url)  # written once delivered
         content_hash = page.content_hash
@@ -231,10 +226,6 @@ class IncrementalStatePipeline:
             assert member is not None
             own = self._record_item(item, url, page.normalized_url, member)
             change, content_hash = own.outcome.change, own.page.content_hash
-            if own.outcome in DELIVERED:
-                self.delivery.hold(item, page.normalized_url)
-            else:
-                self.delivery.settle(page.normalized_url)  # nothing of it to deliver
         if change is None:  # gone from a page that is new again: nothing to say
             raise DropItem(f"{url}: an item of a version not kept", log_level="DEBUG")
         if change == "unchanged" and member is not None:
@@ -300,14 +291,13 @@ class IncrementalStatePipeline:
         own label, written once the item is delivered."""
         assert self.store is not None and self.delivery is not None
         key = f"{page_key}#item:{member.item_key}"
-        gone = member.label == GONE  # its page no longer yields it (page_groups.py)
         recorded = self.store.record(
             url,
-            410 if gone else 200,
+            200,
             seed=self.seed,
             key=key,
-            content_hash=None if gone else self._fingerprint(member.text),
-            content=member.text if self.config.keep_content and not gone else None,
+            content_hash=self._fingerprint(member.text),
+            content=member.text if self.config.keep_content else None,
             hold=True,
         )
         if recorded.outcome in DELIVERED:

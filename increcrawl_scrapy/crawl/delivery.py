@@ -76,8 +76,7 @@ class Delivery:
         self._expected[key] = items
 
     def settle(self, key: str) -> None:
-        """One of *key*'s expected items will not come (it moved to another page, or
-        it is a keyed item with nothing to report)."""
+        """One of *key*'s expected items will not come (it moved to another page)."""
         if key in self._expected:
             self._count_delivered(key)
 

@@ -238,16 +238,12 @@ class PageItemsMiddleware:
             page = PageGroup(url=url, size=len(group), text=None if single else text)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
-            prints = [item_print(item, skip) for item in group[:MAX_ITEMS]]
+            prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
             page.memory = Memory(prints, requests if own else None).pack()
             grouped = [Member(page, key, text) for item, key, text in members]
-            if keys:  # matched by key: the items whose key the page no longer yields
-                previous = await self._memory(url)
-                if previous is not None:
-                    gone += self._keyed_gone(page, previous, keys, grouped, prints)
-            else:
-                for member, item_print_ in zip(grouped, prints, strict=False):
-                    member.whole = item_print_.whole
+            for member, item_print_ in zip(grouped, prints, strict=False):
+                member.whole = item_print_.whole
+            if not keys:
                 previous = await self._memory(url)
                 if previous is not None and len(group) <= MAX_ITEMS:
                     page.matched = True
@@ -268,35 +264,12 @@ class PageItemsMiddleware:
             if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
         ]
 
-    def _gone_item(
-        self, page: PageGroup, old: ItemPrint, grouped: list[Member], key: str | None = None
-    ) -> Any:
-        """An item of *page*'s previous version, gone: the fields that identified it
-        (*key*: its INCRECRAWL_ITEM_KEY values; its own row is recorded gone)."""
+    def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
+        """An item of *page*'s previous version, gone: the fields that identified it."""
         item = dict(old.values)
-        grouped.append(Member(page, key, label=GONE, whole="" if key else old.whole))
+        grouped.append(Member(page, None, label=GONE, whole=old.whole))
         self.members[id(item)] = grouped[-1]
         return item
-
-    def _keyed_gone(
-        self,
-        page: PageGroup,
-        previous: Memory,
-        keys: tuple[str, ...],
-        grouped: list[Member],
-        prints: list[ItemPrint],
-    ) -> list[Any]:
-        """The previous version's items whose INCRECRAWL_ITEM_KEY *page* no longer
-        yields, gone, once each (a key whose values were too long to keep: not known).
-        Keys are compared as kept too (a tuple comes back a list)."""
-        seen = {member.item_key for member in grouped} | {_kept_key(p, keys) for p in prints}
-        gone = []
-        for old in previous.items:
-            key = _kept_key(old, keys)
-            if key is not None and key not in seen:
-                seen.add(key)
-                gone.append(self._gone_item(page, old, grouped, key))
-        return gone
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
@@ -318,11 +291,7 @@ class PageItemsMiddleware:
             return False, []
         page = PageGroup(url=response.url, size=0, text="", status=response.status)
         page.memory, page.matched = left_by_gone_page(), True
-        keys = self.config.item_key
-        gone = [
-            self._gone_item(page, old, page.members, _kept_key(old, keys) if keys else None)
-            for old in memory.items
-        ]
+        gone = [self._gone_item(page, old, page.members) for old in memory.items]
         page.size = len(page.members)
         logger.info(
             "%s answered %d: gone (%d items delivered gone)",
@@ -330,12 +299,8 @@ class PageItemsMiddleware:
             response.status,
             page.size,
         )
-        held = held_items(self.crawler)  # they may have moved to another page (not keyed)
-        return True, [
-            item
-            for item in gone
-            if self.members[id(item)].item_key or not held.hold(item, self.members[id(item)])
-        ]
+        held = held_items(self.crawler)  # they may have moved to another page
+        return True, [item for item in gone if not held.hold(item, self.members[id(item)])]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""
@@ -354,10 +319,3 @@ class PageItemsMiddleware:
 def _key(item: Any, fields: tuple[str, ...]) -> str:
     adapter = ItemAdapter(item)
     return "|".join(f"{name}={adapter.get(name)}" for name in fields)
-
-
-def _kept_key(old: ItemPrint, fields: tuple[str, ...]) -> str | None:
-    """A previous item's key, from the values its print kept (None: one too long)."""
-    if any(name not in old.values for name in fields):
-        return None
-    return _key(old.values, fields)

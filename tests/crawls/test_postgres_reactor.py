@@ -108,15 +108,13 @@ async def crawl_plain(settings: dict[str, Any], urls: list[str]) -> dict[str, An
     return {"items": items, **crawler.stats.get_stats()}
 
 
-@pytest.mark.parametrize("item_key", [None, "url"])
 @pytest_twisted.ensureDeferred
 async def test_an_ordinary_spider_on_a_shared_state_sends_no_statement_from_the_reactor(
-    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch, item_key: str | None
+    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads = StatementThreads(monkeypatch)
     with SampleSite(pages=12) as site:
         settings = {
-            **({"INCRECRAWL_ITEM_KEY": [item_key]} if item_key else {}),
             "ADDONS": {"increcrawl_scrapy.Addon": 300},
             "INCRECRAWL_DB": postgres_dsn,
             "INCRECRAWL_CLOCK": clock,

@@ -181,48 +181,6 @@ def test_item_key_labels_each_item(tmp_path: Path) -> None:
         assert f"{site.page_url(2)}#item:sku=2-b" in rows
 
 
-def test_item_key_reports_an_item_that_left_its_page_and_a_page_gone(tmp_path: Path) -> None:
-    """With INCRECRAWL_ITEM_KEY an item is its key: one that leaves its page is
-    delivered gone (its key's fields), once; its page answering 404 takes each of its
-    keyed items with it, and they are new when it is back."""
-    with SampleSite(pages=4) as site:
-        project = Project(tmp_path, site)
-        keyed = ("-s", "INCRECRAWL_ITEM_KEY=sku")
-        assert len(project.crawl(*keyed, spider="variants")) == 12
-        site.edit(2, text="Variant c is sold out.")
-        # The storage fails on page 2's items: nothing of it is lost, an hour later
-        # its changed item and its gone one are reported.
-        outage = ("-s", f"CATALOG_FAIL_URLS={site.page_url(2)}")
-        assert project.crawl(*keyed, *outage, spider="variants", advance=2 * DAY) == []
-        changed = project.crawl(*keyed, spider="variants", advance=HOUR)
-        assert sorted((item["sku"], item["change"]) for item in changed) == [
-            ("2-b", "changed"),
-            ("2-c", "gone"),
-        ]
-        gone = next(item for item in changed if item["change"] == "gone")
-        assert gone["url"] == site.page_url(2)
-        site.edit(2, text="Variant c is sold out still.")
-        again = project.crawl(*keyed, spider="variants", advance=4 * DAY)
-        assert [(item["sku"], item["change"]) for item in again] == [("2-b", "changed")]
-
-        site.delete(3, status=404, linked=True)
-        deleted = project.crawl(*keyed, spider="variants", advance=8 * DAY)
-        assert sorted((item["sku"], item["change"]) for item in deleted) == [
-            ("3-a", "gone"),
-            ("3-b", "gone"),
-            ("3-c", "gone"),
-        ]
-        site.restore(3)
-        back = project.crawl(*keyed, spider="variants", advance=30 * DAY)
-        assert sorted(
-            (item["sku"], item["change"]) for item in back if item["url"].endswith("/3")
-        ) == [
-            ("3-a", "new"),
-            ("3-b", "new"),
-            ("3-c", "new"),
-        ]
-
-
 def test_a_subclass_of_the_incremental_spider_with_its_own_callback(tmp_path: Path) -> None:
     with SampleSite(pages=6) as site:
         project = Project(tmp_path, site)
