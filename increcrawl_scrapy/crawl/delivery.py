@@ -25,7 +25,8 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
-from increcrawl_scrapy.crawl.page_groups import take
+from increcrawl_scrapy.crawl.page_groups import Member, item_change, take
+from increcrawl_scrapy.crawl.page_memory import MOVED, UNCHANGED
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -70,6 +71,12 @@ class Delivery:
 
     def hold(self, item: Any, key: str) -> None:
         self._waiting.setdefault(id(item), []).append(key)
+
+    def passing(self, item: Any) -> None:
+        """*item* leaves our pipeline holding nothing (an unchanged one, say): its
+        delivery counts for no row (the fallback below is for objects a later
+        pipeline put in its place)."""
+        self._waiting.setdefault(id(item), [])
 
     def expect(self, key: str, items: int) -> None:
         """*key*'s result is written once all its *items* (a page's) are delivered."""
@@ -202,11 +209,24 @@ class Delivery:
             self.exporter_closed.callback(None)
 
     def lost(self, item: Any, **_: Any) -> None:
-        take(self.crawler, item)  # dropped before our pipeline: its page group goes too
+        member = take(self.crawler, item)  # dropped before our pipeline
+        if member is not None:
+            self._never_came(member)
         for key in self._waiting.pop(id(item), None) or ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)
+
+    def _never_came(self, member: Member) -> None:
+        """An item a pipeline before ours dropped: its page does not wait for it
+        (else the page's result is never written, and its items are new every run)."""
+        group = member.group
+        group.members = [other for other in group.members if other is not member]
+        if group.recorded is None:
+            return  # its page's result, once recorded, counts the items left
+        change = item_change(group.recorded.outcome.change, group, member.label)
+        if change not in (None, UNCHANGED, MOVED):  # one of those it waits for
+            self.settle(group.recorded.page.normalized_url)
 
     def flush_feeds(self) -> None:
         from scrapy.extensions.feedexport import FeedExporter
