@@ -244,7 +244,6 @@ class IncrementalStatePipeline:
             _label(adapter, changed_fields=member.changed_fields)
         if self.config.export == "changes" and change == "unchanged":
             raise DropItem(f"{url} unchanged", log_level="DEBUG")
-        self.delivery.passing(item)
         return item
 
     def _record(

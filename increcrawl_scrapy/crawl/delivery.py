@@ -72,12 +72,6 @@ class Delivery:
     def hold(self, item: Any, key: str) -> None:
         self._waiting.setdefault(id(item), []).append(key)
 
-    def passing(self, item: Any) -> None:
-        """*item* leaves our pipeline holding nothing (an unchanged one, say): its
-        delivery counts for no row (the fallback below is for objects a later
-        pipeline put in its place)."""
-        self._waiting.setdefault(id(item), [])
-
     def expect(self, key: str, items: int) -> None:
         """*key*'s result is written once all its *items* (a page's) are delivered."""
         self._expected[key] = items
@@ -90,9 +84,13 @@ class Delivery:
     def scraped(self, item: Any, **_: Any) -> None:
         uploads = self._uploads_of_item()  # the remote feeds the item went to
         keys = self._waiting.pop(id(item), None)
-        if keys is None:  # a later pipeline returned another object: our label says
-            key = ItemAdapter(item).get("normalized_url") if ItemAdapter.is_item(item) else None
-            keys = [key] if key else []
+        if keys is None:  # a later pipeline returned another object: our labels say
+            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+            key = adapter.get("normalized_url") if adapter is not None else None
+            # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT
+            # = "all"): counted, it would let the page be written before a change.
+            counted = adapter is not None and adapter.get("change") not in (None, UNCHANGED)
+            keys = [key] if key and counted else []
         for key in keys:
             for upload in uploads:
                 upload.keys.append(key)
@@ -225,7 +223,8 @@ class Delivery:
         if group.recorded is None:
             return  # its page's result, once recorded, counts the items left
         change = item_change(group.recorded.outcome.change, group, member.label)
-        if change not in (None, UNCHANGED, MOVED):  # one of those it waits for
+        # One of those it waits for (a moved one was, before it was relabelled).
+        if member.moved or change not in (None, UNCHANGED, MOVED):
             self.settle(group.recorded.page.normalized_url)
 
     def flush_feeds(self) -> None:

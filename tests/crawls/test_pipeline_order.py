@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import pytest_twisted
 import scrapy
 from scrapy.exceptions import DropItem
@@ -38,7 +39,8 @@ class PlanSpider(scrapy.Spider):
     def page(self, response: Any) -> Any:
         number = response.url.rsplit("/", 1)[1]
         for item in PLAN.get(number, [{"sku": f"{number}-a"}]):
-            yield {"url": response.url, **item}
+            # Items without a URL field belong to the response: they may move.
+            yield {**item} if item.get("free") else {"url": response.url, **item}
 
 
 class Validation:
@@ -52,13 +54,17 @@ class Storage:
     def process_item(self, item: Any, spider: Any = None) -> Any:
         if (item.get("sku"), item.get("change")) in LATE_DROP:
             raise DropItem("storage unavailable")
-        return item
+        return dict(item) if COPY else item  # a pipeline may hand on another object
+
+
+COPY: list[bool] = []  # non-empty: the storage returns a copy
 
 
 def settings(tmp_path: Any, clock: Clock, **more: Any) -> dict[str, Any]:
     PLAN.clear()
     EARLY_DROP.clear()
     LATE_DROP.clear()
+    COPY.clear()
     return add_on(
         str(tmp_path / "s.sqlite"),
         clock,
@@ -94,10 +100,33 @@ async def test_an_item_dropped_before_the_add_on_does_not_hold_its_page(
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_change_dropped_after_the_add_on_is_reported_again_with_export_all(
+async def test_a_moved_item_dropped_before_the_add_on_does_not_hold_its_pages(
     tmp_path: Any, clock: Clock
 ) -> None:
+    more = settings(tmp_path, clock)
+    with SampleSite(pages=3) as site:
+        home = site.url + "/"
+        PLAN["1"] = [{"sku": "a", "free": 1}, {"sku": "x", "free": 1}]
+        PLAN["2"] = [{"sku": "c", "v": 1, "free": 1}]
+        EARLY_DROP.add("x")
+        await crawl(PlanSpider, more, home=home)
+        for run in (2, 3):  # x moves to page 2 (held until idle, then dropped); c changes
+            PLAN["1"] = [{"sku": "a", "free": 1}]
+            PLAN["2"] = [{"sku": "c", "v": run, "free": 1}, {"sku": "x", "free": 1}]
+            clock.advance(2 * DAY)
+            await crawl(PlanSpider, more, home=home)
+            with StateStore(tmp_path / "s.sqlite", clock=clock) as store:
+                counts = [store.get(site.page_url(i)).fetch_count for i in (1, 2)]
+            assert counts == [run, run]
+
+
+@pytest.mark.parametrize("copy", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_a_change_dropped_after_the_add_on_is_reported_again_with_export_all(
+    tmp_path: Any, clock: Clock, copy: bool
+) -> None:
     more = settings(tmp_path, clock, INCRECRAWL_EXPORT="all")
+    COPY.extend([True] if copy else [])
     with SampleSite(pages=2) as site:
         home, url = site.url + "/", site.page_url(1)
         PLAN["1"] = [{"sku": "a", "v": 1, "w": 1}, {"sku": "b", "v": 1, "w": 1}]
