@@ -74,7 +74,10 @@ CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 #: Pages whose text took longer than INCRECRAWL_CONTENT_TIMEOUT (the process is killed).
 CONTENT_TIMEOUT = "increcrawl/pages/content_timeout"
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
-ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another URL of the site
+ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text
+#: rel=canonical names another page whose text differs, or that is not crawled: the
+#: page is reported as a page of its own.
+ALIASES_REFUSED = "increcrawl/pages/aliases_refused"
 #: Pages asked that answered 404/410 (or "not found") and never anything else: a dead
 #: entry of a sitemap or link, kept gone and never reported (nothing to delete).
 NEVER_FOUND = "increcrawl/pages/never_found"

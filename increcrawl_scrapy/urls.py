@@ -144,3 +144,15 @@ def host_of(key: str) -> str:
     """``host[:port]`` of a normalized URL (its evidence about sitemap dates is kept
     per host). The same as the SQL the schema migration fills old rows with."""
     return key.split("://", 1)[-1].split("/", 1)[0]
+
+
+def same_page(key: str, other: str) -> bool:
+    """Whether two normalized URLs name one page up to their scheme and ``www.``:
+    ``http://site/a`` declaring ``https://www.site/a`` its canonical names itself.
+    (Default ports are gone from normalized URLs; an explicit port must agree.)"""
+    return _spelling_free(key) == _spelling_free(other)
+
+
+def _spelling_free(key: str) -> str:
+    rest = key.split("://", 1)[-1]
+    return rest[4:] if rest.startswith("www.") else rest

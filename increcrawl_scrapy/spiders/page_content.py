@@ -24,7 +24,7 @@ from increcrawl_scrapy.crawl.content_process import response_text, shipped, ship
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of
-from increcrawl_scrapy.urls import normalization_settings, normalize_url
+from increcrawl_scrapy.urls import normalization_settings, normalize_url, same_page
 
 if TYPE_CHECKING:
     import scrapy
@@ -153,12 +153,12 @@ class PageContent:
         if not self.scope.follows_redirect(target):
             return None  # another site's: this page is still ours
         try:
-            if self.normalize(target) == item.get("normalized_url", self.normalize(item["url"])):
-                return None
+            own = item.get("normalized_url") or self.normalize(item["url"])
+            if same_page(self.normalize(target), own):
+                return None  # itself, spelled with https or www.: not another page
         except ValueError:
             return None
-        stats.inc(self.crawler.stats, stats.ALIASES)
-        return target
+        return target  # an alias if its text is that page's (crawl/aliases.py)
 
     async def learn_not_found(self) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.provisional import urls
 
-from increcrawl_scrapy.urls import normalize_url
+from increcrawl_scrapy.urls import normalize_url, same_page
 
 
 @pytest.mark.parametrize(
@@ -128,3 +128,22 @@ def test_fast_path_leaves_default_ports_to_the_full_rules() -> None:
     assert normalize_url("http://example.com:80/a") == "http://example.com/a"
     assert normalize_url("https://example.com:443/") == "https://example.com/"
     assert normalize_url("https://example.com:80/") == "https://example.com:80/"
+
+
+@pytest.mark.parametrize(
+    ("page", "canonical", "same"),
+    [
+        ("http://example.com/a", "https://example.com/a", True),
+        ("http://example.com/a", "https://www.example.com/a", True),
+        ("https://www.example.com/a", "http://example.com/a", True),
+        ("http://example.com:8080/a", "https://example.com:8080/a", True),
+        ("http://example.com/a", "https://example.com/b", False),
+        ("http://example.com/a", "http://example.com/", False),
+        ("http://example.com:8080/a", "http://example.com/a", False),
+        ("http://shop.example.com/a", "http://example.com/a", False),
+    ],
+)
+def test_a_canonical_is_the_page_itself_up_to_scheme_and_www(
+    page: str, canonical: str, same: bool
+) -> None:
+    assert same_page(normalize_url(page), normalize_url(canonical)) is same
