@@ -83,6 +83,8 @@ ALIASES_REFUSED = "increcrawl/pages/aliases_refused"
 NEVER_FOUND = "increcrawl/pages/never_found"
 SOFT_404 = "increcrawl/pages/soft_404"  # a 200 with the site's "not found" page: gone
 NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, asked for
+#: The probe's answer was the home page: a catch-all site, soft 404s not judged.
+NOT_FOUND_CATCH_ALL = "increcrawl/soft_404/catch_all"
 PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
 REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
 #: Items not delivered: identical to one of their page's previous version.

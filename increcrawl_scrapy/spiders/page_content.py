@@ -162,12 +162,49 @@ class PageContent:
 
     async def learn_not_found(self) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"
-        page (``content/soft404.py``). What was learned is kept in the state: a run
-        whose probe gets no answer goes by the last one's (soft 404s never flap
-        between gone and back with a probe's luck)."""
+        page (``content/soft404.py``), unless it is the home page's text (a catch-all
+        site answering every path with it: a live page, never "not found"). What was
+        learned is kept in the state: a run whose probe gets no answer goes by the
+        last one's (soft 404s never flap between gone and back with a probe's luck)."""
         store = crawl_state(self.crawler).store
         name = f"not_found:{self.origin}"
         url = probe_url(self.origin)
+        try:
+            response = await self._ask(url)
+        except Exception as exc:  # robots.txt, a refused connection: the last answer
+            logger.debug("No answer to %s (%s): the last run's verdict holds", url, exc)
+            self.not_found = await compat.in_thread(store.remembered, name) or None
+            return
+        stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
+        learned = await self._not_found_print(response, url)
+        if learned:
+            home = self._home()
+            try:  # asked only of a site that answered the probe with a page
+                answer = await self._ask(home)
+            except Exception as exc:
+                logger.debug("No answer to %s (%s)", home, exc)
+            else:
+                if await self._not_found_print(answer, home) == learned:
+                    stats.inc(self.crawler.stats, stats.NOT_FOUND_CATCH_ALL)
+                    logger.warning(
+                        "%s answers every path with its home page: a page it no longer "
+                        "has is not told from a page (soft 404s are not judged)",
+                        self.origin,
+                    )
+                    learned = ""
+        await compat.in_thread(store.remember, name, learned)
+        self.not_found = learned or None
+        if learned:
+            logger.info(
+                "%s answers 200 for a page that does not exist: pages whose text is that "
+                "answer's are gone (soft 404s)",
+                self.origin,
+            )
+
+    def _home(self) -> str:
+        return self.origin.rstrip("/") + "/"
+
+    async def _ask(self, url: str) -> scrapy.http.Response:
         request = Request(
             url,
             callback=NO_CALLBACK,
@@ -181,33 +218,26 @@ class PageContent:
                 "dont_redirect": True,
             },
         )
+        return await compat.download(self.crawler, request)
+
+    async def _not_found_print(self, response: scrapy.http.Response, url: str) -> str:
+        """The fingerprint of *response*'s text without *url*, if it is a page (a 200,
+        not a redirect), else ""."""
+        if response.status != 200 or final_url_of(response) is not None:
+            return ""
         try:
-            response = await compat.download(self.crawler, request)
-        except Exception as exc:  # robots.txt, a refused connection: the last answer
-            logger.debug("No answer to %s (%s): the last run's verdict holds", url, exc)
-            self.not_found = await compat.in_thread(store.remembered, name) or None
-            return
-        stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
-        learned = ""
-        if response.status == 200 and final_url_of(response) is None:
-            try:
-                found = await compat.in_content_thread(response_text, response, self.options)
-            except ValueError:
-                found = None
-            if found is not None and found.text.strip():
-                learned = await compat.in_content_thread(not_found_fingerprint, found.text, url)
-        await compat.in_thread(store.remember, name, learned)
-        self.not_found = learned or None
-        if learned:
-            logger.info(
-                "%s answers 200 for a page that does not exist: pages whose text is that "
-                "answer's are gone (soft 404s)",
-                self.origin,
-            )
+            found = await compat.in_content_thread(response_text, response, self.options)
+        except ValueError:
+            return ""
+        if found is None or not found.text.strip():
+            return ""
+        return await compat.in_content_thread(not_found_fingerprint, found.text, url)
 
     async def is_not_found(self, url: str, text: str | None) -> bool:
         if self.not_found is None or text is None:
             return False
+        if normalize_url(url) == normalize_url(self._home()):
+            return False  # the home page is never "not found"
         if await compat.in_content_thread(not_found_fingerprint, text, url) != self.not_found:
             return False
         stats.inc(self.crawler.stats, stats.SOFT_404)

@@ -76,6 +76,38 @@ async def test_a_site_whose_404s_are_404s_learns_nothing(tmp_path: Path, clock: 
         assert "increcrawl/pages/soft_404" not in first.stats
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_catch_all_site_answering_its_home_page_keeps_its_home_page_live(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # A real Hugo blog behind a catch-all server (an SPA's fallback, a theme's
+    # "route everything to /"): an unknown path answers the home page with 200. That
+    # answer is a live listed page, never the site's "not found" page.
+    if shutil.which("hugo") is None:
+        pytest.skip("hugo is not installed (.ci/run installs it)")
+    port = free_port()
+    site = DocSite("hugo", tmp_path / "site", f"http://127.0.0.1:{port}", pages=5)
+    site.build()
+    home = f"{site.base_url}/"
+    catch_all = "location / { try_files $uri $uri/ /index.html; }"
+    with nginx(site.out, tmp_path / "nginx", port=port, extra=catch_all):
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert first.stats["increcrawl/soft_404/probes"] == 1
+        assert "increcrawl/pages/soft_404" not in first.stats
+        assert home in first.changes("new")
+        assert set(site.urls()) <= first.changes("new")
+        assert any("answers every path" in line for line in first.log)
+
+        # The home page's own text edited: a change of a live page, not a gone one.
+        index = site.out / "index.html"
+        index.write_text(index.read_text().replace("<main>", "<main><p>Welcome back.</p>"))
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
+        assert home in second.changes("changed")
+        assert second.changes("gone") == set()
+
+
 def _write_files(root: Path, base: str, files: dict[str, bytes]) -> None:
     for name, body in files.items():
         (root / name).write_bytes(body)
