@@ -141,15 +141,20 @@ class HybridFetch:
         assert request is not None
         host, stored = host_of(request.url), request.meta[META].get("stored")
         status, body = response.status, response.body
-        if status in BLOCKED_STATUSES or (status == 200 and is_challenge(body)):
-            reason = "blocked" if status != 200 else "challenge"
-            await self.hosts.direct_fails(host, reason)
-            yield self.extraction(request, reason)
+        if status in BLOCKED_STATUSES:
+            await self.hosts.direct_fails(host, "blocked")
+            yield self.extraction(request, "blocked")
             return
         item = item_of(response)
         if status == 200:
             item = await self.content.with_text(item, response)
         text = item.get("markdown")
+        # A wall is a page whose own text is the challenge (judged on the text: the
+        # scripts of JavaScript Detections ride on every normal page of some sites).
+        if status == 200 and is_challenge(body, text):
+            await self.hosts.direct_fails(host, "challenge")
+            yield self.extraction(request, "challenge")
+            return
         # Little text of its own (or none): a shell only scripts fill? (Parsed again
         # only then: most pages have text enough.)
         little = status == 200 and len("".join((text or "").split())) < SHELL_CHARS

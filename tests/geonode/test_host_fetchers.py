@@ -30,11 +30,22 @@ def test_a_shell_is_scripts_without_text() -> None:
     assert not is_shell(b"<html><body><p>Short.</p></body></html>")  # no script: a page
 
 
-def test_a_challenge_is_a_short_page_with_a_bot_wall_mark() -> None:
-    assert is_challenge(b"<html><head><title>Just a moment...</title></head></html>")
-    assert is_challenge(b'<script src="/cdn-cgi/challenge-platform/h/b/orchestrate"></script>')
-    assert not is_challenge(b"<html><body><p>How a captcha works.</p></body></html>")
-    assert not is_challenge(b"<title>Just a moment</title>" + b"x" * 70_000)
+def test_a_challenge_is_a_page_whose_own_text_is_the_wall() -> None:
+    assert is_challenge(b"<html><head><title>Just a moment...</title></head></html>", "")
+    form = b'<div id="cf-chl-widget"></div><script src="/cdn-cgi/challenge-platform/h/b/"></script>'
+    assert is_challenge(form, "")
+    assert is_challenge(b"<p>Verify you are human</p>", "Verify you are human by completing this.")
+    assert not is_challenge(
+        b"<html><body><p>How a captcha works.</p></body></html>", "How a captcha works."
+    )
+    assert not is_challenge(b"<title>Just a moment</title>" + b"x" * 70_000, "x")
+    # JavaScript Detections: the challenge platform's script on a normal page.
+    script = b"<script>a.src='/cdn-cgi/challenge-platform/scripts/jsd/main.js'</script>"
+    assert not is_challenge(b"<html><body><p>An article.</p>" + script, "An article. " * 20)
+    assert not is_challenge(b"<html><body><p>Short.</p>" + script, "Short.")
+    # A long page is a page, even titled like a wall (a post about them).
+    long = "Why sites say just a moment. " * 40
+    assert not is_challenge(b"<title>Just a moment: on walls</title>", long)
 
 
 @pytest_twisted.ensureDeferred

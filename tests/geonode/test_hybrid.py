@@ -258,6 +258,43 @@ async def test_a_challenge_page_answered_200_is_extracted(
         assert first.stats["increcrawl/hybrid/extractions/challenge"] == 1
 
 
+#: What Cloudflare's JavaScript Detections inject into every page they serve: the
+#: page is the page, the snippet only a script (no challenge shown).
+JS_DETECTIONS = (
+    "<script>(function(){function c(){var b=a.contentDocument||a.contentWindow.document;"
+    "if(b){var d=b.createElement('script');d.innerHTML=\"window.__CF$cv$params={r:'8f1e2d3c',"
+    "t:'MTczMDAwMDAwMC4w'};var a=document.createElement('script');a.nonce='';"
+    "a.src='/cdn-cgi/challenge-platform/scripts/jsd/main.js';"
+    "document.getElementsByTagName('head')[0].appendChild(a);\";"
+    "b.getElementsByTagName('head')[0].appendChild(d)}}if(document.body){var a="
+    "document.createElement('iframe');a.height=1;a.width=1;a.style.visibility='hidden';"
+    "document.body.appendChild(a);c()}})();</script>"
+)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_carrying_a_challenge_script_is_no_challenge(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    # Every page of the site carries the snippet, for direct requests and Geonode
+    # alike: its main content is the page's, so an unchanged page costs nothing.
+    root, server = origin(tmp_path, "")
+    with server as (url, _access):
+        write_site(root, url)
+        for name in PAGES:
+            page = root / name
+            page.write_text(page.read_text().replace("</body>", JS_DETECTIONS + "</body>"))
+        settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
+        assert "increcrawl/hybrid/extractions/challenge" not in first.stats
+
+        clock.advance(3 * DAY)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert changed(second) == set() and tokens(second) == 0
+        assert second.stats[stats.HYBRID_SAVED] == len(PAGES)
+
+
 @pytest_twisted.ensureDeferred
 async def test_the_token_budget_counts_free_probes_as_free(
     tmp_path: Path, clock: Clock, api: GeonodeStandIn
