@@ -204,14 +204,17 @@ class HybridFetch:
         self.hosts.scouting.discard(host_of(request.url))
 
     async def extracted(self, response: Response, item: dict[str, Any]) -> dict[str, Any]:
-        """An extraction after a probe: the item keeps the probe's validators (the
-        same version of the page), and the two texts are compared for the host."""
+        """An extraction after a probe: the two texts are compared for the host, and
+        the item keeps the probe's validators only if both saw the same version of
+        the page. Validators of another answer than the stored fingerprint's would
+        make the next probe a 304 to an edit the fingerprint never saw (an API that
+        lags the origin): without them the next probe is unconditional."""
         request = response.request
         assert request is not None
         probe = request.meta[META]
         if "print" not in probe:
             return item  # after a blocked probe: nothing to compare
-        item.update(fetcher="hybrid", etag=probe["etag"], last_modified=probe["last_modified"])
+        item.update(fetcher="hybrid", etag=None, last_modified=None)
         text = item.get("markdown")
         if item.get("http_status") != 200 or text is None:
             return item
@@ -220,6 +223,7 @@ class HybridFetch:
         )
         host = host_of(request.url)
         if found == probe["print"]:
+            item.update(etag=probe["etag"], last_modified=probe["last_modified"])
             stats.inc(self.crawler.stats, stats.HYBRID_AGREED)
             await self.hosts.direct_sees(host, agreed=True)
         else:

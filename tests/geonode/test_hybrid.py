@@ -236,6 +236,36 @@ async def test_a_host_whose_direct_answers_differ_stops_being_probed(
         assert changed(third) == set() and tokens(third) == len(PAGES)
 
 
+@pytest_twisted.ensureDeferred
+async def test_validators_are_kept_only_with_the_fingerprint_of_their_answer(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    # Geonode's answer lags the origin: the probe sees an edit (new ETag) that the
+    # extraction after it does not. Kept with the old fingerprint, that ETag would
+    # make every later probe a 304, and the edit would never be reported.
+    root, server = origin(tmp_path, OTHER_FOR_DIRECT)
+    lagging = PAGES[-1]
+    with server as (url, _access):
+        serve_direct(root, url, page_html)
+        settings = settings_for(str(tmp_path / "s.sqlite"), clock, api)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/{name}" for name in PAGES}
+
+        (root / "direct" / lagging).write_text(page_html(lagging, "Edited text of"))
+        clock.advance(3 * DAY)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert changed(second) == set()  # Geonode still serves the old text
+        assert second.stats[stats.HYBRID_DIFFERED] == 1
+
+        (root / lagging).write_text(page_html(lagging, "Edited text of"))  # caught up
+        reported: set[str] = set()
+        for _ in range(2):  # after the host's retry: probed again
+            clock.advance(8 * DAY)
+            later = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+            reported |= changed(later)
+        assert reported == {f"{url}/{lagging}"}
+
+
 CHALLENGE = (
     "<html><head><title>Just a moment...</title></head><body>"
     '<div id="cf-chl-widget">Checking your browser before accessing the site.</div>'
