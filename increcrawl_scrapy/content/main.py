@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import lxml.etree
 import lxml.html
@@ -39,6 +39,17 @@ _TEMPLATE_INSIDE = lxml.etree.XPath(
     " | .//*[@role='navigation' or @role='complementary' or @role='contentinfo'"
     " or @role='search']"
 )
+#: In a whole body, the site's header too (inside a main element, a header is the
+#: article's own).
+_TEMPLATE_OF_BODY = lxml.etree.XPath(
+    ".//header | .//nav | .//aside | .//footer | .//form[@role='search']"
+    " | .//*[@role='banner' or @role='navigation' or @role='complementary'"
+    " or @role='contentinfo' or @role='search']"
+)
+_NOTHING = lxml.etree.XPath("self::nothing-at-all")
+#: trafilatura's own threshold (MIN_EXTRACTED_SIZE): an extraction shorter than this
+#: is rescued with the whole page's text.
+RESCUE_CHARS = 250
 _INVISIBLE = lxml.etree.XPath(
     ".//script | .//style | .//noscript | .//template | .//*[@hidden] | .//comment()"
 )
@@ -89,21 +100,35 @@ def _main(root: lxml.etree._Element, html: str, selector: str | None) -> tuple[s
         if len(found) == 1:
             return _serialize(found, prune=True), how
     extracted = _extracted(html)
-    if extracted:
+    if extracted and _text_chars(lxml.html.fromstring(extracted)) >= RESCUE_CHARS:
         return extracted, "extracted"
+    # Little found (a short page): trafilatura would rescue the whole page's text as
+    # flat lines, without its headings, and the volatile rules ("## Related posts")
+    # would no longer see them. The same rescue here keeps the page's structure.
     body = root.find("body")
-    return _serialize([body if body is not None else root], prune=False), "whole"
+    whole = body if body is not None else root
+    _prune(whole, _TEMPLATE_OF_BODY)
+    if extracted and _text_chars(whole) <= _text_chars(lxml.html.fromstring(extracted)):
+        return extracted, "extracted"
+    return _serialize([whole], prune=False), "whole"
+
+
+def _text_chars(element: lxml.etree._Element) -> int:
+    return len("".join(element.text_content().split()))
+
+
+def _prune(element: lxml.etree._Element, template: lxml.etree.XPath) -> None:
+    for hidden in _INVISIBLE(element):
+        hidden.drop_tree()
+    for part in template(element):
+        if part.getparent() is not None:
+            part.drop_tree()
 
 
 def _serialize(elements: list[lxml.etree._Element], *, prune: bool) -> str:
     parts = []
     for element in elements:
-        for hidden in _INVISIBLE(element):
-            hidden.drop_tree()
-        if prune:
-            for template in _TEMPLATE_INSIDE(element):
-                if template.getparent() is not None:
-                    template.drop_tree()
+        _prune(element, _TEMPLATE_INSIDE if prune else _NOTHING)
         parts.append(lxml.html.tostring(element, encoding="unicode"))
     return "\n".join(parts)
 
@@ -113,6 +138,7 @@ def _extracted(html: str) -> str | None:
 
     return trafilatura.extract(
         html,
+        config=_trafilatura_config(),  # its structure, never its flat-text rescue
         output_format="html",
         include_tables=True,
         include_formatting=True,
@@ -122,3 +148,12 @@ def _extracted(html: str) -> str | None:
         favor_recall=True,  # a paragraph missed is an edit missed
         deduplicate=False,  # its cache spans pages: the same page must give the same text
     )
+
+
+@lru_cache(maxsize=1)
+def _trafilatura_config() -> Any:
+    from trafilatura.settings import use_config
+
+    config = use_config()
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", "0")  # the rescue is ours (_main)
+    return config

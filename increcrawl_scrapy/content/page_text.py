@@ -25,8 +25,9 @@ from increcrawl_scrapy.content.markdown import html_to_markdown
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
-#: Moves whenever what a page's text is changes (v1: the whole page's markdown).
-SCHEME_VERSION = 2
+#: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
+#: its main content; v3: a short page's rescue keeps its headings).
+SCHEME_VERSION = 3
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 

@@ -18,7 +18,7 @@ from scrapy.http.request import NO_CALLBACK
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
-from increcrawl_scrapy.content.soft404 import META_PROBE, not_found_fingerprint, probe_url
+from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import content_process
 from increcrawl_scrapy.crawl.content_process import response_text, shipped, shipped_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
@@ -60,7 +60,7 @@ class PageContent:
         self.origin = origin
         self.scope = scope  # the seed's site: a canonical URL elsewhere is not an alias
         self.normalize = normalize
-        self.not_found: str | None = None  # the site's "not found" page's fingerprint
+        self.not_found: NotFound | None = None  # the site's "not found" page
         self._paused = False  # the engine, by this, while the content work catches up
         #: Where the fingerprint taken with a page's text waits for the pipeline (only
         #: with the default rules: users' rules may backtrack, the pipeline's threads
@@ -173,28 +173,33 @@ class PageContent:
             response = await self._ask(url)
         except Exception as exc:  # robots.txt, a refused connection: the last answer
             logger.debug("No answer to %s (%s): the last run's verdict holds", url, exc)
-            self.not_found = await compat.in_thread(store.remembered, name) or None
+            self.not_found = NotFound.loads(await compat.in_thread(store.remembered, name))
             return
         stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
-        learned = await self._not_found_print(response, url)
-        if learned:
+        learned = await self._page_text(response)
+        found = NotFound(learned, url) if learned else None
+        if found is not None:
             home = self._home()
             try:  # asked only of a site that answered the probe with a page
                 answer = await self._ask(home)
             except Exception as exc:
                 logger.debug("No answer to %s (%s)", home, exc)
             else:
-                if await self._not_found_print(answer, home) == learned:
+                text = await self._page_text(answer)
+                home_is_it = bool(text) and await compat.in_content_thread(
+                    found.answers, text, home
+                )
+                if home_is_it:
                     stats.inc(self.crawler.stats, stats.NOT_FOUND_CATCH_ALL)
                     logger.warning(
                         "%s answers every path with its home page: a page it no longer "
                         "has is not told from a page (soft 404s are not judged)",
                         self.origin,
                     )
-                    learned = ""
-        await compat.in_thread(store.remember, name, learned)
-        self.not_found = learned or None
-        if learned:
+                    found = None
+        await compat.in_thread(store.remember, name, found.dumps() if found else "")
+        self.not_found = found
+        if found is not None:
             logger.info(
                 "%s answers 200 for a page that does not exist: pages whose text is that "
                 "answer's are gone (soft 404s)",
@@ -220,25 +225,22 @@ class PageContent:
         )
         return await compat.download(self.crawler, request)
 
-    async def _not_found_print(self, response: scrapy.http.Response, url: str) -> str:
-        """The fingerprint of *response*'s text without *url*, if it is a page (a 200,
-        not a redirect), else ""."""
+    async def _page_text(self, response: scrapy.http.Response) -> str:
+        """*response*'s text if it is a page (a 200, not a redirect), else ""."""
         if response.status != 200 or final_url_of(response) is not None:
             return ""
         try:
             found = await compat.in_content_thread(response_text, response, self.options)
         except ValueError:
             return ""
-        if found is None or not found.text.strip():
-            return ""
-        return await compat.in_content_thread(not_found_fingerprint, found.text, url)
+        return found.text if found is not None and found.text.strip() else ""
 
     async def is_not_found(self, url: str, text: str | None) -> bool:
         if self.not_found is None or text is None:
             return False
         if normalize_url(url) == normalize_url(self._home()):
             return False  # the home page is never "not found"
-        if await compat.in_content_thread(not_found_fingerprint, text, url) != self.not_found:
+        if not await compat.in_content_thread(self.not_found.answers, text, url):
             return False
         stats.inc(self.crawler.stats, stats.SOFT_404)
         logger.info('%s answers with the site\'s "not found" page: gone', url)
