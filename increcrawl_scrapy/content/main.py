@@ -10,7 +10,10 @@ In this order:
    below and several times cheaper, and it keeps code blocks and tables whole;
 3. otherwise trafilatura's extraction (a well-kept library), for pages that mark
    nothing;
-4. and where that finds nothing (a very short page), the whole body.
+4. and where that finds little (a short page), the whole body, less the site's
+   header, navigation, sidebars and footer, when it has more text: the rescue
+   trafilatura would make, but keeping the page's structure (its headings), so the
+   text has the same shape whichever way it was found.
 
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
