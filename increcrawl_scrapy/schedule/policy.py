@@ -13,6 +13,8 @@ from increcrawl_scrapy.schedule.rows import (
     ALIAS_MARK,
     GONE_STATUSES,
     NOISY,
+    SAMPLE_COUNTED,
+    SAMPLED,
     STALE,
     TRUSTED,
     UNKNOWN,
@@ -355,6 +357,16 @@ def _first_unannounced(page: PageState, outcome: Outcome) -> bool:
     )
 
 
+def sample_found_change(page: PageState, outcome: Outcome) -> bool:
+    """Whether this fetch, asked by its trusted host's sample, finds the page's first
+    change its date did not announce: evidence against the dates at once (held for a
+    later fetch, a page that changes daily would be taken for noise and the stale
+    dates never found out)."""
+    return (
+        page.sampled == SAMPLED and bool(page.sitemap_lastmod) and _first_unannounced(page, outcome)
+    )
+
+
 def unannounced(page: PageState, outcome: Outcome) -> int:
     """Changes of the page its sitemap date did not announce, this fetch included."""
     if outcome is Outcome.CHANGED and page.sitemap_lastmod and not page.lastmod_moved:
@@ -396,6 +408,7 @@ def apply_result(
         "lastmod_moved": False,
         "unannounced": unannounced(page, outcome),
         "change_streak": page.change_streak + 1 if outcome is Outcome.CHANGED else 0,
+        "sampled": SAMPLE_COUNTED if sample_found_change(page, outcome) else 0,
     }
     if outcome in (Outcome.GONE, Outcome.STILL_GONE):
         # Re-checked slowly while it is still listed; back as new if it answers.

@@ -74,6 +74,10 @@ class PageState(NamedTuple):
     unannounced: int = 0
     #: Fetches in a row that found the content changed (``increcrawl noisy``).
     change_streak: int = 0
+    #: SAMPLED: made due by its trusted host's sample (``state/lastmod.py``);
+    #: SAMPLE_COUNTED: that fetch found a change its date did not announce, counted
+    #: against the host's dates at once (not again at the next fetch).
+    sampled: int = 0
 
     @property
     def has_validators(self) -> bool:
@@ -106,7 +110,11 @@ RESULT_COLUMNS = (
     "change_rate",
     "unannounced",
     "change_streak",
+    "sampled",
 )
+
+#: ``PageState.sampled``.
+SAMPLED, SAMPLE_COUNTED = 1, 2
 
 #: What a host's sitemap dates have earned (docs/architecture.md, "Lastmod trust").
 UNKNOWN, TRUSTED, NOISY, STALE = "unknown", "trusted", "noisy", "stale"

@@ -9,8 +9,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from increcrawl_scrapy.schedule.policy import lastmod_verdict
-from increcrawl_scrapy.schedule.rows import TRUSTED, UNKNOWN, PageState
+from increcrawl_scrapy.schedule.policy import lastmod_verdict, sample_found_change
+from increcrawl_scrapy.schedule.rows import SAMPLE_COUNTED, TRUSTED, UNKNOWN, Outcome, PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 
 logger = logging.getLogger(__name__)
@@ -76,15 +76,24 @@ class Hosts:
         if changed and not moved and _same_day(page.sitemap_lastmod, page.last_fetched):
             # A date-only lastmod cannot move for a second edit on the same day.
             return
+        counts = self._load(host)
+        delta = self._delta.setdefault(host, [0.0] * 4)
         if changed and not moved:
             # Not evidence yet: a page whose content changes at every fetch while its
             # date stands still is noise (volatile text the rules miss). Its first
             # such change counts once the next fetch finds the page unchanged; later
-            # ones are the page's habit, not news about the host's dates.
+            # ones are the page's habit, not news about the host's dates. But for a
+            # change the trusted host's sample found: the sample is there to check
+            # the dates, and it counts at once.
+            if sample_found_change(page, Outcome.CHANGED):
+                counts[2] += 1
+                delta[2] += 1
             return
-        counts = self._load(host)
-        delta = self._delta.setdefault(host, [0.0] * 4)
-        if page.unannounced == 1 and page.last_changed == page.last_fetched:
+        if (
+            page.unannounced == 1
+            and page.last_changed == page.last_fetched
+            and page.sampled != SAMPLE_COUNTED
+        ):
             counts[2] += 1  # the held change stood alone: the date missed an edit
             delta[2] += 1
         if moved and self._echo(host, page.sitemap_lastmod, changed, counts, delta):

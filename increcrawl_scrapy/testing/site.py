@@ -197,6 +197,12 @@ class SampleSite:
             self._modified[i] = max(time.time() if at is None else at, self.modified_at(i) + 1)
             self._mutated()
 
+    def edit_quietly(self, i: int) -> None:
+        """Change page *i*'s content without its sitemap date moving (stale dates)."""
+        with self._lock:
+            self._versions[i] = self._versions.get(i, 0) + 1
+            self._texts.pop(i, None)
+
     def add(self, count: int = 1) -> list[int]:
         with self._lock:
             added = list(range(self.pages, self.pages + count))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
@@ -423,6 +424,40 @@ async def test_an_honest_host_is_trusted_within_three_sitemap_reads(
     sampled = quiet.stats.get(LASTMOD_SAMPLED, 0)
     assert sampled <= 1
     assert 0 < quiet.stats["increcrawl/due"] - sampled <= undated
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_trusted_host_whose_sample_finds_unannounced_changes_is_demoted(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A trusted host whose sitemap stops moving while its pages keep changing daily:
+    the daily sample of unmoved pages finds those changes. Each counts against the
+    dates when found; held for a later fetch, which finds the page changed again
+    (noise, by that rule), none ever counted and the host stayed trusted."""
+    with SampleSite(pages=40) as site:
+        db = str(tmp_path / "h.sqlite")
+        settings = crawl_settings(
+            db, clock, INCRECRAWL_POLICY="learned", INCRECRAWL_LASTMOD_SAMPLE=0.2
+        )
+        for day in range(3):  # honest dates earn trust (the third daily read)
+            if day:
+                clock.advance(DAY)
+                for page in (3 * day - 2, 3 * day - 1):
+                    site.edit(page, at=clock.now - HOUR)
+            await run_crawl(settings, sitemap_url=site.sitemap_url)
+        with StateStore(db) as store:
+            assert store.hosts.verdict(urlsplit(site.url).netloc) == TRUSTED
+        dated = [i for i in range(40) if site.lastmod(i) is not None]
+        sampled = 0
+        for _ in range(6):  # then every dated page changes daily, its date still
+            clock.advance(DAY)
+            for page in dated:
+                site.edit_quietly(page)
+            result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            sampled += result.stats.get(LASTMOD_SAMPLED, 0)
+        assert sampled >= 3
+        with StateStore(db) as store:
+            assert store.hosts.verdict(urlsplit(site.url).netloc) != TRUSTED
 
 
 def test_after_a_change_a_page_whose_rate_is_known_waits_at_the_target() -> None:

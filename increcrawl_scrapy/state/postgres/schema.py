@@ -181,10 +181,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # the old version pruned on the page without VACUUM). New pages only: a table
     # filled before takes it at its next VACUUM FULL (docs/deployment.md).
     ("ALTER TABLE pages SET (fillfactor = 70)",),
+    # 8: SQLite schema 10: the rows a trusted host's sample made due; per run and
+    # host, the pages the rules took out of comparison.
+    (
+        "ALTER TABLE pages ADD COLUMN sampled INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN hidden TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The SQLite schema (``schema.py``) whose tables these mirror.
-SQLITE_VERSION = 9
+SQLITE_VERSION = 10
 #: One key for every increcrawl database on a server: migrations never overlap.
 _MIGRATION_LOCK = 0x49434352
 

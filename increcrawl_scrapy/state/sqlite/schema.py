@@ -177,5 +177,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX checks_page ON checks (page)",
         "ALTER TABLE runs ADD COLUMN statuses TEXT",
     ),
+    # 10: the rows a trusted host's sample made due (their change is evidence at
+    # once); per run and host, the pages the rules took out of comparison.
+    (
+        "ALTER TABLE pages ADD COLUMN sampled INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN hidden TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
