@@ -73,6 +73,9 @@ class CrawlState:
         stats.inc(crawler.stats, stats.REKEY_MERGED, self.store.rekeyed.merged)
         self.seed = seed_of(crawler)
         self.run = self.store.start_run(self.seed)
+        self.store.note_spending(
+            self.run.id, lambda: int(crawler.stats.get_value(stats.API_TOKENS, 0) or 0)
+        )
         self.max_error_ratio = config.max_error_ratio
         self.tokens_plan = (config.tokens_reset_day, config.monthly_tokens)
         #: Set by a spider that discovers; None for an embedding project's spiders.

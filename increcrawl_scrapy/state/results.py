@@ -103,6 +103,8 @@ class Results(RowLoads):
         self._done_log: deque[tuple[int, frozenset[str]]] = deque(maxlen=16)
         self._epoch = 0  # moves when discovery may change rows (settle())
         self.rebaselined = 0  # results whose change was only that
+        #: ``(run id, what tells the tokens charged so far)``: written with each batch.
+        self.spending: tuple[int, Callable[[], int]] | None = None
 
     @property
     def leases_lost(self) -> int:
@@ -371,6 +373,7 @@ class Results(RowLoads):
             leased=leased,
             # A result that leaves its row due keeps its lease (not retried at once).
             keep={key for key in leased if pages[key].next_check <= now},
+            tokens=(self.spending[0], self.spending[1]()) if self.spending else None,
         )
 
     def _done(self, batch: Batch) -> None:

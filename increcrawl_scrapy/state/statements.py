@@ -48,6 +48,7 @@ class DiscoveryStatements(Protocol):
     mark_missing: str
     any_moves: str
     finish_run: str
+    note_tokens: str
     move_buckets: str
     host_sizes: str  # of a JSON array of hosts
     host_verdicts: str

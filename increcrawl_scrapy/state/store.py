@@ -317,6 +317,12 @@ class StateStore(OperatorEdits, StoreReadings):
             error_kind=error_kind,
         )
 
+    def note_spending(self, run_id: int, charged: Callable[[], int]) -> None:
+        """Write the tokens *charged* so far (read when results are written, on any
+        thread) on run *run_id*'s row with each batch of results: a run killed after
+        spending them still spent them, and overlapping runs see each other's."""
+        self.results.spending = (run_id, charged)
+
     @serialized
     def memory(self, url: str) -> bytes | None:
         """What *url*'s last fetch left for the next one (``page_memory.py``);

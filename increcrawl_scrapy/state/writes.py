@@ -41,6 +41,8 @@ class Batch:
     lost: set[str] = field(default_factory=set)
     #: After writing: the hosts' stored counts (every worker's evidence).
     host_totals: dict[str, list[float]] = field(default_factory=dict)
+    #: ``(run id, tokens charged so far)``: money is recorded as it is spent.
+    tokens: tuple[int, int] | None = None
 
 
 def write_batch(
@@ -85,6 +87,9 @@ def write_batch(
             db.executemany(db.sql.record_check, checks)
         for host in promoted:  # after the pages: this batch's rows wait too
             db.execute(db.sql.promote, (trusted_wait, host))
+        if batch.tokens is not None:
+            run_id, charged = batch.tokens
+            db.execute(db.sql.note_tokens, (charged, run_id))
 
 
 class Writer:

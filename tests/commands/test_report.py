@@ -72,7 +72,7 @@ def test_report_of_a_state_no_crawl_of_this_version_opened(tmp_path: Path) -> No
     connection.close()
     done = increcrawl(db, "report", "-o", str(tmp_path / "r.html"))
     assert done.returncode == 1
-    assert "has schema version 8, the report reads 9: a crawl with this package" in done.stdout
+    assert "has schema version 8, the report reads 10: a crawl with this package" in done.stdout
 
 
 @pytest.mark.e2e

@@ -127,3 +127,38 @@ def test_sigterm_ends_cleanly_with_state_flushed(tmp_path: Path) -> None:
         assert fetched >= 5  # flushed on the way out
         assert runs[-1][0] is not None and runs[-1][1] == "shutdown"
         assert api.counters()["tokens_charged"] >= fetched
+
+
+def test_a_killed_runs_tokens_count_in_the_month(tmp_path: Path) -> None:
+    # Tokens are written as they are spent, with the results: a run killed after
+    # spending them (SIGKILL, OOM, a cancelled Scrapyd job) still spent them, and the
+    # next run's share of INCRECRAWL_MONTHLY_TOKENS knows it.
+    db = tmp_path / "state.sqlite"
+    with SampleSite(pages=60) as site, GeonodeStandIn(api_keys=[KEY], latency=0.2) as api:
+        process = start_crawl(
+            site, api, db, "-s", "INCRECRAWL_FLUSH_ITEMS=5", "-s", "GEONODE_CONCURRENCY=2"
+        )
+        wait_for(db, "SELECT count(*) FROM pages WHERE last_fetched IS NOT NULL", 10, process)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        charged = api.counters()["tokens_charged"]
+        assert state(db)[3] == [(None, None)]  # killed before it finished
+        with sqlite3.connect(db) as con:
+            (spent,) = con.execute("SELECT tokens_charged FROM runs").fetchone()
+            (fetched,) = con.execute(
+                "SELECT count(*) FROM pages WHERE last_fetched IS NOT NULL"
+            ).fetchone()
+        # What the state says was spent: at least the recorded pages', at most the API's.
+        assert fetched <= spent <= charged
+
+        budget = 1000
+        err = finish_with(site, api, db, "-s", f"INCRECRAWL_MONTHLY_TOKENS={budget}")
+        left = next(line for line in err.splitlines() if "tokens left until the reset" in line)
+        assert f"{budget - spent} tokens left" in left, left
+
+
+def finish_with(site: SampleSite, api: GeonodeStandIn, db: Path, *extra: str) -> str:
+    process = start_crawl(site, api, db, *extra)
+    _, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err[-2000:]
+    return err

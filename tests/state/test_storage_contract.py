@@ -591,6 +591,30 @@ def test_tokens_are_read_over_the_week_and_the_plan_month(
     assert int(430 / (25.5 / 2)) == 33 and share.share == 500 * 75 // 310 - 70 == 50
 
 
+def test_tokens_are_written_as_they_are_spent(open_store: Factory, clock: Clock) -> None:
+    """A run's tokens so far are written with its results: a run that never finishes
+    (killed) spent them, and another store on the same state (an overlapping run)
+    counts them in the month, before the run ends."""
+    clock.now = datetime(2026, 12, 10, 12, tzinfo=timezone.utc).timestamp()
+    store, other = open_store(), open_store()
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in urls(3)])
+    charged = [0]
+    store.note_spending(run.id, lambda: charged[0])
+    for page in store.due(SEED):
+        charged[0] += 2  # the API's charge for the page, as the stats count it
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+    store.flush()
+    assert other.token_figures(clock(), 1, 500).month == 6
+    charged[0] = 5  # never less than what was written (a stats reset, say)
+    [page] = store.due(SEED, 1) or [store.get(urls(1)[0])]
+    store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="i")
+    store.flush()
+    assert other.token_figures(clock(), 1, 500).month == 6
+    run.finish({"tokens_charged": 7}, discovery_complete=True)
+    assert other.token_figures(clock(), 1, 500).month == 7
+
+
 def test_each_run_keeps_its_checks_for_the_report(open_store: Factory, clock: Clock) -> None:
     """What each run fetched (``state/history.py``): a check per page written with
     its result, the run's responses by kind, only the last runs' checks kept; the

@@ -175,6 +175,8 @@ class DiscoverySQL:
         + "finished_at = %(now)s, discovery_complete = %(complete)s, close_reason = %(reason)s, "
         "listed = %(listed)s WHERE id = %(id)s"
     )
+    # The run's tokens so far, written with its results (a killed run's count).
+    note_tokens = "UPDATE runs SET tokens_charged = GREATEST(tokens_charged, %s) WHERE id = %s"
 
     # -- lastmod.py ----------------------------------------------------------
     move_buckets = "SELECT host, substr(lastmod, 1, 16), count(*) FROM pg_temp.moves GROUP BY 1, 2"

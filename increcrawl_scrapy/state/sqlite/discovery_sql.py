@@ -177,6 +177,8 @@ class DiscoverySQL:
         + "finished_at = :now, discovery_complete = :complete, close_reason = :reason, "
         "listed = :listed WHERE id = :id"
     )
+    # The run's tokens so far, written with its results (a killed run's count).
+    note_tokens = "UPDATE runs SET tokens_charged = max(tokens_charged, ?) WHERE id = ?"
 
     # -- lastmod.py ----------------------------------------------------------
     move_buckets = "SELECT host, substr(lastmod, 1, 16), count(*) FROM temp.moves GROUP BY 1, 2"
