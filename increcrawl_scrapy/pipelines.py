@@ -18,6 +18,7 @@ from increcrawl_scrapy.content.fingerprint import (
     taken_prints,
 )
 from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.aliases import Aliases, Verdict
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
@@ -95,8 +96,11 @@ class IncrementalStatePipeline:
     async def _closing_with_aliases(self) -> None:
         assert self.aliases is not None
         written, dropped = await compat.in_thread(self.aliases.settle)
-        stats.inc(self.crawler.stats, stats.ALIASES, written)
+        stats.inc(self.crawler.stats, stats.ALIASES, len(written))
         stats.inc(self.crawler.stats, stats.ALIASES_REFUSED, dropped)
+        if self.state is not None:
+            for key in written:
+                self.state.hidden.fired(hidden.ALIAS, key)
         self._close_store()
 
     def _close_store(self) -> None:
@@ -192,7 +196,8 @@ class IncrementalStatePipeline:
         raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
 
     def _process_recorded(self, item: Any) -> Any:
-        assert self.store is not None
+        assert self.store is not None and self.state is not None
+        state = self.state
         adapter = ItemAdapter(item)
         self._taken = self._hashes.pop(id(item), {})
         member = take(self.crawler, item)  # one of its page's items
@@ -211,6 +216,8 @@ class IncrementalStatePipeline:
                 return item
             if member is not None:
                 member.group.recorded = recorded
+            if recorded.outcome is not Outcome.ERROR:
+                state.hidden.checked(recorded.page.normalized_url)
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
         # The item's own label: its page's, or against the page's previous version.
@@ -224,6 +231,7 @@ class IncrementalStatePipeline:
             if page.normalized_url not in self.aliases.waiting:
                 self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
                 stats.inc(self.crawler.stats, stats.ALIASES)
+                state.hidden.fired(hidden.ALIAS, page.normalized_url)
             raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
         if first:
             delivered = 1 if member is None else member.group.delivered(outcome.change)

@@ -19,6 +19,7 @@ from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
+from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
@@ -130,6 +131,8 @@ def _seed(reader: StateReader, seed: str, at: float, asked: list[int]) -> dict[s
     runs = reader.report_runs(seed, RUNS_SHOWN)
     for run in runs:  # responses by kind (state/history.py); none before schema 9
         run["statuses"] = json.loads(run["statuses"]) if run["statuses"] else None
+        # What the rules took out of comparison, and what of it is over the line.
+        run["hidden"] = hidden.warnings(hidden.loads(run["hidden"]))
     fetched = sum(run["fetched"] for run in runs if run["listed"])
     listed = sum(run["listed"] for run in runs if run["listed"])
     changing = reader.changing_pages(seed, CHANGING_SHOWN)

@@ -20,6 +20,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.run_summary import counted, saved
 from increcrawl_scrapy.schedule.token_plan import TokenFigures
 from increcrawl_scrapy.state import StateError, StateLockedError, StateReader, StateStore, shown
@@ -95,6 +96,9 @@ def _status(reader: StateReader, now: float, reset_day: int = 1, budget: int = 0
     for seed in reader.seeds():
         counts = reader.status_counts(seed, now, now + DAY)
         intervals = reader.fetched_intervals(seed)
+        runs = reader.status_runs(seed)
+        for run in runs:  # the pages each run's rules took out of comparison
+            run["hidden"] = hidden.loads(run["hidden"])
         seeds.append(
             {
                 "seed": seed,
@@ -103,7 +107,7 @@ def _status(reader: StateReader, now: float, reset_day: int = 1, budget: int = 0
                 if intervals
                 else None,
                 "lastmod_verdicts": reader.status_verdicts(seed),
-                "runs": reader.status_runs(seed),
+                "runs": runs,
             }
         )
     tokens = reader.token_figures(now, reset_day, budget)  # the plan's: every seed's runs
@@ -140,6 +144,7 @@ def _text(report: dict[str, Any]) -> str:
             )
             if run["listed"]:
                 lines.append(f"    {saved(run['fetched'], run['listed'])}")
+            lines.extend(f"    warning: {line}" for line in hidden.warnings(run["hidden"]))
     if not lines:
         return "No pages yet"
     tokens = report["tokens"]

@@ -54,14 +54,16 @@ class Aliases:
     def wait(self, key: str, canonical_url: str, fingerprint: str) -> None:
         self.waiting[key] = (canonical_url, fingerprint)
 
-    def settle(self) -> tuple[int, int]:
+    def settle(self) -> tuple[list[str], int]:
         """At the run's end: the aliases that waited are written if their canonical
-        page now has their text, else dropped. Returns (written, dropped)."""
-        written = dropped = 0
+        page now has their text, else dropped. Returns (the keys written, how many
+        dropped)."""
+        written: list[str] = []
+        dropped = 0
         for key, (url, fingerprint) in sorted(self.waiting.items()):
             if self.judge(url, fingerprint) is Verdict.ALIAS:
                 self.store.deliver(key)
-                written += 1
+                written.append(key)
                 continue
             self.store.discard(key)
             dropped += 1

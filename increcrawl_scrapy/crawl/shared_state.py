@@ -21,6 +21,7 @@ from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.config.unknown import warn_unknown_settings
 from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
+from increcrawl_scrapy.crawl.hidden import HiddenPages
 from increcrawl_scrapy.crawl.run_summary import run_summary
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
@@ -89,6 +90,8 @@ class CrawlState:
         #: Says why the Geonode API is down at the end of the run, or None (set by
         #: the spider: its client's breaker).
         self.api_down: Callable[[], str | None] | None = None
+        #: Pages the rules took out of comparison, per host (``hidden.py``).
+        self.hidden = HiddenPages()
         #: The pipeline's delivery of held results (None without the pipeline).
         self.delivery: Delivery | None = None
         #: Another program's lock met while recording (an sqlite3 shell's open
@@ -187,6 +190,8 @@ class CrawlState:
                 ", ".join(examples),
                 ", ..." if noisy > len(examples) else "",
             )
+        for line in self.hidden.warnings():  # a rule that fired on much of a host
+            logger.warning("%s", line)
         listed = self.store.count(self.seed, gone=False)  # after writing every result
         stats.inc(collector, stats.LEASES_LOST, self.store.leases_lost)
         self.run.finish(
@@ -194,6 +199,7 @@ class CrawlState:
             discovery_complete=self.discovery_complete,
             close_reason=reason,
             listed=listed,
+            hidden=self.hidden.dumps(),
         )
         self.store.finish_history(self.run)
         logger.info(

@@ -8,13 +8,18 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from increcrawl_scrapy.schedule.dates import (
+    CLEAN_EVIDENCE,
+    first_unannounced,
+    lastmod_verdict,
+    sample_found_change,
+    unannounced,
+)
 from increcrawl_scrapy.schedule.estimator import History, change_rate, interval_for, observe
 from increcrawl_scrapy.schedule.rows import (
     ALIAS_MARK,
     GONE_STATUSES,
-    NOISY,
     SAMPLE_COUNTED,
-    SAMPLED,
     STALE,
     TRUSTED,
     UNKNOWN,
@@ -27,12 +32,14 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
 __all__ = [
+    "CLEAN_EVIDENCE",
     "GONE_STATUSES",
     "LearnedPolicy",
     "Outcome",
     "RevisitPolicy",
     "apply_result",
     "classify",
+    "lastmod_verdict",
     "new_page",
     "policy_from_config",
 ]
@@ -60,9 +67,6 @@ CHANGED_PROBABILITY = 0.1
 #: page whose pace is known. Unless the fetch before found a change too: a streak says
 #: the estimate is behind (a page that woke up is checked at its new pace within weeks).
 KNOWN_CHANGES = 2
-#: Moves that were changes, with nothing against them, that earn a host's dates
-#: trust before INCRECRAWL_LASTMOD_MIN_EVIDENCE (two edits a day: the third read).
-CLEAN_EVIDENCE = 4
 
 
 def classify(
@@ -195,7 +199,7 @@ class LearnedPolicy(RevisitPolicy):
     def interval_after(
         self, page: PageState, outcome: Outcome, history: History, now: float, verdict: str
     ) -> float:
-        if verdict == TRUSTED and page.sitemap_lastmod and _first_unannounced(page, outcome):
+        if verdict == TRUSTED and page.sitemap_lastmod and first_unannounced(page, outcome):
             # A change its date did not announce, held until the next fetch says
             # whether it stood alone (evidence that the dates went stale) or was
             # noise: that fetch comes soon, not after the trusted hosts' wait.
@@ -253,33 +257,6 @@ def policy_from_config(config: IncrecrawlConfig) -> RevisitPolicy:
         stable_max_interval=config.stable_max_interval,
         trusted_max_interval=config.trusted_max_interval,
     )
-
-
-def lastmod_verdict(
-    moved_changed: float,
-    moved_unchanged: float,
-    unmoved_changed: float,
-    min_evidence: int,
-) -> str:
-    """What a host's sitemap dates have earned from the fetches of its pages: a move
-    that meant a change (precision), a change that came with a move (recall).
-    ``unknown`` until *min_evidence* informative fetches (a move or a change), except
-    that clean evidence (CLEAN_EVIDENCE moves that were changes, nothing against)
-    earns trust early: an honest host settles within its first few sitemap reads,
-    and the first move for nothing or unannounced change takes the trust back."""
-    if moved_changed >= CLEAN_EVIDENCE and not moved_unchanged and not unmoved_changed:
-        return TRUSTED
-    if moved_changed + moved_unchanged + unmoved_changed < min_evidence:
-        return UNKNOWN
-    moves = moved_changed + moved_unchanged
-    changes = moved_changed + unmoved_changed
-    precision = moved_changed / moves if moves else 1.0
-    recall = moved_changed / changes if changes else 1.0
-    if precision < 0.5:
-        return NOISY
-    if recall < 0.5:
-        return STALE
-    return TRUSTED if precision >= 0.8 and recall >= 0.8 else UNKNOWN
 
 
 def stood_still(page: PageState, outcome: Outcome, now: float) -> float:
@@ -345,33 +322,6 @@ def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> His
 
 
 _OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)
-
-
-def _first_unannounced(page: PageState, outcome: Outcome) -> bool:
-    """Whether this fetch finds the page's first change its date did not announce."""
-    return (
-        outcome is Outcome.CHANGED
-        and not page.lastmod_moved
-        and page.unannounced == 0
-        and page.last_fetched is not None
-    )
-
-
-def sample_found_change(page: PageState, outcome: Outcome) -> bool:
-    """Whether this fetch, asked by its trusted host's sample, finds the page's first
-    change its date did not announce: evidence against the dates at once (held for a
-    later fetch, a page that changes daily would be taken for noise and the stale
-    dates never found out)."""
-    return (
-        page.sampled == SAMPLED and bool(page.sitemap_lastmod) and _first_unannounced(page, outcome)
-    )
-
-
-def unannounced(page: PageState, outcome: Outcome) -> int:
-    """Changes of the page its sitemap date did not announce, this fetch included."""
-    if outcome is Outcome.CHANGED and page.sitemap_lastmod and not page.lastmod_moved:
-        return min(page.unannounced + 1, 1_000_000)
-    return page.unannounced
 
 
 def apply_result(

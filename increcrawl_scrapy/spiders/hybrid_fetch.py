@@ -27,8 +27,10 @@ from increcrawl_scrapy.content.blocked import (
     is_shell,
 )
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.host_fetchers import EXTRACT as EXTRACT_MODE
 from increcrawl_scrapy.crawl.host_fetchers import HostFetchers
+from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -152,6 +154,7 @@ class HybridFetch:
         # A wall is a page whose own text is the challenge (judged on the text: the
         # scripts of JavaScript Detections ride on every normal page of some sites).
         if status == 200 and is_challenge(body, text):
+            crawl_state(self.crawler).hidden.fired(hidden.CHALLENGE, request.url)
             await self.hosts.direct_fails(host, "challenge")
             yield self.extraction(request, "challenge")
             return

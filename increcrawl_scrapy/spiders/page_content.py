@@ -19,7 +19,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
-from increcrawl_scrapy.crawl import content_process
+from increcrawl_scrapy.crawl import content_process, hidden
 from increcrawl_scrapy.crawl.content_process import response_text, shipped, shipped_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
@@ -120,6 +120,8 @@ class PageContent:
         if found is None:
             return item
         stats.inc(self.crawler.stats, stats.CONTENT_FOUND, how=found.how)
+        if found.how == "whole":  # no main content found: the template in its text
+            crawl_state(self.crawler).hidden.fired(hidden.WHOLE, item["url"])
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
@@ -243,6 +245,7 @@ class PageContent:
         if not await compat.in_content_thread(self.not_found.answers, text, url):
             return False
         stats.inc(self.crawler.stats, stats.SOFT_404)
+        crawl_state(self.crawler).hidden.fired(hidden.SOFT_404, url)
         logger.info('%s answers with the site\'s "not found" page: gone', url)
         return True
 

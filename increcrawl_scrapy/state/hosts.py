@@ -1,6 +1,6 @@
 """Per host, what its sitemap ``lastmod`` dates have earned: counts of fetches where
 the date moved and the page changed (or not), and the verdict they give
-(``schedule.lastmod_verdict``). Buffered with the results, written with them."""
+(``schedule/dates.lastmod_verdict``). Buffered with the results, written with them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from increcrawl_scrapy.schedule.policy import lastmod_verdict, sample_found_change
+from increcrawl_scrapy.schedule.dates import lastmod_verdict, sample_found_change
 from increcrawl_scrapy.schedule.rows import SAMPLE_COUNTED, TRUSTED, UNKNOWN, Outcome, PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 

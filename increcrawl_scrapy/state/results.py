@@ -103,8 +103,7 @@ class Results(RowLoads):
         self._done_log: deque[tuple[int, frozenset[str]]] = deque(maxlen=16)
         self._epoch = 0  # moves when discovery may change rows (settle())
         self.rebaselined = 0  # results whose change was only that
-        #: ``(run id, what tells the tokens charged so far)``: written with each batch.
-        self.spending: tuple[int, Callable[[], int]] | None = None
+        self.spending: tuple[int, Callable[[], int]] | None = None  # run, tokens so far
 
     @property
     def leases_lost(self) -> int:
@@ -162,15 +161,14 @@ class Results(RowLoads):
         )
 
     def _never_delivered(self, previous: PageState | None) -> bool:
-        """Whether nothing of the page can have been delivered: in its seed's first
-        run, a row that run made and never fetched. After that, even a row never
-        fetched may have been delivered: by a run killed before it wrote the result,
-        or before ``forget`` dropped it (its 404 is then reported gone: a gone too
-        many is harmless, one missed is not)."""
+        """Whether nothing of the page can have been delivered: in its seed's first run,
+        a row that run made and never fetched. Later, even a row never fetched may have
+        been delivered, by a run killed before it wrote the result or before ``forget``
+        dropped it (its 404 is reported gone: a gone too many harms less)."""
         since = self.first_run_since
-        if since is None:
-            return False
-        return previous is None or (previous.first_seen >= since and not previous.fetch_count)
+        return since is not None and (
+            previous is None or (previous.first_seen >= since and not previous.fetch_count)
+        )
 
     def known(self, key: str) -> bool:
         """Whether recording *key* reads nothing from the table (its row and its
@@ -357,12 +355,12 @@ class Results(RowLoads):
         self._last_flush = time.monotonic()
         if not self._pending:
             return None
-        if self.before_write is not None:
+        if self.before_write:
             self.before_write()
         pages, self._pending = self._pending, {}
-        tokens = self.claims.tokens if self.claims is not None else {}
-        leased = {key: tokens.pop(key) for key in pages if key in tokens}
-        now = self.clock()
+        fences = self.claims.tokens if self.claims is not None else {}
+        leased = {key: fences.pop(key) for key in pages if key in fences}
+        now, spending = self.clock(), self.spending
         return Batch(
             pages=pages,
             new={key for key in pages if key in self._new_keys},
@@ -371,9 +369,8 @@ class Results(RowLoads):
             memories=self.memories.take(list(pages)),
             checks=self.history.take(list(pages)),
             leased=leased,
-            # A result that leaves its row due keeps its lease (not retried at once).
             keep={key for key in leased if pages[key].next_check <= now},
-            tokens=(self.spending[0], self.spending[1]()) if self.spending else None,
+            tokens=(spending[0], spending[1]()) if spending else None,
         )
 
     def _done(self, batch: Batch) -> None:

@@ -257,10 +257,12 @@ class Run:
         discovery_complete: bool | None,
         close_reason: str | None = None,
         listed: int | None = None,
+        hidden: str | None = None,
     ) -> None:
         """Write the run's counts; results still pending are written first, and date
         moves the caller never judged (apply_lastmod) are judged now, not lost.
-        *listed* is the seed's live pages at the end (what fetching them all costs)."""
+        *listed* is the seed's live pages at the end (what fetching them all costs);
+        *hidden* the pages the rules took out of comparison (``crawl/hidden.py``)."""
         unknown = set(counts) - set(RUN_COUNTS)
         if unknown:
             raise ValueError(f"unknown run counts: {sorted(unknown)}")
@@ -281,6 +283,7 @@ class Run:
                         "complete": discovery_complete,
                         "reason": close_reason,
                         "listed": listed,
+                        "hidden": hidden,
                         "id": self.id,
                     },
                 )

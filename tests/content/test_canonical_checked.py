@@ -142,6 +142,8 @@ async def test_an_alias_is_one_whose_text_is_its_crawled_canonical_pages(
         second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert _reported(second) == set()
         assert second.stats["increcrawl/pages/aliases"] == 1
+        # A third of the host's pages: said at the run's end, not only counted.
+        assert any("1 of 3 pages checked (33%) are aliases" in line for line in second.log)
 
         # Run 3: both edited alike: the canonical page's change is reported once.
         _site(root, url, pages("Shoes in blue"))

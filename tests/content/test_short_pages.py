@@ -9,11 +9,14 @@ from __future__ import annotations
 import random
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.commands.report import gather
+from increcrawl_scrapy.commands.state import _status, _text
+from increcrawl_scrapy.state import StateReader, StateStore
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import nginx, nginx_binary
@@ -83,6 +86,22 @@ async def test_short_pages_without_a_main_element_are_not_changed_by_their_templ
         short = next(i for i in first.items if i["url"] == f"{url}/p3.html")
         # Its headings kept, as on every page: the rules see "## Related posts".
         assert "\n# Post 3\n" in short["markdown"] and "\n## Related posts\n" in short["markdown"]
+        # A fallback on 5 of the host's 30 pages is said, not only counted: in the run's
+        # summary (a warning), in `status` and in the report.
+        said = f"{urlsplit(url).netloc}: 5 of 30 pages checked (17%) mark no main content"
+        assert any(
+            line.startswith(f"WARNING increcrawl_scrapy.crawl.shared_state {said}")
+            for line in first.log
+        )
+        summary = next(line for line in first.log if "Run summary for" in line)
+        assert said in summary
+        reader = StateReader.open(db)
+        try:
+            assert any(said in line for line in _text(_status(reader, clock())).splitlines())
+            [seed] = gather(reader, clock(), reset_day=1, budget=0)["seeds"]
+            assert any(said in line for line in seed["runs"][-1]["hidden"])
+        finally:
+            reader.close()
 
         intervals: dict[str, float] = {}
         for _ in range(3):

@@ -286,6 +286,7 @@ async def test_a_challenge_page_answered_200_is_extracted(
         assert not any("Checking your browser" in item["markdown"] for item in first.items)
         assert probes(first) == 1 and tokens(first) == len(PAGES)
         assert first.stats["increcrawl/hybrid/extractions/challenge"] == 1
+        assert any("answered direct requests with a challenge page" in x for x in first.log)
 
 
 #: What Cloudflare's JavaScript Detections inject into every page they serve: the

@@ -173,7 +173,7 @@ class DiscoverySQL:
         "UPDATE runs SET "
         + "".join(f"{name} = coalesce(%({name})s, {name}), " for name in RUN_COUNTS)
         + "finished_at = %(now)s, discovery_complete = %(complete)s, close_reason = %(reason)s, "
-        "listed = %(listed)s WHERE id = %(id)s"
+        "listed = %(listed)s, hidden = %(hidden)s WHERE id = %(id)s"
     )
     # The run's tokens so far, written with its results (a killed run's count).
     note_tokens = "UPDATE runs SET tokens_charged = GREATEST(tokens_charged, %s) WHERE id = %s"

@@ -175,7 +175,7 @@ class DiscoverySQL:
         "UPDATE runs SET "
         + "".join(f"{name} = coalesce(:{name}, {name}), " for name in RUN_COUNTS)
         + "finished_at = :now, discovery_complete = :complete, close_reason = :reason, "
-        "listed = :listed WHERE id = :id"
+        "listed = :listed, hidden = :hidden WHERE id = :id"
     )
     # The run's tokens so far, written with its results (a killed run's count).
     note_tokens = "UPDATE runs SET tokens_charged = max(tokens_charged, ?) WHERE id = ?"

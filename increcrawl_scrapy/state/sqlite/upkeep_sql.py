@@ -165,7 +165,7 @@ class UpkeepSQL:
     status_runs = (
         "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
         "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason, listed, "
-        "new + changed + unchanged + gone + errors AS fetched "
+        "hidden, new + changed + unchanged + gone + errors AS fetched "
         "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5"
     )
     report_counts = (
@@ -178,7 +178,7 @@ class UpkeepSQL:
     report_runs = (
         "SELECT id, started_at, finished_at, due, new, changed, unchanged, gone, errors, "
         "new + changed + unchanged + gone + errors AS fetched, listed, api_requests, "
-        "tokens_charged, discovery_complete, close_reason, statuses "
+        "tokens_charged, discovery_complete, close_reason, statuses, hidden "
         "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT ?"
     )
     spending_runs = (
