@@ -18,11 +18,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy.core.engine import ExecutionEngine
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Callable
 
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -64,13 +64,6 @@ async def close_spider(crawler: Crawler, reason: str) -> None:
     else:
         assert crawler.spider is not None
         await maybe_deferred_to_future(crawler.engine.close_spider(crawler.spider, reason))
-
-
-def component_awaitable(coroutine: Coroutine[Any, Any, _T]) -> Any:
-    """What a component's ``open_spider`` / ``close_spider`` returns to be waited
-    for: a coroutine for Scrapy >= 2.14 (a Deferred is deprecated there), a Deferred
-    for 2.13 (which would not await a coroutine)."""
-    return coroutine if HAS_ASYNC_ENGINE_API else deferred_from_coro(coroutine)
 
 
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:

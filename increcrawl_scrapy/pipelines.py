@@ -19,7 +19,6 @@ from increcrawl_scrapy.content.fingerprint import (
 )
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl import hidden
-from increcrawl_scrapy.crawl.aliases import Aliases, Verdict
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
 from increcrawl_scrapy.crawl.page_memory import MOVED
@@ -59,7 +58,6 @@ class IncrementalStatePipeline:
         self.store: StateStore | None = None
         self.state: CrawlState | None = None  # the crawl's, once open
         self.delivery: Delivery | None = None
-        self.aliases: Aliases | None = None  # rel=canonical checked against content
         self.seed = ""
         self.run_id = 0  # the run row of the crawl (its id in `increcrawl status`)
         self.without_url = 0  # items passed through without state (warned once)
@@ -82,28 +80,10 @@ class IncrementalStatePipeline:
         self.run_id = state.run.id
         self.validators = state.validators
         self.delivery = state.delivery = Delivery(self.crawler, self.store)
-        self.aliases = Aliases(self.store, state.run.started_at, self.store.clock)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
-    def close_spider(self, spider: Spider | None = None) -> Any:
+    def close_spider(self, spider: Spider | None = None) -> None:
         self.close_spider_counts()
-        if self.aliases is not None and self.aliases.waiting:
-            # The canonical pages are fetched now: read off the reactor's thread.
-            return compat.component_awaitable(self._closing_with_aliases())
-        self._close_store()
-        return None
-
-    async def _closing_with_aliases(self) -> None:
-        assert self.aliases is not None
-        written, dropped = await compat.in_thread(self.aliases.settle)
-        stats.inc(self.crawler.stats, stats.ALIASES, len(written))
-        stats.inc(self.crawler.stats, stats.ALIASES_REFUSED, dropped)
-        if self.state is not None:
-            for key in written:
-                self.state.hidden.fired(hidden.ALIAS, key)
-        self._close_store()
-
-    def _close_store(self) -> None:
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
             with contextlib.suppress(StateLockedError):  # said and handled at close
@@ -177,10 +157,6 @@ class IncrementalStatePipeline:
         keys = [page]
         if member is not None and member.item_key is not None:
             keys.append(f"{page}#item:{member.item_key}")
-        canonical = adapter.get("alias_of")
-        if canonical:  # its text is compared with its canonical page's
-            with contextlib.suppress(ValueError):
-                keys.append(self.store.normalize(canonical))
         return [key for key in keys if not self.store.known(key)]
 
     def _process(self, item: Any) -> Any:
@@ -217,7 +193,7 @@ class IncrementalStatePipeline:
             if member is not None:
                 member.group.recorded = recorded
             if recorded.outcome is not Outcome.ERROR:
-                state.hidden.checked(recorded.page.normalized_url)
+                state.hidden.checked(url)
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
         # The item's own label: its page's, or against the page's previous version.
@@ -227,11 +203,9 @@ class IncrementalStatePipeline:
             else item_change(outcome.change, member.group, member.label)
         )
         if first and adapter.get("alias_of"):
-            assert self.aliases is not None
-            if page.normalized_url not in self.aliases.waiting:
-                self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
-                stats.inc(self.crawler.stats, stats.ALIASES)
-                state.hidden.fired(hidden.ALIAS, page.normalized_url)
+            self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
+            stats.inc(self.crawler.stats, stats.ALIASES)
+            state.hidden.fired(hidden.ALIAS, url)
             raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
         if first:
             delivered = 1 if member is None else member.group.delivered(outcome.change)
@@ -284,19 +258,15 @@ class IncrementalStatePipeline:
         """Record the page's result (held: written once delivered); None if *url* is
         not a page URL."""
         assert self.store is not None
-        content_hash = text = canonical = fingerprint = None
-        alias: Verdict | None = None
+        content_hash = text = None
         if 200 <= status < 300:
             if member is not None:
                 text = member.group.text_with(lambda: self._text(adapter))
             else:
                 text = self._text(adapter)
-            content_hash = fingerprint = self._fingerprint(text)
-            canonical = adapter.get("alias_of")
-            if canonical:
-                alias = self._alias(adapter, canonical, content_hash)
-                if alias is not Verdict.OWN:  # its content is its canonical page's
-                    text, content_hash = None, f"{ALIAS_MARK}{canonical}"
+            content_hash = self._fingerprint(text)
+            if adapter.get("alias_of"):  # its text is its canonical page's (canonical.py)
+                text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
         validators = None
         # Only direct fetches see the origin's headers (hybrid: its probe's, kept).
         if adapter.get("fetcher") in ("direct", "hybrid"):
@@ -304,7 +274,7 @@ class IncrementalStatePipeline:
         elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
             validators = self.validators.pop(url, None)
         try:
-            recorded = self.store.record(
+            return self.store.record(
                 url,
                 status,
                 seed=self.seed,
@@ -321,23 +291,6 @@ class IncrementalStatePipeline:
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
             return None
-        if alias is Verdict.WAIT:
-            assert self.aliases is not None and canonical and fingerprint
-            self.aliases.wait(recorded.page.normalized_url, canonical, fingerprint)
-        return recorded
-
-    def _alias(self, adapter: ItemAdapter, canonical: str, fingerprint: str) -> Verdict:
-        """Whether the page is the alias its ``rel=canonical`` says; a page of its own
-        loses its ``alias_of`` (it is reported as any other)."""
-        assert self.aliases is not None
-        verdict = self.aliases.judge(canonical, fingerprint)
-        if verdict is Verdict.OWN:
-            stats.inc(self.crawler.stats, stats.ALIASES_REFUSED)
-            logger.debug(
-                "%s names %s as canonical; their texts differ", adapter.get("url"), canonical
-            )
-            del adapter["alias_of"]
-        return verdict
 
     def _record_item(self, item: Any, url: str, page_key: str, member: Member) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its

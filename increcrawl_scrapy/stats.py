@@ -78,6 +78,8 @@ ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with i
 #: rel=canonical names another page whose text differs, or that is not crawled: the
 #: page is reported as a page of its own.
 ALIASES_REFUSED = "increcrawl/pages/aliases_refused"
+#: Canonical pages asked to compare an alias with (their stored text was not its).
+CANONICAL_ASKED = "increcrawl/pages/canonical_asked"
 #: Pages asked that answered 404/410 (or "not found") and never anything else: a dead
 #: entry of a sitemap or link, kept gone and never reported (nothing to delete).
 NEVER_FOUND = "increcrawl/pages/never_found"

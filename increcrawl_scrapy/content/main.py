@@ -23,6 +23,7 @@ links and "on this page" boxes sit inside the main element on many themes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -42,10 +43,10 @@ _TEMPLATE_INSIDE = lxml.etree.XPath(
     " | .//*[@role='navigation' or @role='complementary' or @role='contentinfo'"
     " or @role='search']"
 )
-#: In a whole body, the site's header too (inside a main element, a header is the
-#: article's own).
+#: In a whole body, the site's header too (inside a main element, or around the
+#: page's title, a header is the article's own).
 _TEMPLATE_OF_BODY = lxml.etree.XPath(
-    ".//header | .//nav | .//aside | .//footer | .//form[@role='search']"
+    ".//header[not(.//h1)] | .//nav | .//aside | .//footer | .//form[@role='search']"
     " | .//*[@role='banner' or @role='navigation' or @role='complementary'"
     " or @role='contentinfo' or @role='search']"
 )
@@ -84,16 +85,23 @@ class MainContent(NamedTuple):
     canonical: str | None  # the page's ``rel=canonical`` href, as written
 
 
-def main_content(html: str, selector: str | None = None) -> MainContent:
-    """The page's main content, how it was found, and its canonical link."""
+def main_content(
+    html: str, selector: str | None = None, measure: Callable[[str], int] | None = None
+) -> MainContent:
+    """The page's main content, how it was found, and its canonical link. *measure*
+    says how much text an HTML fragment holds, for the short pages' rescue (its
+    characters by default; the caller's measure leaves out what is volatile, so a
+    counter's width never moves a page from one way to the other)."""
     root = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how = _main(root, html, selector)
+    found, how = _main(root, html, selector, measure or _chars)
     return MainContent(found, how, canonical)
 
 
-def _main(root: lxml.etree._Element, html: str, selector: str | None) -> tuple[str, str]:
+def _main(
+    root: lxml.etree._Element, html: str, selector: str | None, measure: Callable[[str], int]
+) -> tuple[str, str]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
         if chosen:
@@ -103,7 +111,8 @@ def _main(root: lxml.etree._Element, html: str, selector: str | None) -> tuple[s
         if len(found) == 1:
             return _serialize(found, prune=True), how
     extracted = _extracted(html)
-    if extracted and _text_chars(lxml.html.fromstring(extracted)) >= RESCUE_CHARS:
+    found = measure(extracted) if extracted else 0
+    if extracted and found >= RESCUE_CHARS:
         return extracted, "extracted"
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
@@ -111,13 +120,14 @@ def _main(root: lxml.etree._Element, html: str, selector: str | None) -> tuple[s
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
-    if extracted and _text_chars(whole) <= _text_chars(lxml.html.fromstring(extracted)):
+    rescued = _serialize([whole], prune=False)
+    if extracted and measure(rescued) <= found:
         return extracted, "extracted"
-    return _serialize([whole], prune=False), "whole"
+    return rescued, "whole"
 
 
-def _text_chars(element: lxml.etree._Element) -> int:
-    return len("".join(element.text_content().split()))
+def _chars(fragment: str) -> int:
+    return len("".join(lxml.html.fromstring(fragment).text_content().split()))
 
 
 def _prune(element: lxml.etree._Element, template: lxml.etree.XPath) -> None:

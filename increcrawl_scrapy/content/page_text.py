@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, NamedTuple
 
 import lxml.etree
 
 from increcrawl_scrapy import stats
+from increcrawl_scrapy.content.fingerprint import PatternTimeout, stable_text
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.content.markdown import html_to_markdown
@@ -56,6 +58,9 @@ class ContentOptions:
     main_only: bool = True
     selector: str | None = None
     max_bytes: int = DEFAULT_MAX_PAGE_BYTES
+    #: INCRECRAWL_VOLATILE_PATTERNS: a short page's rescue measures its text without
+    #: what is volatile (the defaults' too).
+    volatile: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: IncrecrawlConfig) -> ContentOptions:
@@ -70,7 +75,12 @@ class ContentOptions:
                 raise ConfigError(
                     "INCRECRAWL_CONTENT_SELECTOR", config.content_selector, str(exc)
                 ) from None
-        return cls(config.main_content, config.content_selector, config.max_page_bytes)
+        return cls(
+            config.main_content,
+            config.content_selector,
+            config.max_page_bytes,
+            tuple(config.volatile_patterns),
+        )
 
     def scheme(self) -> str:
         """What decides a page's text: stored with the state, so that a change of
@@ -106,12 +116,23 @@ def page_text(
     if kind is Kind.TEXT:
         return PageText(text, "text")
     try:
-        found = main_content(text, options.selector)
+        found = main_content(text, options.selector, partial(_stable_chars, options.volatile))
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
         return PageText(html_to_markdown(text), "page", found.canonical)
     return PageText(html_to_markdown(found.html), found.how, found.canonical)
+
+
+def _stable_chars(patterns: tuple[str, ...], fragment: str) -> int:
+    """The characters of an HTML fragment's text as it is fingerprinted (a user's
+    rule that takes too long on it is left out here: the fingerprint says so)."""
+    markdown = html_to_markdown(fragment)
+    try:
+        kept = stable_text(markdown, patterns)
+    except PatternTimeout:
+        kept = stable_text(markdown)
+    return len("".join(kept.split()))
 
 
 def _version(name: str) -> str:

@@ -29,6 +29,8 @@ class NotFound(NamedTuple):
 
     text: str
     url: str
+    #: A verdict an older version kept: the fingerprint of its text less its URL.
+    legacy: str = ""
 
     def dumps(self) -> str:
         return json.dumps({"text": self.text, "url": self.url})
@@ -37,6 +39,8 @@ class NotFound(NamedTuple):
     def loads(cls, value: str | None) -> NotFound | None:
         """What ``dumps`` kept; None for nothing (or a verdict of an older version,
         kept as a fingerprint: the next probe learns again)."""
+        if value and len(value) == 64 and not value.startswith("{"):
+            return cls("", "", legacy=value)  # until the next probe that is answered
         try:
             found = json.loads(value or "")
             return cls(str(found["text"]), str(found["url"]))
@@ -47,12 +51,14 @@ class NotFound(NamedTuple):
         """Whether *text*, the answer of *url*, is this page. Both URLs are left out
         of both texts: such pages repeat the requested URL, and their navigation
         may link to the page that is gone."""
+        if self.legacy:
+            return _without(text, url) == self.legacy
         return _without(text, url, self.url) == _without(self.text, self.url, url)
 
 
 def _without(text: str, *urls: str) -> str:
     spellings: set[str] = set()
-    for url in urls:
+    for url in filter(None, urls):
         path = urlsplit(url).path
         spellings.update((url, unquote(url), path, unquote(path)))
     for spelling in sorted(spellings, key=len, reverse=True):

@@ -37,10 +37,21 @@ class HiddenPages:
 
     def __init__(self) -> None:
         self.hosts: dict[str, Counter[str]] = {}
+        #: Pages whose text was taken from the whole body, until their result is
+        #: recorded (a hybrid page's text is taken twice, probe and extraction).
+        self._whole: set[str] = set()
+
+    def taken_whole(self, url: str) -> None:
+        self._whole.add(url)
 
     def checked(self, url: str) -> None:
-        """A page of *url*'s host answered (its result recorded)."""
-        self._of(url)[CHECKED] += 1
+        """A page of *url*'s host answered (its result recorded), its text taken
+        from the whole body or not."""
+        counts = self._of(url)
+        counts[CHECKED] += 1
+        if url in self._whole:
+            self._whole.discard(url)
+            counts[WHOLE] += 1
 
     def fired(self, rule: str, url: str) -> None:
         assert rule in SAID, rule

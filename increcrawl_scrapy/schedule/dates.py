@@ -57,12 +57,18 @@ def first_unannounced(page: PageState, outcome: Outcome) -> bool:
 
 
 def sample_found_change(page: PageState, outcome: Outcome) -> bool:
-    """Whether this fetch, asked by its trusted host's sample, finds the page's first
-    change its date did not announce: evidence against the dates at once (held for a
-    later fetch, a page that changes daily would be taken for noise and the stale
-    dates never found out)."""
+    """Whether this fetch, asked by its trusted host's sample, finds a change its date
+    did not announce, the fetch before having found none: evidence against the dates
+    at once (held for a later fetch, a page that changes daily would be taken for
+    noise and the stale dates never found out)."""
     return (
-        page.sampled == SAMPLED and bool(page.sitemap_lastmod) and first_unannounced(page, outcome)
+        page.sampled == SAMPLED
+        and bool(page.sitemap_lastmod)
+        and outcome is Outcome.CHANGED
+        and not page.lastmod_moved
+        and page.last_fetched is not None
+        # Not a page that changes at every fetch (noise), whatever it did long ago.
+        and not page.change_streak
     )
 
 

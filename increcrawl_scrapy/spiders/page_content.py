@@ -16,6 +16,7 @@ from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
 
 from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
@@ -23,6 +24,7 @@ from increcrawl_scrapy.crawl import content_process, hidden
 from increcrawl_scrapy.crawl.content_process import response_text, shipped, shipped_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
+from increcrawl_scrapy.spiders.canonical import checked_alias
 from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of
 from increcrawl_scrapy.urls import normalization_settings, normalize_url, same_page
 
@@ -61,6 +63,8 @@ class PageContent:
         self.scope = scope  # the seed's site: a canonical URL elsewhere is not an alias
         self.normalize = normalize
         self.not_found: NotFound | None = None  # the site's "not found" page
+        #: The home page, as asked and as answered (a redirect): never "not found".
+        self._homes = {normalize_url(origin.rstrip("/") + "/")}
         self._paused = False  # the engine, by this, while the content work catches up
         #: Where the fingerprint taken with a page's text waits for the pipeline (only
         #: with the default rules: users' rules may backtrack, the pipeline's threads
@@ -74,6 +78,8 @@ class PageContent:
             else compat.in_content_thread
         )
         self._in_hand = 0  # pages given to it and not answered yet
+        #: The user's volatile rules (an alias's text is compared under them).
+        self.patterns: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -86,7 +92,9 @@ class PageContent:
         options = ContentOptions.from_config(config)
         in_process = config.content_worker == "process" and content_process.available()
         timeout = config.content_timeout
-        return cls(crawler, options, origin, scope, normalize, prints, in_process, timeout)
+        made = cls(crawler, options, origin, scope, normalize, prints, in_process, timeout)
+        made.patterns = tuple(config.volatile_patterns)
+        return made
 
     async def with_text(
         self, item: dict[str, Any], response: scrapy.http.Response | None = None
@@ -99,16 +107,7 @@ class PageContent:
             self._hold_back()
             try:
                 if response is not None:
-                    # To the process, what makes the response again; on the thread, itself.
-                    take, page = (
-                        (shipped_text, shipped(response))
-                        if self.in_process
-                        else (response_text, response)
-                    )
-                    fingerprint = self.prints is not None
-                    found, taken = await self.work(
-                        with_print, fingerprint, take, page, self.options
-                    )
+                    found, taken = await self.text_of(response)
                 else:
                     found, taken = await self.batch_text(item)
             finally:
@@ -121,14 +120,25 @@ class PageContent:
             return item
         stats.inc(self.crawler.stats, stats.CONTENT_FOUND, how=found.how)
         if found.how == "whole":  # no main content found: the template in its text
-            crawl_state(self.crawler).hidden.fired(hidden.WHOLE, item["url"])
+            crawl_state(self.crawler).hidden.taken_whole(item["url"])
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
         if taken is not None and self.prints is not None:
             self.prints.put(found.text, taken)
-        canonical = self.alias_of(item, found.canonical)
+        target = self.alias_of(item, found.canonical)
+        if target is None:
+            return item
+        canonical = await checked_alias(self, item, target, found.text, taken, response)
         return {**item, "alias_of": canonical} if canonical else item
+
+    async def text_of(self, response: scrapy.http.Response) -> tuple[PageText, str | None]:
+        """*response*'s text, and its fingerprint when the default rules take it."""
+        # To the process, what makes the response again; on the thread, itself.
+        take, page = (
+            (shipped_text, shipped(response)) if self.in_process else (response_text, response)
+        )
+        return await self.work(with_print, self.prints is not None, take, page, self.options)
 
     def _hold_back(self) -> None:
         self._in_hand += 1
@@ -148,7 +158,8 @@ class PageContent:
                 nextcall.schedule()
 
     def alias_of(self, item: dict[str, Any], canonical: str | None) -> str | None:
-        """The other URL of the site this page names as its canonical one, if any."""
+        """The other URL of the site this page names as its canonical one, if any (an
+        alias only if its text is that page's: ``canonical.py``)."""
         if not canonical:
             return None
         target = urljoin(item["url"], canonical)
@@ -179,15 +190,18 @@ class PageContent:
             return
         stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
         learned = await self._page_text(response)
+        if learned and is_challenge(response.body, learned):
+            learned = ""  # a wall in front of the site, not its "not found" page
         found = NotFound(learned, url) if learned else None
         if found is not None:
             home = self._home()
             try:  # asked only of a site that answered the probe with a page
-                answer = await self._ask(home)
+                answer = await self._ask(home, redirect=True)  # "/" -> "/en/", say
             except Exception as exc:
                 logger.debug("No answer to %s (%s)", home, exc)
             else:
-                text = await self._page_text(answer)
+                self._homes.add(normalize_url(answer.url))
+                text = await self._page_text(answer, redirected=True)
                 home_is_it = bool(text) and await compat.in_content_thread(
                     found.answers, text, home
                 )
@@ -211,25 +225,19 @@ class PageContent:
     def _home(self) -> str:
         return self.origin.rstrip("/") + "/"
 
-    async def _ask(self, url: str) -> scrapy.http.Response:
-        request = Request(
-            url,
-            callback=NO_CALLBACK,
-            dont_filter=True,
-            # A redirect (to the home page, say) is not a "not found" page. Asked
-            # directly, never through Geonode: it costs no token.
-            meta={
-                META_PROBE: True,
-                META_PARAMS: False,
-                "handle_httpstatus_all": True,
-                "dont_redirect": True,
-            },
-        )
+    async def _ask(self, url: str, redirect: bool = False) -> scrapy.http.Response:
+        # Asked directly, never through Geonode: it costs no token. For the probe, a
+        # redirect (to the home page, say) is not a "not found" page.
+        meta: dict[str, Any] = {META_PROBE: True, META_PARAMS: False}
+        if not redirect:
+            meta.update(handle_httpstatus_all=True, dont_redirect=True)
+        request = Request(url, callback=NO_CALLBACK, dont_filter=True, meta=meta)
         return await compat.download(self.crawler, request)
 
-    async def _page_text(self, response: scrapy.http.Response) -> str:
-        """*response*'s text if it is a page (a 200, not a redirect), else ""."""
-        if response.status != 200 or final_url_of(response) is not None:
+    async def _page_text(self, response: scrapy.http.Response, redirected: bool = False) -> str:
+        """*response*'s text if it is a page (a 200, and, unless *redirected*, not
+        a redirect's answer), else ""."""
+        if response.status != 200 or (final_url_of(response) is not None and not redirected):
             return ""
         try:
             found = await compat.in_content_thread(response_text, response, self.options)
@@ -240,7 +248,7 @@ class PageContent:
     async def is_not_found(self, url: str, text: str | None) -> bool:
         if self.not_found is None or text is None:
             return False
-        if normalize_url(url) == normalize_url(self._home()):
+        if normalize_url(url) in self._homes:
             return False  # the home page is never "not found"
         if not await compat.in_content_thread(self.not_found.answers, text, url):
             return False

@@ -130,8 +130,13 @@ class StateReader:
         return {host: verdict for host, verdict in rows}
 
     def status_runs(self, seed: str) -> Rows:
-        """*seed*'s last runs, latest first."""
-        return self._rows(self.session.sql.status_runs, (seed,))
+        """*seed*'s last runs, latest first, with the pages their rules hid (``hidden``:
+        None on a state whose schema is older)."""
+        runs = self._rows(self.session.sql.status_runs, (seed,))
+        hidden = {}
+        if self.schema_behind() is None:
+            hidden = dict(self.session.execute(self.session.sql.runs_hidden, (seed,)).fetchall())
+        return [{**run, "hidden": hidden.get(run["id"])} for run in runs]
 
     # -- a seed, for the report --------------------------------------------------
 

@@ -222,7 +222,7 @@ class Results(RowLoads):
         if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
             page = page._replace(next_check=NEVER)
         if outcome in _EVIDENCE and not rebaselined:
-            self.hosts.observe(previous, outcome is Outcome.CHANGED, now)
+            self.hosts.observe(previous, outcome is Outcome.CHANGED, now, key if hold else None)
         self._pending.pop(key, None)
         self._held.pop(key, None)
         (self._held if hold else self._pending)[key] = page
@@ -245,16 +245,16 @@ class Results(RowLoads):
     @serialized
     def deliver(self, key: str) -> None:
         """A held result's item was delivered: write it with the next flush."""
-        page = self._held.pop(key, None)
-        if page is not None:
+        self.hosts.delivered(key)
+        if (page := self._held.pop(key, None)) is not None:
             self._pending[key] = page
 
     @serialized
     def discard(self, key: str) -> bool:
         """Forget a held result (its item was not delivered): the row stays as it
         was, so the next run fetches and reports it again."""
-        page = self._held.pop(key, None)
-        if page is not None:
+        self.hosts.discarded(key)
+        if (page := self._held.pop(key, None)) is not None:
             if key not in self.writer.in_flight:  # else an earlier result inserts it
                 self._new_keys.discard(key)
             self.contents.discard(key)

@@ -74,19 +74,16 @@ class Run:
         self._lastmod = lastmod
         self.repeated, self.taken_over = 0, Counter[str]()  # listing.py: listed_before
         self.first = False  # the seed's first run: nothing of it delivered before
-        self.started_at = 0.0  # by the store's clock
 
     @classmethod
     def start(cls, database: Backend, seed: str, **parts: Any) -> Run:
-        started_at = parts["clock"]()
         with database.transaction() as db:
-            (run_id,) = db.execute(db.sql.insert_run, (seed, started_at)).fetchone()
+            (run_id,) = db.execute(db.sql.insert_run, (seed, parts["clock"]())).fetchone()
             earlier = db.execute(db.sql.earlier_run, (seed, run_id)).fetchone()
             for statement in db.sql.run_tables:
                 db.execute(statement)
         run = cls(database, int(run_id), seed, **parts)
         run.first = earlier is None
-        run.started_at = started_at
         database.current_run = run
         return run
 

@@ -139,6 +139,7 @@ class UpkeepStatements(Protocol):
     fetched_intervals: str
     status_verdicts: str
     status_runs: str
+    runs_hidden: str
     report_counts: str
     report_runs: str
     changing_pages: str

@@ -7,10 +7,13 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from increcrawl_scrapy.commands.state import _status, _text
+from increcrawl_scrapy.state import StateReader, StateStore
 from increcrawl_scrapy.testing import SampleSite
 from increcrawl_scrapy.testing.process import crawl_command, run_process
 
@@ -224,3 +227,21 @@ def test_status_says_one_request_and_one_token_in_the_singular() -> None:
     assert "median interval 1 day\n" in text
     assert "API 1 request / 1 token, discovery complete" in text
     assert "fetched 1 of 1 listed page (as many as fetching them all)" in text
+
+
+def test_status_reads_a_state_one_schema_behind(tmp_path: Path) -> None:
+    # The package upgraded, no crawl since (from a review: "no such column: hidden").
+    db = str(tmp_path / "s.sqlite")
+    with StateStore(db) as store:
+        run = store.start_run("https://site.test/sitemap.xml")
+        run.upsert([("https://site.test/a", None)])
+        run.finish({}, discovery_complete=True)
+    with sqlite3.connect(db) as con:  # as schema 9 left it
+        con.execute("ALTER TABLE runs DROP COLUMN hidden")
+        con.execute("ALTER TABLE pages DROP COLUMN sampled")
+        con.execute("PRAGMA user_version = 9")
+    reader = StateReader.open(db)
+    try:
+        assert "pages 1" in _text(_status(reader, time.time()))
+    finally:
+        reader.close()

@@ -178,3 +178,19 @@ def test_markdown_is_the_librarys_own_conversion() -> None:
     ]
     for html in pages:
         assert html_to_markdown(html) == (convert(html, _OPTIONS).content or "").strip() + "\n"
+
+
+def test_a_soft_404_verdict_an_older_version_kept_still_judges() -> None:
+    # Kept as a fingerprint of the "not found" text less its URL (0.2): a run after
+    # the upgrade whose probe gets no answer still tells soft 404s.
+    from increcrawl_scrapy.content.soft404 import NotFound
+
+    text = "Not found: /gone.html is not here"
+    found = NotFound.loads(content_fingerprint(text.replace("/gone.html", "")))
+    assert found is not None and found.answers(text, "http://s.test/gone.html")
+    assert not found.answers("A page of its own", "http://s.test/page.html")
+    learned = NotFound("Not found: /x-not-found is not here", "http://s.test/x-not-found")
+    again = NotFound.loads(learned.dumps())
+    assert again == learned
+    assert again.answers("Not found: /other.html is not here", "http://s.test/other.html")
+    assert NotFound.loads("") is None and NotFound.loads("not json") is None

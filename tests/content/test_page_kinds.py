@@ -108,6 +108,32 @@ async def test_a_catch_all_site_answering_its_home_page_keeps_its_home_page_live
         assert second.changes("gone") == set()
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_catch_all_site_whose_root_redirects_keeps_its_home_page(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # "/" redirects to the language's home (Hugo's multilingual default), every
+    # unknown path answers that home (from a review: the redirect hid the home page's
+    # text, the catch-all answer was learned, and the live /en/ was gone).
+    root = tmp_path / "www"
+    (root / "en").mkdir(parents=True)
+    page = "<html><body><main><h1>{0}</h1><p>{0}, its own text.</p></main></body></html>"
+    (root / "en" / "index.html").write_text(page.format("Home: the latest posts"))
+    (root / "en" / "a.html").write_text(page.format("Post A"))
+    extra = "location = / { return 302 /en/; } location / { try_files $uri $uri/ /en/index.html; }"
+    with nginx(root, tmp_path / "nginx", extra=extra) as (url, _access):
+        _write_files(root, url, {})
+        (root / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<url><loc>{url}/en/</loc></url><url><loc>{url}/en/a.html</loc></url></urlset>"
+        )
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+    assert first.changes("new") == {f"{url}/en/", f"{url}/en/a.html"}
+    assert "increcrawl/pages/soft_404" not in first.stats
+    assert first.stats["increcrawl/soft_404/catch_all"] == 1
+
+
 def _write_files(root: Path, base: str, files: dict[str, bytes]) -> None:
     for name, body in files.items():
         (root / name).write_bytes(body)

@@ -396,3 +396,26 @@ async def test_pages_of_a_subclass_callback_are_extracted_not_probed(
         assert [item["title"] for item in titled] == [PAGES[0]] and titled[0]["change"] == "new"
         assert first.stats["increcrawl/hybrid/extractions/rule"] == 1
         assert probes(first) == len(PAGES) - 1 and tokens(first) == len(PAGES)
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_without_main_content_are_counted_once_each(
+    tmp_path: Path, clock: Clock, api: GeonodeStandIn
+) -> None:
+    # A page's text is taken twice in hybrid mode (the probe, then the extraction):
+    # the rule that fired on it counts once, with its result (from a review: the
+    # warning said 12 of 6 pages).
+    root, server = origin(tmp_path, "")
+    with server as (url, _access):
+        write_site(root, url)
+        for name in PAGES:  # no <main>, no <article>: the whole body is the text
+            (root / name).write_text(
+                f"<html><head><title>{name}</title></head><body><div><h1>{name}</h1>"
+                f"<p>Short text of {name}.</p></div></body></html>"
+            )
+        first = await run_crawl(
+            settings_for(str(tmp_path / "s.sqlite"), clock, api), sitemap_url=f"{url}/sitemap.xml"
+        )
+    assert len(first.changes("new")) == len(PAGES)
+    said = f"{len(PAGES)} of {len(PAGES)} pages checked (100%) mark no main content"
+    assert any(said in line for line in first.log)

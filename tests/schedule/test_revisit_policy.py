@@ -460,6 +460,34 @@ async def test_a_trusted_host_whose_sample_finds_unannounced_changes_is_demoted(
             assert store.hosts.verdict(urlsplit(site.url).netloc) != TRUSTED
 
 
+def test_a_sampled_change_not_delivered_is_counted_once(tmp_path: Path, clock: Clock) -> None:
+    # A result held until its item is delivered, then discarded (a later pipeline
+    # dropped the item): its evidence is taken back; the next fetch of the same change
+    # counts it (from a review: counted twice).
+    db, url, seed = str(tmp_path / "s.sqlite"), "https://site.test/a", "https://site.test/s.xml"
+    with StateStore(db, clock=clock) as store:
+        run = store.start_run(seed)
+        run.upsert([(url, "2026-01-01"), (url + "/other", None)])
+        store.record(url, 200, seed=seed, content_hash="a")
+        run.finish({}, discovery_complete=True)
+    clock.advance(3 * DAY)
+    with StateStore(db, clock=clock) as store:  # as the trusted host's sample leaves it
+        store.database.execute("UPDATE pages SET sampled = 1, next_check = 0")
+    for attempt in range(2):
+        with StateStore(db, clock=clock) as store:
+            run = store.start_run(seed)
+            store.record(url, 200, seed=seed, content_hash="b", hold=True)
+            store.record(url + "/other", 200, seed=seed, content_hash=f"o{attempt}")
+            if attempt == 0:
+                store.discard(store.normalize(url))
+            else:
+                store.deliver(store.normalize(url))
+            run.finish({}, discovery_complete=True)
+        clock.advance(DAY)
+    with StateStore(db, clock=clock) as store:
+        assert store.hosts._load("site.test")[2] == 1  # changed without a move: once
+
+
 def test_after_a_change_a_page_whose_rate_is_known_waits_at_the_target() -> None:
     """Right after its first change seen the next check comes at the stricter odds
     (0.1: the page may have woken up); once its estimate counts earlier changes

@@ -212,7 +212,7 @@ class DiscoverySQL:
         "SELECT count(*) FROM pages WHERE seed = %s AND host = %s AND gone = 0 AND next_check > %s"
     )
     sample_due = (
-        "UPDATE pages SET next_check = %(now)s, sampled = 1 WHERE id IN ("
+        "UPDATE pages SET next_check = %(now)s, sampled = GREATEST(sampled, 1) WHERE id IN ("
         "SELECT id FROM pages WHERE seed = %(seed)s AND host = %(host)s AND gone = 0 "
         "AND next_check > %(now)s ORDER BY (id * 2654435761 + %(salt)s) %% 4294967296 "
         "LIMIT %(count)s)"

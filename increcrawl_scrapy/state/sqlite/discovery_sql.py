@@ -214,7 +214,7 @@ class DiscoverySQL:
         "SELECT count(*) FROM pages WHERE seed = ? AND host = ? AND gone = 0 AND next_check > ?"
     )
     sample_due = (
-        "UPDATE pages SET next_check = :now, sampled = 1 WHERE id IN ("
+        "UPDATE pages SET next_check = :now, sampled = max(sampled, 1) WHERE id IN ("
         "SELECT id FROM pages WHERE seed = :seed AND host = :host AND gone = 0 "
         "AND next_check > :now ORDER BY (id * 2654435761 + :salt) % 4294967296 "
         "LIMIT :count)"

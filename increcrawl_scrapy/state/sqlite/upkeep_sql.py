@@ -165,9 +165,11 @@ class UpkeepSQL:
     status_runs = (
         "SELECT id, started_at, finished_at, discovered, due, new, changed, unchanged, "
         "gone, errors, api_requests, tokens_charged, discovery_complete, close_reason, listed, "
-        "hidden, new + changed + unchanged + gone + errors AS fetched "
+        "new + changed + unchanged + gone + errors AS fetched "
         "FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5"
     )
+    # Schema 10 (a state of 9, no crawl since, has no such column: status still reads).
+    runs_hidden = "SELECT id, hidden FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5"
     report_counts = (
         "SELECT count(*) AS pages, "
         "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "
