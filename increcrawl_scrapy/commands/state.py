@@ -144,7 +144,8 @@ def _text(report: dict[str, Any]) -> str:
             )
             if run["listed"]:
                 lines.append(f"    {saved(run['fetched'], run['listed'])}")
-            lines.extend(f"    warning: {line}" for line in hidden.warnings(run.get("hidden") or {}))
+            warned = hidden.warnings(run.get("hidden") or {})
+            lines.extend(f"    warning: {line}" for line in warned)
     if not lines:
         return "No pages yet"
     tokens = report["tokens"]
