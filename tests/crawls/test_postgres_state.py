@@ -209,13 +209,11 @@ def test_a_killed_workers_pages_are_fetched_by_another_once_its_leases_expire(
             time.sleep(0.05)
         os.kill(doomed.pid, signal.SIGKILL)  # mid-run, holding leases, results unwritten
         doomed.wait(timeout=30)
-        killed_at = time.monotonic()
         with psycopg.connect(postgres_dsn, autocommit=True) as connection:
             expiry = dict(connection.execute("SELECT normalized_url, expires_at FROM leases"))
         held = set(expiry)
         assert held  # the dead worker's leases outlive its connection
         survivor = run_process(crawl_command(site.sitemap_url, postgres_dsn, *slow), tmp_path)
-        took = time.monotonic() - killed_at
         assert survivor.returncode == 0, survivor.stderr[-2000:]
         with psycopg.connect(postgres_dsn, autocommit=True) as connection:
             unrecorded = connection.execute(
@@ -235,7 +233,6 @@ def test_a_killed_workers_pages_are_fetched_by_another_once_its_leases_expire(
     assert {f"{base}{path}" for path in twice} <= held  # only the dead worker's pages
     # The survivor fetched the dead worker's pages only once their leases had expired.
     assert all(fetched_at[key] >= expiry[key] for key in held)
-    assert took < 60
 
 
 @pytest_twisted.ensureDeferred

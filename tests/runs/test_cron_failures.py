@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from increcrawl_scrapy.testing.process import crawl_command, crawl_env, run_process
 
@@ -84,7 +85,9 @@ def test_a_database_another_program_holds_exits_75_with_the_reason_logged(
             )
             took = time.monotonic() - started
     assert done.returncode == 75, done.stderr[-2000:]
-    assert took < 20
+    # It gave up after its 1 s, not when the holder let go (120 s): a bound on a hang,
+    # not a speed.
+    assert took < 60
     logged = errors_in(log.read_text())
     assert len(logged) == 1 and "in use" in logged[0], log.read_text()[-2000:]
     # The log goes to a file: cron's mail (stderr) gets the reason too, once.
@@ -107,7 +110,7 @@ def test_a_database_in_use_says_so_on_stderr_with_nolog(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("concurrency", [None, "4"])
 @pytest.mark.parametrize("batch", ["50", "2"])  # 30 pages: one by one, or a batch
-def test_an_api_refusing_connections_at_start_exits_5_within_seconds(
+def test_an_api_refusing_connections_at_start_exits_5_without_retrying(
     tmp_path: Path, concurrency: str | None, batch: str
 ) -> None:
     settings = [
@@ -118,12 +121,11 @@ def test_an_api_refusing_connections_at_start_exits_5_within_seconds(
         settings.append(f"GEONODE_CONCURRENCY={concurrency}")
     log = tmp_path / "crawl.log"
     with SampleSite(pages=30) as site:
-        started = time.monotonic()
         done = crawl(tmp_path / "s.sqlite", site.sitemap_url, *settings, f"LOG_FILE={log}", key=KEY)
-        took = time.monotonic() - started
     text = log.read_text()
     assert done.returncode == 5, text[-3000:]
-    assert took < 20, text[-3000:]
+    # At the first refused calls, none retried (each retry waits its back-off first).
+    assert f"'{stats.API_RETRIES}'" not in text, text[-3000:]
     assert "'finish_reason': 'geonode_unreachable'" in text
     reasons = [line for line in errors_in(text) if "Geonode API" in line]
     assert reasons and "refused" in reasons[0].lower(), errors_in(text)
@@ -146,7 +148,7 @@ socket.getaddrinfo = getaddrinfo
 """
 
 
-def test_an_api_host_that_does_not_resolve_exits_5_within_seconds(tmp_path: Path) -> None:
+def test_an_api_host_that_does_not_resolve_exits_5_without_retrying(tmp_path: Path) -> None:
     (tmp_path / "patch").mkdir()
     (tmp_path / "patch" / "sitecustomize.py").write_text(NO_DNS)
     command = crawl_command(
@@ -154,7 +156,6 @@ def test_an_api_host_that_does_not_resolve_exits_5_within_seconds(tmp_path: Path
     )
     with SampleSite(pages=10) as site:
         command[command.index("sitemap_url=")] = f"sitemap_url={site.sitemap_url}"
-        started = time.monotonic()
         done = subprocess.run(
             command,
             env=crawl_env(KEY, PYTHONPATH=str(tmp_path / "patch")),
@@ -164,9 +165,9 @@ def test_an_api_host_that_does_not_resolve_exits_5_within_seconds(tmp_path: Path
             timeout=120,
             check=False,
         )
-        took = time.monotonic() - started
     assert done.returncode == 5, done.stderr[-3000:]
-    assert took < 20
+    # At the first calls that did not resolve, none retried.
+    assert f"'{stats.API_RETRIES}'" not in done.stderr, done.stderr[-3000:]
     reasons = [line for line in errors_in(done.stderr) if "cannot be reached" in line]
     assert reasons and "geonode.invalid" in reasons[0], errors_in(done.stderr)
 

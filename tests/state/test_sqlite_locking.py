@@ -64,7 +64,8 @@ def test_second_process_waits_a_bounded_time_then_stops(tmp_path: Path) -> None:
             StateLockedError, match=r"in use by another program .locked for more than 0.5s"
         ):
             store.start_run(SEED)
-        assert 0.4 < time.monotonic() - started < 10
+        # It waited its 0.5 s, then gave up long before the holder's 30 s.
+        assert 0.4 < time.monotonic() - started < 20
         store.close()
         holder.kill()
 
