@@ -16,7 +16,9 @@ import requests
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.servers import REPO, scrapyd
 
-pytestmark = pytest.mark.e2e
+# scrapyd-deploy builds its egg in the clone (build/): one deploy at a time, on one
+# worker of pytest-xdist (--dist loadgroup).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("scrapyd-deploy")]
 
 KEY = "scrapyd-secret-key-42"
 PROJECT = "increcrawl_scrapy"

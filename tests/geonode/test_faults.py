@@ -4,6 +4,7 @@ fetched is recorded, what was not stays due with its old state."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -160,11 +161,25 @@ async def test_batch_pages_that_repeat_or_skip_items(
             assert unfetched(db) == 120 - len(recorded)
 
 
+def forget_the_job_once_made(api: GeonodeStandIn) -> None:
+    """Clear the stand-in's jobs once the crawl made one (a fixed delay raced the crawl
+    on a loaded machine: jobs cleared before it made its own, which then stalled for ever)."""
+
+    def forget() -> None:
+        deadline = time.monotonic() + 60  # a bound on a hang: the crawl makes it at once
+        while not api._jobs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with api._lock:
+            api._jobs.clear()
+
+    threading.Thread(target=forget, daemon=True).start()
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_batch_job_the_api_forgets(servers, tmp_path: Path, clock: Clock) -> None:
     site, api = servers
     api.configure(batch_stall=True)
-    threading.Timer(0.3, api._jobs.clear).start()  # the job id becomes unknown
+    forget_the_job_once_made(api)  # its id becomes unknown to the API
     db = str(tmp_path / "s.sqlite")
     settings = crawl_settings(db, clock, api, GEONODE_BATCH_MIN_URLS=5)
     result = await run_crawl(settings, sitemap_url=site.sitemap_url)
