@@ -192,7 +192,9 @@ class CrawlState:
             )
         for line in self.hidden.warnings():  # a rule that fired on much of a host
             logger.warning("%s", line)
-        listed = self.store.count(self.seed, gone=False)  # after writing every result
+        # After writing every result. A live page the sitemaps no longer list (missing,
+        # never gone for that alone) is not listed: the count agrees with discovery's.
+        listed = self.store.count(self.seed, gone=False, missing_runs=0)
         stats.inc(collector, stats.LEASES_LOST, self.store.leases_lost)
         self.run.finish(
             counts,

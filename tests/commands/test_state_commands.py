@@ -191,6 +191,20 @@ def test_a_run_that_rechecks_gone_pages_says_so_not_more_than_listed(crawled) ->
     )
 
 
+def test_a_page_that_left_the_sitemap_is_not_counted_as_listed(crawled) -> None:
+    """A page no longer in the sitemap stays live (absence never makes a page gone) but
+    is not listed: the summary's pages listed agree with the URLs discovered."""
+    db, site = crawled
+    site.drop_from_sitemap(4)
+    done = crawl(db, site)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "discovered 9 URLs; 0 pages due" in done.stderr, done.stderr[-2000:]
+    assert "fetched 0 of 9 listed pages (none at all)" in done.stderr, done.stderr[-2000:]
+    status = scrapy(db, "status").stdout
+    assert "pages 10: live 10, gone 0, missing 1" in status, status
+    assert "fetched 0 of 9 listed pages (none at all)" in status, status
+
+
 def test_status_says_one_request_and_one_token_in_the_singular() -> None:
     from increcrawl_scrapy.commands.state import _text
 
