@@ -142,8 +142,9 @@ def _text(report: dict[str, Any]) -> str:
                 f"API {counted(run['api_requests'], 'request')} / "
                 f"{counted(run['tokens_charged'], 'token')}, discovery {complete}"
             )
-            if run["listed"]:
-                lines.append(f"    {saved(run['fetched'], run['listed'])}")
+            if run["listed"]:  # a project's own spider (no discovery) lists nothing
+                listing = run["discovery_complete"] is not None
+                lines.append(f"    {saved(run['fetched'], run['listed'], listing)}")
             warned = hidden.warnings(run.get("hidden") or {})
             lines.extend(f"    warning: {line}" for line in warned)
     if not lines:

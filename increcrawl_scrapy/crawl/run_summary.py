@@ -112,7 +112,7 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
             "by this run"
         )
     else:
-        lines.append(f"  {saved(fetched, listed)}")
+        lines.append(f"  {saved(fetched, listed, listing=False)}")
     return lines
 
 
@@ -130,9 +130,12 @@ def counted(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
-def saved(fetched: int, listed: int) -> str:
-    """A run's fetches against fetching every listed page."""
+def saved(fetched: int, listed: int, listing: bool = True) -> str:
+    """A run's fetches against fetching every listed page; without a *listing* (a
+    project's own spider: no sitemap), against every page with state."""
     if fetched > listed:  # pages that left the sitemap, checked to be sure they are gone
+        if not listing:
+            return f"fetched {fetched:,} pages, more than the {listed:,} with state"
         return (
             f"fetched {fetched:,} pages, more than the {listed:,} listed "
             "(pages no longer listed checked too)"
@@ -143,4 +146,5 @@ def saved(fetched: int, listed: int) -> str:
         fewer = "as many as fetching them all"
     else:
         fewer = f"{listed / fetched:,.1f}x fewer than fetching them all"
-    return f"fetched {fetched:,} of {counted(listed, 'listed page')} ({fewer})"
+    known = counted(listed, "listed page") if listing else f"{counted(listed, 'page')} with state"
+    return f"fetched {fetched:,} of {known} ({fewer})"

@@ -241,6 +241,10 @@ def test_status_says_one_request_and_one_token_in_the_singular() -> None:
     assert "median interval 1 day\n" in text
     assert "API 1 request / 1 token, discovery complete" in text
     assert "fetched 1 of 1 listed page (as many as fetching them all)" in text
+    # A run of a project's own spider (no discovery) listed nothing: its pages have state.
+    run["discovery_complete"] = None
+    text = _text({"seeds": [seed], "tokens": tokens})
+    assert "fetched 1 of 1 page with state (as many" in text and "listed" not in text
 
 
 def test_status_reads_a_state_one_schema_behind(tmp_path: Path) -> None:

@@ -62,3 +62,14 @@ def test_a_projects_own_spider_in_the_singular() -> None:
     assert "skipped 1 page not due and 0 not modified (304), replayed 1 request" in text
     assert "; 1 unchanged item not delivered" in text
     assert "reached 2 of the 3 pages with state (1 fetched, 1 skipped)" in text
+
+
+def test_a_projects_own_spider_lists_nothing() -> None:
+    # A project's own spider has no sitemap: its pages are the pages with state.
+    text = summary({stats.SKIPPED.format(reason="not_due"): 6}, listed=6, embedded=True)
+    assert "fetched 0 of 6 pages with state (none at all)" in text
+    assert "listed" not in text
+    one = summary({stats.NEW: 1}, listed=1, embedded=True)
+    assert "fetched 1 of 1 page with state (as many as fetching them all)" in one
+    more = summary({stats.NEW: 3}, listed=2, embedded=True)
+    assert "fetched 3 pages, more than the 2 with state" in more and "listed" not in more
