@@ -46,12 +46,15 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     try:
         known = reader.page(key)
         kept = reader.last_change(key) if known else None
+        row = reader.pages_by_ids([known[0]]).get(known[0]) if known else None
     except ERRORS as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if not known:
         print(f"No page {url} in {shown(config.db_path)}")
         return 1
+    if row is not None and row["gone"]:
+        return _gone(url, row, kept)
     if kept is None:
         print(f"No kept content for {url}: {NO_CONTENT}")
         return 1
@@ -59,6 +62,25 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         print(f"{url} has not changed since its text was first kept ({_when(kept)})")
         return 0
     sys.stdout.writelines(diff_lines(url, kept))
+    return 0
+
+
+def _gone(url: str, row: dict[str, Any], kept: KeptVersions | None) -> int:
+    """A gone page: since when, and (with kept content) its last text, removed."""
+    at = row["last_changed"] or row["last_fetched"]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at)) if at else "-"
+    print(f"{url} is gone (HTTP {row['last_status'] or '-'} on {when})")
+    if kept is None:
+        print(f"No kept content for {url}: {NO_CONTENT}")
+        return 0
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            _ending(kept.text).splitlines(keepends=True),
+            [],
+            fromfile=f"{url} (its last kept text)",
+            tofile=f"{url} (gone {when})",
+        )
+    )
     return 0
 
 

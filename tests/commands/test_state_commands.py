@@ -176,6 +176,28 @@ def test_diff_finds_a_page_by_the_keys_the_crawls_made(tmp_path: Path) -> None:
     assert "has not changed since its text was first kept" in done.stdout
 
 
+def test_diff_of_a_gone_page_says_it_is_gone(tmp_path: Path, clock) -> None:
+    """Not "has not changed": what it last said, and that it is gone."""
+    from increcrawl_scrapy.state import StateStore
+
+    db, seed, url = (
+        tmp_path / "s.sqlite",
+        "https://example.com/sitemap.xml",
+        "https://example.com/a",
+    )
+    with StateStore(db, clock=clock) as store:
+        store.start_run(seed).upsert([(url, None)])
+        store.record(url, 200, seed=seed, content_hash="h", content="the text\n")
+        clock.advance(86_400)
+        store.record(url, 404, seed=seed)
+    assert StateStore(db).get(url).gone
+    done = scrapy(db, "diff", url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "has not changed" not in done.stdout
+    assert f"{url} is gone (HTTP 404 on " in done.stdout, done.stdout
+    assert "-the text" in done.stdout.splitlines(), done.stdout
+
+
 def test_a_run_that_rechecks_gone_pages_says_so_not_more_than_listed(crawled) -> None:
     """Deleted pages leave the sitemap, and are fetched once more to be sure they are
     gone: the run fetched more pages than are listed, which the summary says plainly."""
