@@ -88,7 +88,9 @@ class TokenFigures:
     month: int  # runs started since the reset
     month_start: float
     month_end: float
-    projected: int  # the month's spending so far plus the last week's pace to its end
+    #: The month's spending so far plus the pace of the latest runs to its end (the
+    #: week's, or the month's when the week has one run); None from a single run.
+    projected: int | None
     budget: int  # INCRECRAWL_MONTHLY_TOKENS; 0: none
 
     def as_dict(self) -> dict[str, Any]:
@@ -108,9 +110,14 @@ class TokenFigures:
             if self.budget
             else ""
         )
+        projection = (
+            "too early for a projection: one run so far"
+            if self.projected is None
+            else f"projected {self.projected:,} by {_day(self.month_end)}"
+        )
         return (
             f"tokens: {self.week:,} in the last 7 days, {self.month:,} since {start} "
-            f"(projected {self.projected:,} by {_day(self.month_end)}{plan})"
+            f"({projection}{plan})"
         )
 
 
@@ -121,9 +128,14 @@ def figures(runs: list[tuple[float, int]], at: float, reset_day: int, budget: in
     week = [(started, tokens) for started, tokens in runs if started >= at - WEEK]
     month = sum(tokens for started, tokens in runs if started >= start)
     spent_week = sum(tokens for _, tokens in week)
-    # The pace over the week, or over the days runs have been seen when fewer.
-    seen = min(WEEK, max(DAY, at - min((s for s, _ in week), default=at)))
-    projected = month + round(spent_week / seen * max(0.0, end - at))
+    # The pace of the week's runs, over the days since the first (a day at least); of
+    # the runs read when the week has one (runs a week apart); none from a single run.
+    paced = week if len(week) > 1 else runs
+    projected = None
+    if len(paced) > 1:
+        seen = max(DAY, at - min(started for started, _ in paced))
+        spent = sum(tokens for _, tokens in paced)
+        projected = month + round(spent / seen * max(0.0, end - at))
     return TokenFigures(spent_week, month, start, end, projected, budget)
 
 

@@ -9,7 +9,7 @@ import pytest
 from scrapy.settings import Settings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
-from increcrawl_scrapy.schedule.token_plan import DAY, month_share, period, run_interval
+from increcrawl_scrapy.schedule.token_plan import DAY, figures, month_share, period, run_interval
 
 
 def at(*parts: int) -> float:
@@ -55,3 +55,28 @@ def test_a_share_is_what_is_left_over_the_runs_to_come() -> None:
 def test_a_reset_day_outside_1_to_28_is_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="INCRECRAWL_TOKENS_RESET_DAY"):
         IncrecrawlConfig.from_settings(Settings({"INCRECRAWL_TOKENS_RESET_DAY": value}))
+
+
+def test_one_run_is_too_early_for_a_projection() -> None:
+    # One run's tokens say nothing of how often runs come: no month is drawn from it.
+    now = at(2026, 12, 3, 12)
+    one = figures([(now - 60, 24)], now, 1, 0)
+    assert one.projected is None
+    assert one.line() == (
+        "tokens: 24 in the last 7 days, 24 since 2026-12-01 "
+        "(too early for a projection: one run so far)"
+    )
+    assert "plan 500: 476 left)" in figures([(now - 60, 24)], now, 1, 500).line()
+    # Two runs a day apart: the pace of those two.
+    two = figures([(now - DAY - 60, 24), (now - 60, 24)], now, 1, 0)
+    assert two.projected == 48 + round(48 / (DAY + 60) * (at(2027, 1, 1) - now))
+
+
+def test_runs_a_week_apart_are_projected_from_the_month_not_from_the_last_one() -> None:
+    # Weekly runs: one in the last 7 days, the month's others before it.
+    now = at(2026, 12, 15, 12)
+    runs = [(at(2026, 12, 1, 11), 100), (at(2026, 12, 8, 11), 100), (at(2026, 12, 15, 11), 100)]
+    weekly = figures(runs, now, 1, 0)
+    assert weekly.week == 100 and weekly.month == 300
+    seen = now - at(2026, 12, 1, 11)
+    assert weekly.projected == 300 + round(300 / seen * (at(2027, 1, 1) - now))
