@@ -20,6 +20,7 @@ from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, r
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.crawl import hidden
+from increcrawl_scrapy.crawl.run_summary import counted
 from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
@@ -81,7 +82,7 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
         print(f"Cannot write {opts.output}: {exc}")
         return 1
     runs = sum(len(seed["runs"]) for seed in data["seeds"])
-    print(f"Wrote {opts.output}: {len(data['seeds'])} seeds, {runs} runs")
+    print(f"Wrote {opts.output}: {counted(len(data['seeds']), 'seed')}, {counted(runs, 'run')}")
     return 0
 
 

@@ -85,7 +85,7 @@ async def test_report_renders_in_a_browser(tmp_path: Path, clock: Clock) -> None
         edited, host = site.page_url(2), site.url.split("//", 1)[1]
     done = increcrawl(db, "report", "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"Wrote {out}: 1 seeds, {RUNS} runs" in done.stdout
+    assert f"Wrote {out}: 1 seed, {RUNS} runs" in done.stdout
     html = out.read_text()
     # Self-contained: nothing to load.
     for outside in ("<script src", "<link", "@import", "url("):
@@ -113,6 +113,22 @@ async def test_report_renders_in_a_browser(tmp_path: Path, clock: Clock) -> None
     seen = open_file(broken)
     assert seen.console_errors or seen.dom.get("data-error")
     assert seen.dom.get("data-rendered") is None
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(chromium() is None and not os.environ.get("CI"), reason="no chromium")
+@pytest_twisted.ensureDeferred
+async def test_one_of_a_kind_is_said_in_the_singular(tmp_path: Path, clock: Clock) -> None:
+    db, out = tmp_path / "state.sqlite", tmp_path / "report.html"
+    with SampleSite(pages=1) as site:
+        result = await run_crawl(crawl_settings(str(db), clock), sitemap_url=site.sitemap_url)
+        assert result.reason == "finished"
+    done = increcrawl(db, "report", "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Wrote {out}: 1 seed, 1 run\n" in done.stdout
+    root = open_file(out).dom
+    summary = root.xpath('string(//details[@class="changeset"]/summary)')
+    assert " UTC · 1 page fetched" in summary, summary
 
 
 async def crawl_months(
