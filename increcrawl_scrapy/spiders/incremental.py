@@ -201,7 +201,6 @@ class IncrementalSpider(scrapy.Spider):
         if self.discover_only:
             return
         await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
-        await self._content.learn_not_found()
         share = None
         if self._client is not None:
             share = await month_share(state.store, config, self.crawler.stats)
@@ -213,6 +212,8 @@ class IncrementalSpider(scrapy.Spider):
             share,
             hybrid=self._hybrid is not None,
         )
+        # With no page due, no request for the site's "not found" page: the last verdict.
+        await self._content.learn_not_found(ask=expected > 0)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
         tokens = self._tokens = (

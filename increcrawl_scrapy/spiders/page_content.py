@@ -173,14 +173,18 @@ class PageContent:
             return None
         return target  # an alias if its text is that page's (crawl/aliases.py)
 
-    async def learn_not_found(self) -> None:
+    async def learn_not_found(self, ask: bool = True) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"
         page (``content/soft404.py``), unless it is the home page's text (a catch-all
         site answering every path with it: a live page, never "not found"). What was
         learned is kept in the state: a run whose probe gets no answer goes by the
-        last one's (soft 404s never flap between gone and back with a probe's luck)."""
+        last one's (soft 404s never flap between gone and back with a probe's luck),
+        as does one that does not *ask*."""
         store = crawl_state(self.crawler).store
         name = f"not_found:{self.origin}"
+        if not ask:
+            self.not_found = NotFound.loads(await compat.in_thread(store.remembered, name))
+            return
         url = probe_url(self.origin)
         try:
             response = await self._ask(url)

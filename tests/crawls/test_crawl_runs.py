@@ -182,3 +182,28 @@ async def test_a_page_forgotten_then_deleted_is_reported_gone(scenario: Scenario
     second = await scenario.run()
     assert second.changes("gone") == {site.page_url(3)}
     assert "increcrawl/pages/never_found" not in second.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_run_with_nothing_due_asks_only_what_discovery_needs(scenario: Scenario) -> None:
+    """robots.txt and the sitemaps (the unchanged children answering 304), nothing else:
+    with no page to fetch, the site's "not found" page (the soft-404 probe) tells
+    nothing, and no page is asked of the API."""
+    site = scenario.site
+    await scenario.run()
+    site.reset_counters()
+    extracts = scenario.extracts()
+    second = await scenario.run()
+    assert second.stats.get("increcrawl/due", 0) == 0 and second.items == []
+    assert set(site.requested) == {"/robots.txt", "/sitemap.xml", *_children(site)}
+    assert site.counters["sitemap_304"] == len(_children(site))
+    assert "increcrawl/soft_404/probes" not in second.stats
+    assert scenario.extracts() == extracts
+    # A run with pages due still asks for the site's "not found" page.
+    scenario.clock.advance(2 * DAY)
+    third = await scenario.run()
+    assert third.stats["increcrawl/soft_404/probes"] == 1 and third.stats["increcrawl/due"] > 0
+
+
+def _children(site: SampleSite) -> list[str]:
+    return [f"/{site.child_name(n)}" for n in range(1, site.children + 1)]
