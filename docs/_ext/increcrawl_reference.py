@@ -5,6 +5,11 @@ stats key each. The signature of a setting shows its default as ``config.DEFAULT
 has it, so a changed default changes the page; a name the code does not know, or a
 name of the code no page documents, is a warning (an error under ``sphinx-build -W``,
 as ``.ci/run`` builds). ``tests/package/test_docs.py`` runs the same check without Sphinx.
+
+The settings page's table of every setting and its default is Markdown in the page
+itself, so that the defaults show where the page is read as Markdown too; it is the
+code's (a stale one is a warning, and fails ``test_docs.py``), and running this file
+writes it again: ``python docs/_ext/increcrawl_reference.py``.
 """
 
 from __future__ import annotations
@@ -64,9 +69,42 @@ def shown_default(name: str) -> str:
     return str(number)
 
 
+SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "reference" / "settings.md"
+TABLE_START = "<!-- The code's table: python docs/_ext/increcrawl_reference.py writes it. -->"
+TABLE_END = "<!-- End of the table. -->"
+
+
+def settings_table() -> str:
+    """Every setting and its default, as a Markdown table (the settings page's)."""
+    rows = ["| setting | default |", "| --- | --- |"]
+    for name in sorted(DEFAULTS):
+        default = shown_default(name).replace("|", "\\|")  # not a column's end
+        rows.append(f"| {{setting}}`{name}` | `{default}` |")
+    return "\n".join(rows) + "\n"
+
+
+def table_in(page: str) -> str | None:
+    """The table between the markers of *page*, or None."""
+    start, end = page.find(TABLE_START), page.find(TABLE_END)
+    if start < 0 or end < start:
+        return None
+    return page[start + len(TABLE_START) : end].strip("\n") + "\n"
+
+
+def write_table(path: Path = SETTINGS_PAGE) -> bool:
+    """Write the code's table into the settings page; whether it changed."""
+    page = path.read_text(encoding="utf-8")
+    found = table_in(page)
+    if found is None:
+        raise SystemExit(f"{path} has no {TABLE_START!r} ... {TABLE_END!r}")
+    start, end = page.index(TABLE_START) + len(TABLE_START), page.index(TABLE_END)
+    fresh = page[:start] + "\n" + settings_table() + page[end:]
+    if fresh != page:
+        path.write_text(fresh, encoding="utf-8")
+    return fresh != page
+
+
 def setup(app: Any) -> dict[str, Any]:
-    from docutils import nodes
-    from docutils.parsers.rst import Directive
     from sphinx import addnodes
     from sphinx.util import logging
 
@@ -102,34 +140,18 @@ def setup(app: Any) -> dict[str, Any]:
                 if "not documented" in problem:
                     logger.warning("%s (add a {%s} block to docs/reference/)", problem, kind)
 
-    class SettingsTable(Directive):
-        """``{settings-table}``: every setting with its default, each linked to its entry."""
-
-        def run(self) -> list[Any]:
-            table = nodes.table()
-            group = nodes.tgroup(cols=2)
-            table += group
-            group += [nodes.colspec(colwidth=1), nodes.colspec(colwidth=1)]
-            head = nodes.thead()
-            head += nodes.row(
-                "", *(nodes.entry("", nodes.paragraph(text=t)) for t in ("setting", "default"))
+    def stale_table(app: Any, env: Any) -> None:
+        if table_in(SETTINGS_PAGE.read_text(encoding="utf-8")) != settings_table():
+            logger.warning(
+                "the settings table of %s is not the code's: run python "
+                "docs/_ext/increcrawl_reference.py",
+                SETTINGS_PAGE.name,
             )
-            body = nodes.tbody()
-            for name in sorted(DEFAULTS):
-                ref = addnodes.pending_xref(
-                    "", refdomain="std", reftype="setting", reftarget=name, refexplicit=False
-                )
-                ref += nodes.literal(name, name)
-                body += nodes.row(
-                    "",
-                    nodes.entry("", nodes.paragraph("", "", ref)),
-                    nodes.entry(
-                        "", nodes.paragraph("", "", nodes.literal(text=shown_default(name)))
-                    ),
-                )
-            group += [head, body]
-            return [table]
 
-    app.add_directive("settings-table", SettingsTable)
     app.connect("env-check-consistency", check)
+    app.connect("env-check-consistency", stale_table)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    print("written" if write_table() else "already the code's")

@@ -54,6 +54,26 @@ def test_defaults_are_shown_from_the_code() -> None:
     assert reference.shown_default("INCRECRAWL_ALLOW") == "[]"
 
 
+def test_the_defaults_are_in_the_markdown_itself() -> None:
+    """Read as Markdown (on a forge, in an editor), the settings page shows every
+    default: the blocks' signatures show them only in the built site. The table is
+    the code's (``python docs/_ext/increcrawl_reference.py`` writes it again)."""
+    page = (DOCS / "reference" / "settings.md").read_text()
+    table = reference.settings_table()
+    assert reference.table_in(page) == table, "python docs/_ext/increcrawl_reference.py"
+    rows = [line for line in table.splitlines() if line.startswith("| {setting}")]
+    assert len(rows) == len(reference.known("setting"))
+    assert "| {setting}`INCRECRAWL_MAX_INTERVAL` | `2592000 (30 days)` |" in rows
+    assert "| {setting}`GEONODE_API_KEY` | `unset` |" in rows
+
+
+def test_a_stale_table_is_seen() -> None:
+    page = (DOCS / "reference" / "settings.md").read_text()
+    stale = page.replace("`2592000 (30 days)`", "`1 (0 days)`")
+    assert reference.table_in(stale) != reference.settings_table()
+    assert reference.table_in("no table") is None
+
+
 def test_the_readme_is_a_landing_page() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
