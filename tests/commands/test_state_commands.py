@@ -4,6 +4,7 @@ operator runs them: no SQL, clear messages, a crawl in progress never disturbed.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -225,6 +226,35 @@ def test_a_page_that_left_the_sitemap_is_not_counted_as_listed(crawled) -> None:
     status = scrapy(db, "status").stdout
     assert "pages 10: live 10, gone 0, missing 1" in status, status
     assert "fetched 0 of 9 listed pages (none at all)" in status, status
+
+
+def test_the_documented_clock_moves_a_state_a_week_on(tmp_path: Path) -> None:
+    """docs/operations.md's way forward in time, as written there: a crawl, then a week
+    on by INCRECRAWL_TIME_SHIFT, status shows the pages due and a crawl fetches them."""
+    page = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    clock = re.search(r"^CLOCK=(INCRECRAWL_CLOCK=\S+)$", page, re.MULTILINE)
+    week = re.search(r"^export INCRECRAWL_TIME_SHIFT=(\d+) ", page, re.MULTILINE)
+    assert clock and week, "the documented commands"
+    db = tmp_path / "try.sqlite"
+    with SampleSite(pages=10) as site:
+        first = run_process(crawl_command(site.sitemap_url, db, clock[1]), tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        assert "10 pages due, 10 fetched" in first.stderr
+        site.reset_counters()
+        today = scrapy(db, "status", "-s", clock[1]).stdout
+        assert "due now 0," in today, today
+        shifted = {"INCRECRAWL_TIME_SHIFT": week[1]}
+        command = [sys.executable, "-m", "scrapy", "increcrawl", "status"]
+        later = run_process(
+            [*command, "-s", f"INCRECRAWL_DB={db}", "-s", clock[1]], tmp_path, **shifted
+        )
+        assert "due now 10," in later.stdout, later.stdout + later.stderr
+        # Without the same clock, the commands look at the real time: nothing due.
+        assert "due now 0," in scrapy(db, "status").stdout
+        again = run_process(crawl_command(site.sitemap_url, db, clock[1]), tmp_path, **shifted)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert "10 pages due, 10 fetched" in again.stderr, again.stderr[-2000:]
+        assert sum(site.fetched.values()) == 10
 
 
 def test_status_says_one_request_and_one_token_in_the_singular() -> None:
