@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import requests
+from filelock import FileLock
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.servers import REPO, scrapyd
 
-# scrapyd-deploy builds its egg in the clone (build/): one deploy at a time, on one
-# worker of pytest-xdist (--dist loadgroup).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("scrapyd-deploy")]
+pytestmark = pytest.mark.e2e
 
 KEY = "scrapyd-secret-key-42"
 PROJECT = "increcrawl_scrapy"
 
 
 def deploy(url: str) -> None:
+    # scrapyd-deploy builds its egg in the clone (build/, the egg-info): one deploy at a
+    # time, whichever pytest-xdist worker asks.
+    clone = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+    with FileLock(Path(tempfile.gettempdir()) / f"scrapyd-deploy-{clone}.lock"):
+        _deploy(url)
+
+
+def _deploy(url: str) -> None:
     done = subprocess.run(
         [str(Path(sys.executable).parent / "scrapyd-deploy"), "scrapyd", "-v", "r1"],
         cwd=REPO,

@@ -15,9 +15,7 @@ from increcrawl_scrapy.testing import SampleSite
 from tests.deployment.test_scrapyd import PROJECT, deploy, log_of
 from tests.servers import scrapyd
 
-# scrapyd-deploy builds its egg in the clone (build/): one deploy at a time, on one
-# worker of pytest-xdist (--dist loadgroup).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("scrapyd-deploy")]
+pytestmark = pytest.mark.e2e
 
 NODES = 3
 PAGES = 400

@@ -59,10 +59,13 @@ def errors_in(text: str) -> list[str]:
     return [line for line in text.splitlines() if " ERROR: " in line]
 
 
-def refused_port() -> int:
-    with socket.socket() as probe:  # a port nothing listens on
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A port that refuses connections: bound and not listening while the block runs, so
+    that no server another test (or pytest-xdist worker) starts can take it meanwhile."""
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        yield probe.getsockname()[1]
 
 
 @pytest.mark.parametrize("how", ["write", "exclusive"])
@@ -108,19 +111,17 @@ def test_a_database_in_use_says_so_on_stderr_with_nolog(tmp_path: Path) -> None:
     assert "Try later" in done.stderr and "in use" in done.stderr
 
 
-@pytest.mark.parametrize("concurrency", [None, "4"])
-@pytest.mark.parametrize("batch", ["50", "2"])  # 30 pages: one by one, or a batch
+# 30 pages: one by one, or a batch. Without GEONODE_CONCURRENCY the first call reads
+# the plan's (GET /v1/usage/concurrency), before any page: the batch size plays no part.
+@pytest.mark.parametrize(("concurrency", "batch"), [(None, "50"), ("4", "50"), ("4", "2")])
 def test_an_api_refusing_connections_at_start_exits_5_without_retrying(
     tmp_path: Path, concurrency: str | None, batch: str
 ) -> None:
-    settings = [
-        f"GEONODE_API_URL=http://127.0.0.1:{refused_port()}",
-        f"GEONODE_BATCH_MIN_URLS={batch}",
-    ]
-    if concurrency:
-        settings.append(f"GEONODE_CONCURRENCY={concurrency}")
     log = tmp_path / "crawl.log"
-    with SampleSite(pages=30) as site:
+    with refused_port() as port, SampleSite(pages=30) as site:
+        settings = [f"GEONODE_API_URL=http://127.0.0.1:{port}", f"GEONODE_BATCH_MIN_URLS={batch}"]
+        if concurrency:
+            settings.append(f"GEONODE_CONCURRENCY={concurrency}")
         done = crawl(tmp_path / "s.sqlite", site.sitemap_url, *settings, f"LOG_FILE={log}", key=KEY)
     text = log.read_text()
     assert done.returncode == 5, text[-3000:]

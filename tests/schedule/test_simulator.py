@@ -12,9 +12,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import simulate
 
-# The module's runs share fixtures: one worker of pytest-xdist runs them all.
-pytestmark = pytest.mark.xdist_group("simulator")
-
 
 def run(
     policy: str, lastmod: str = "honest", pages: int = 1500, every_hours: float = 1.0, **extra

@@ -30,9 +30,6 @@ from increcrawl_scrapy.state.statements import names
 from increcrawl_scrapy.urls import normalize_url
 from tests.conftest import Clock
 
-# The last test reads what the others ran: one worker of pytest-xdist runs them all.
-pytestmark = pytest.mark.xdist_group("storage-contract")
-
 SEED = "https://example.com/sitemap.xml"
 OTHER = "https://example.com/robots.txt"
 DAY = 86_400.0
