@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+import pytest_twisted
 
 from increcrawl_scrapy.commands.state import _status, _text
 from increcrawl_scrapy.state import StateReader, StateStore
 from increcrawl_scrapy.testing import SampleSite
 from increcrawl_scrapy.testing.process import crawl_command, run_process
+from tests.crawling import crawl_settings, run_crawl
 
 
 def scrapy(db: Path, *args: str) -> subprocess.CompletedProcess:
@@ -33,11 +35,15 @@ def fetches(site: SampleSite, page: int) -> int:
     return site.fetched[f"/page/{page}"]
 
 
-@pytest.fixture
-def crawled(tmp_path: Path):
+@pytest_twisted.async_yield_fixture
+async def crawled(tmp_path: Path):
+    """A real crawl's database and its site. The crawl runs in this process (a second
+    costs seconds of CPU, and what these tests run as an operator would is the
+    commands); the crawls the tests make next run as cron's do."""
     db = tmp_path / "s.sqlite"
     with SampleSite(pages=10) as site:
-        assert crawl(db, site).returncode == 0
+        first = await run_crawl(crawl_settings(str(db), time.time), sitemap_url=site.sitemap_url)
+        assert first.reason == "finished" and len(first.items) == 10
         yield db, site
 
 
