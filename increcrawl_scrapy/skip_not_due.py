@@ -26,6 +26,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
@@ -78,6 +79,9 @@ class SkipNotDueMiddleware:
         state = self._state()
         if state is None:
             return None
+        if state.in_hand and canonicalize_url(request.url) in state.in_hand:
+            self._count_skipped(canonicalize_url(request.url))
+            raise IgnoreRequest("fetched just now (increcrawl)")
         if state.store.shared:
             try:
                 key = state.store.normalize(request.url)
@@ -125,9 +129,7 @@ class SkipNotDueMiddleware:
 
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
         replayed = self._replay(memory)
-        if page.normalized_url not in self.skipped:  # a page, not each request of it
-            self.skipped.add(page.normalized_url)
-            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
+        self._count_skipped(page.normalized_url)
         if request.meta.get("is_start_request"):
             self.start_skipped += 1
             if self.start_skipped == 1:
@@ -138,6 +140,11 @@ class SkipNotDueMiddleware:
                     replayed,
                 )
         raise IgnoreRequest("not due (increcrawl)")
+
+    def _count_skipped(self, key: str) -> None:
+        if key not in self.skipped:  # a page, not each request of it
+            self.skipped.add(key)
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
 
     def _replay(self, memory: Memory) -> int:
         """Make the requests of *memory* again; how many could be."""

@@ -61,6 +61,7 @@ _CANONICAL = lxml.etree.XPath(
     "'canonil')), ' '), ' canonical ')]/@href"
 )
 _PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
+_HREFS = lxml.etree.XPath(".//a/@href | self::a/@href")
 
 
 def compile_selector(selector: str) -> lxml.etree.XPath:
@@ -82,38 +83,48 @@ class MainContent(NamedTuple):
     html: str  # of the page's main content
     how: str  # how it was found (:data:`HOW`)
     canonical: str | None  # the page's ``rel=canonical`` href, as written
+    links: tuple[str, ...] = ()  # the hrefs of the links in it, as written
 
 
 def main_content(html: str, selector: str | None = None) -> MainContent:
-    """The page's main content, how it was found, and its canonical link."""
+    """The page's main content, how it was found, its canonical link and the links
+    in it (the site's navigation, sidebars and footer left out, as from its text)."""
     root = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how = _main(root, html, selector)
-    return MainContent(found, how, canonical)
+    found, how, hrefs = _main(root, html, selector)
+    return MainContent(found, how, canonical, hrefs)
 
 
-def _main(root: lxml.etree._Element, html: str, selector: str | None) -> tuple[str, str]:
+def _main(
+    root: lxml.etree._Element, html: str, selector: str | None
+) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
         if chosen:
-            return _serialize(chosen, prune=False), "selector"
+            return _serialize(chosen, prune=False), "selector", _hrefs(chosen)
     for how, xpath in (("main", _MAIN), ("article", _ARTICLE)):
         found = xpath(root)
         if len(found) == 1:
-            return _serialize(found, prune=True), how
+            return _serialize(found, prune=True), how, _hrefs(found)
     extracted = _extracted(html)
-    if extracted and _text_chars(lxml.html.fromstring(extracted)) >= RESCUE_CHARS:
-        return extracted, "extracted"
+    tree = lxml.html.fromstring(extracted) if extracted else None
+    if tree is not None and _text_chars(tree) >= RESCUE_CHARS:
+        return str(extracted), "extracted", _hrefs([tree])
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
-    if extracted and _text_chars(whole) <= _text_chars(lxml.html.fromstring(extracted)):
-        return extracted, "extracted"
-    return _serialize([whole], prune=False), "whole"
+    if tree is not None and _text_chars(whole) <= _text_chars(tree):
+        return str(extracted), "extracted", _hrefs([tree])
+    return _serialize([whole], prune=False), "whole", _hrefs([whole])
+
+
+def _hrefs(elements: list[lxml.etree._Element]) -> tuple[str, ...]:
+    """The links' hrefs in *elements* (pruned already, by ``_serialize``)."""
+    return tuple(str(href).strip() for element in elements for href in _HREFS(element))
 
 
 def _text_chars(element: lxml.etree._Element) -> int:

@@ -30,6 +30,7 @@ from weakref import WeakKeyDictionary
 from itemadapter import ItemAdapter, is_item
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
+from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncgen import as_async_generator
 from w3lib.url import canonicalize_url
@@ -38,6 +39,9 @@ from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
+from increcrawl_scrapy.crawl import content_process
+from increcrawl_scrapy.crawl.content_process import main_links, shipped, shipped_links
 from increcrawl_scrapy.crawl.gone_pages import gone_memory, left_by_gone_page
 from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
 from increcrawl_scrapy.crawl.page_memory import (
@@ -155,6 +159,8 @@ class PageItemsMiddleware:
         self.crawler = crawler
         self.config = config_for(crawler)
         self.members = _MEMBERS.setdefault(crawler, {})
+        self.options = ContentOptions.from_config(self.config)
+        self.in_process = self.config.content_worker == "process" and content_process.available()
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -184,6 +190,26 @@ class PageItemsMiddleware:
                     yield item
                 return
             result = as_async_generator(outputs)
+        in_hand = self._in_hand()
+        own = canonicalize_url(response.url)
+        if in_hand is not None:
+            in_hand.add(own)  # fetched just now: a request for it is not sent again
+        try:
+            async for output in self._page_output(response, result):
+                yield output
+        finally:
+            if in_hand is not None:
+                in_hand.discard(own)
+
+    def _in_hand(self) -> set[str] | None:
+        try:
+            return crawl_state(self.crawler).in_hand
+        except StateLockedError:
+            return None
+
+    async def _page_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
@@ -217,6 +243,8 @@ class PageItemsMiddleware:
             by_page[url if isinstance(url, str) and url else response.url].append(item)
             if not (isinstance(url, str) and url):
                 unplaced.add(id(item))
+        if links and response.url in by_page:
+            links = await self._own_links(response, links)
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[Any] = []
@@ -263,6 +291,26 @@ class PageItemsMiddleware:
             for item in items + gone
             if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
         ]
+
+    async def _own_links(self, response: Response, links: set[str]) -> set[str]:
+        """Of the URLs the response led to, those its main content links to, by the
+        rules of a page's text (``content/page_text.py``, taken off the reactor's
+        thread as the spider takes it): the site's navigation is not the page's."""
+        if not isinstance(response, TextResponse):
+            return links
+        try:
+            if self.in_process:
+                main = await content_process.in_content_process(
+                    shipped_links,
+                    shipped(response),
+                    self.options,
+                    timeout=self.config.content_timeout,
+                )
+            else:
+                main = await compat.in_content_thread(main_links, response, self.options)
+        except UnusablePage:
+            return links  # no text to tell them by: every link is the page's
+        return links if main is None else links & main
 
     def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
         """An item of *page*'s previous version, gone: the fields that identified it."""

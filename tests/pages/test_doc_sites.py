@@ -1,0 +1,139 @@
+"""The add-on on real generators' sites (MkDocs, Sphinx) behind nginx, crawled as a
+new user would: an ordinary ``CrawlSpider`` following every link from the home page,
+``ADDONS`` and ``INCRECRAWL_SKIP_NOT_DUE`` only. A page's change is its own content,
+as the ``incremental`` spider sees it, never the site's navigation; and a page the
+site deleted is found gone although no link leads to it any more."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
+
+from increcrawl_scrapy.testing.generators import DocSite
+from tests.conftest import Clock
+from tests.crawling import run_crawl
+from tests.servers import free_port, nginx, nginx_binary
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        nginx_binary() is None, reason="nginx is not installed (.ci/run installs it)"
+    ),
+]
+
+LATER = 200 * 86400.0  # every page due again
+
+
+class DocsSpider(CrawlSpider):
+    """What a user writes first: every link followed, a page's title and paragraphs."""
+
+    name = "docs"
+
+    def __init__(self, home: str = "", **kwargs: Any) -> None:
+        # The site's own links only (a theme links to its project's home).
+        own = LinkExtractor(allow=[re.escape(home)])
+        self.rules = (Rule(own, callback="parse_page", follow=True),)
+        super().__init__(**kwargs)
+        self.start_urls = [home]
+
+    def parse_page(self, response: Any) -> Any:
+        title = response.css("h1::text").get()
+        if not title or title.strip() in ("Home", "Example"):
+            return  # the home page, a listing: only its links
+        yield {
+            "url": response.url,
+            "title": title.strip(),
+            "text": " ".join(response.css("[role=main] p ::text").getall()),
+        }
+
+
+def _available(generator: str) -> bool:
+    try:
+        __import__(generator)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=["mkdocs", "sphinx"])
+def served(request: Any, tmp_path: Path):
+    generator = request.param
+    if not _available(generator):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{generator} is not installed")
+        pytest.skip(f"{generator} is not installed")
+    port = free_port()
+    site = DocSite(generator, tmp_path / "site", f"http://127.0.0.1:{port}", pages=16)
+    site.build()
+    with nginx(site.out, tmp_path / "nginx", port=port):
+        yield site
+
+
+def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
+    return {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": db,
+        "INCRECRAWL_CLOCK": clock,
+        "INCRECRAWL_SKIP_NOT_DUE": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "LOG_LEVEL": "INFO",
+        **more,
+    }
+
+
+def intervals(db: str) -> dict[str, float]:
+    with sqlite3.connect(db) as connection:
+        return dict(connection.execute("SELECT url, interval_s FROM pages"))
+
+
+def summary(log: list[str]) -> str:
+    at = max(i for i, line in enumerate(log) if "Run summary for" in line)
+    return "\n".join(log[at : at + 4])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
+    served: DocSite, tmp_path: Path, clock: Clock
+) -> None:
+    site = served
+    db = str(tmp_path / "state.sqlite")
+    settings = add_on(db, clock)
+    home = f"{site.base_url}/"
+    first = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    assert first.changes("new") == set(site.urls())
+    before = intervals(db)
+
+    # A page added (every page's navigation lists it) and one edited.
+    added = site.add_page()
+    site.edit_page("topic-004")
+    site.build()
+    clock.advance(LATER)
+    second = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    assert second.changes("new") == {site.url_of(added)}
+    assert second.changes("changed") == {site.url_of("topic-004")}
+    # The pages changed are the ones the feed holds, whatever their navigation did.
+    assert second.stats.get("increcrawl/changed", 0) == 1, summary(second.log)
+    assert second.stats.get("increcrawl/new", 0) == 1
+    assert second.stats["increcrawl/unchanged"] == len(site.urls()) - 2
+    # An unchanged page's interval is not cut by the change of its template.
+    after = intervals(db)
+    cut = [url for url in before if url != site.url_of("topic-004") and after[url] < before[url]]
+    assert cut == []
+
+    # A new footer and theme: every page's template moved, none of their content.
+    site.footer_year += 1
+    site.build()
+    clock.advance(LATER)
+    third = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    assert third.items == []
+    assert third.stats.get("increcrawl/changed", 0) == 0, summary(third.log)
+
