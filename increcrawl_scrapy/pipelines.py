@@ -149,7 +149,7 @@ class IncrementalStatePipeline:
         if member is None:
             texts.append(self._text(adapter))
         elif member.group.recorded is None:
-            texts.append(member.group.text_with(lambda: self._text(adapter)))
+            texts.append(member.group.page_text)
         if member is not None and member.item_key is not None:
             texts.append(member.text)
         return texts
@@ -287,10 +287,7 @@ class IncrementalStatePipeline:
         content_hash = text = canonical = fingerprint = None
         alias: Verdict | None = None
         if 200 <= status < 300:
-            if member is not None:
-                text = member.group.text_with(lambda: self._text(adapter))
-            else:
-                text = self._text(adapter)
+            text = member.group.page_text if member is not None else self._text(adapter)
             content_hash = fingerprint = self._fingerprint(text)
             canonical = adapter.get("alias_of")
             if canonical:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -82,9 +82,9 @@ PRIORITY = 60
 class PageGroup:
     url: str
     size: int
-    #: What the page's fingerprint is taken of; None for a page's one item (taken of
-    #: the item as the pipeline takes any item's).
-    text: str | None
+    #: What the page's fingerprint is taken of: its items' texts as the spider
+    #: yielded them (before any pipeline), one rule for a page of one item or many.
+    text: str
     recorded: Recorded | None = None  # the page's result, once its first item came
     memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
     matched: bool = False  # the items were matched against a previous version
@@ -92,10 +92,10 @@ class PageGroup:
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
     status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
 
-    def text_with(self, item_text: Callable[[], str]) -> str:
-        """What the page's fingerprint is taken of: its items' text (its one item's,
-        *item_text*, when ``text`` is None), then its links."""
-        return (item_text() if self.text is None else self.text) + self.links
+    @property
+    def page_text(self) -> str:
+        """What the page's fingerprint is taken of: its items' text, then its links."""
+        return self.text + self.links
 
     def delivered(self, page_change: str) -> int:
         """How many of the page's items are delivered when the page is *page_change*."""
@@ -251,7 +251,6 @@ class PageItemsMiddleware:
         for url, group in by_page.items():
             own = url == response.url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
-            text: str | None
             if keys:
                 members = [(item, _key(item, keys), item_text(item, skip)) for item in group]
                 patterns = self.config.volatile_patterns
@@ -261,9 +260,8 @@ class PageItemsMiddleware:
                 text = "\n".join(lines)
             else:
                 members = [(item, None, "") for item in group]
-                text = "\n".join(sorted(item_text(item, skip) for item in group))
-            single = len(group) == 1 and not keys  # fingerprinted as any one item
-            page = PageGroup(url=url, size=len(group), text=None if single else text)
+                text = "\n".join(sorted(self._item_text(item) for item in group))
+            page = PageGroup(url=url, size=len(group), text=text)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
@@ -311,6 +309,16 @@ class PageItemsMiddleware:
         except UnusablePage:
             return links  # no text to tell them by: every link is the page's
         return links if main is None else links & main
+
+    def _item_text(self, item: Any) -> str:
+        """An item's part of its page's text: its content field, if the project named
+        one and the item has it, else the item itself (``item_fingerprint.py``)."""
+        field_name = self.config.content_field
+        if field_name:
+            content = ItemAdapter(item).get(field_name)
+            if content is not None:
+                return str(content)
+        return item_text(item, self.config.volatile_fields)
 
     def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
         """An item of *page*'s previous version, gone: the fields that identified it."""

@@ -1,0 +1,134 @@
+"""A page's items and the project's own pipelines before the add-on's: one that
+hands on a copy (``dict(item)``, ``dataclasses.asdict``) and one that stamps each
+item. A page is one object, found again from the item's response and its labels,
+never from the item's identity; what its fingerprint is taken of is one rule for a
+page of one item and a page of several: its items as the spider yielded them,
+before any pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any
+
+import pytest_twisted
+import scrapy
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
+
+from increcrawl_scrapy.testing import SampleSite
+from tests.conftest import Clock
+from tests.crawls.test_gone_pages_edges import add_on
+
+DAY = 86_400.0
+#: Page number -> the items its page yields (else one), set by each test.
+PLAN: dict[str, list[dict]] = {}
+KIND: list[str] = ["dict"]  # the item type the spider yields
+
+
+@dataclasses.dataclass
+class Product:
+    url: str
+    sku: str
+    v: int = 1
+    change: str | None = None
+    scraped_run: int | None = None
+
+
+class PlanSpider(scrapy.Spider):
+    name = "plan"
+
+    def __init__(self, home: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [home]
+
+    def parse(self, response: Any) -> Any:
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, callback=self.page)
+
+    def page(self, response: Any) -> Any:
+        number = response.url.rsplit("/", 1)[1]
+        for item in PLAN.get(number, [{"sku": f"{number}-a"}]):
+            if KIND[0] == "dataclass":
+                yield Product(url=response.url, **item)
+            else:
+                yield {"url": response.url, **item}
+
+
+class Copying:
+    """Hands on another object: a dict for a dict, ``asdict`` for a dataclass."""
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        if dataclasses.is_dataclass(item):
+            return dataclasses.asdict(item)  # type: ignore[arg-type]
+        return dict(item)
+
+
+RUN: list[int] = [0]
+
+
+class Stamping:
+    """Stamps each item with the run that scraped it (a field that moves every run)."""
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        item["scraped_run"] = RUN[0]
+        return item
+
+
+def ours_left() -> int:
+    """The add-on's per-page and per-item objects still alive."""
+    gc.collect()
+    names = {"PageGroup", "Member", "Page", "PageItem"}
+    return sum(
+        1
+        for o in gc.get_objects()
+        if type(o).__name__ in names and type(o).__module__.startswith("increcrawl_scrapy")
+    )
+
+
+async def crawl(settings: dict[str, Any], **kwargs: Any) -> tuple[list[dict], dict, int]:
+    crawler = Crawler(PlanSpider, Settings(settings))
+    items: list[dict] = []
+    left: list[int] = []
+    crawler.signals.connect(
+        lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
+    )
+    # Every page's items settled: nothing of them is kept for the rest of the crawl.
+    crawler.signals.connect(
+        lambda: left.append(ours_left()), signal=signals.spider_idle, weak=False
+    )
+    await crawler.crawl(**kwargs)
+    assert crawler.stats is not None
+    return items, crawler.stats.get_stats(), left[0] if left else -1
+
+
+def settings_with(tmp_path: Any, clock: Clock, pipeline: str, **more: Any) -> dict[str, Any]:
+    PLAN.clear()
+    return add_on(
+        str(tmp_path / "s.sqlite"),
+        clock,
+        INCRECRAWL_SKIP_NOT_DUE=False,
+        ITEM_PIPELINES={f"{__name__}.{pipeline}": 100},
+        **more,
+    )
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_of_one_item_and_a_page_of_several_follow_one_rule(
+    tmp_path: Any, clock: Clock
+) -> None:
+    """A pipeline before the add-on's stamps each item: neither page changes by it."""
+    KIND[0] = "dict"
+    more = settings_with(tmp_path, clock, "Stamping")
+    with SampleSite(pages=3) as site:
+        home = site.url + "/"
+        PLAN["1"] = [{"sku": "a"}, {"sku": "b"}]  # several; page 2 has one
+        RUN[0] = 1
+        first, _, _ = await crawl(more, home=home)
+        assert len(first) == 4 and {i["scraped_run"] for i in first} == {1}
+        RUN[0] = 2
+        clock.advance(2 * DAY)
+        second, stats, _ = await crawl(more, home=home)
+        assert [(i["url"], i["change"]) for i in second] == []
+        assert stats["increcrawl/unchanged"] == 3
