@@ -42,6 +42,19 @@ HAS_ASYNC_ENGINE_API = hasattr(ExecutionEngine, "download_async")
 _asyncio_seen = False  # once available, for the rest of the process (its reactor's)
 
 
+def component(
+    crawler: Crawler, getter: Callable[[type[_T]], _T | None], cls: type[_T]
+) -> _T | None:
+    """The crawl's instance of *cls* by Scrapy's public accessor *getter*
+    (``crawler.get_spider_middleware``, ``get_extension``...), or None, also while
+    its manager does not exist yet: Scrapy raises RuntimeError then (2.19 already
+    on reading ``crawler.engine``, 2.13 in the accessor)."""
+    try:
+        return getter(cls)
+    except RuntimeError:
+        return None
+
+
 def asyncio_available() -> bool:
     """Whether asyncio code (the Geonode client) can run in this crawl."""
     global _asyncio_seen

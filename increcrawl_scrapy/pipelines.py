@@ -21,7 +21,8 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.aliases import Aliases, Verdict
 from increcrawl_scrapy.crawl.delivery import Delivery
-from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
+from increcrawl_scrapy.crawl.page import Member, OpenPages, item_change
+from increcrawl_scrapy.crawl.page_groups import open_pages
 from increcrawl_scrapy.crawl.page_memory import MOVED
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
@@ -66,10 +67,10 @@ class IncrementalStatePipeline:
         self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
         self.content_field: str | None = None
-        #: Fingerprints taken off the reactor's thread: by item, by text; and the
-        #: ones of the item being recorded.
-        self._hashes: dict[int, dict[str, str]] = {}
+        #: Fingerprints taken off the reactor's thread for the item being recorded.
         self._taken: dict[str, str] = {}
+        #: The items on their way from PageItemsMiddleware, each with its page.
+        self.pages: OpenPages | None = None
         #: Taken with the text in the content process (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
@@ -81,7 +82,8 @@ class IncrementalStatePipeline:
         self.state, self.store, self.seed = state, state.store, state.seed
         self.run_id = state.run.id
         self.validators = state.validators
-        self.delivery = state.delivery = Delivery(self.crawler, self.store)
+        self.pages = open_pages(self.crawler)
+        self.delivery = state.delivery = Delivery(self.crawler, self.store, self.pages)
         self.aliases = Aliases(self.store, state.run.started_at, self.store.clock)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
@@ -110,17 +112,21 @@ class IncrementalStatePipeline:
                 self.store.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        # One of a page's items (the object yielded, or a copy of it), or an item alone.
+        member = self.pages.take(item) if self.pages is not None else None
         if self.store is None:
-            return self._process(item)
-        keys = self._unread(item) if self.store.shared else []
-        texts = [text for text in self._texts(item) if text not in self._beforehand]
+            return self._process(item, member)
+        keys = self._unread(item, member) if self.store.shared else []
+        texts = [text for text in self._texts(item, member) if text not in self._beforehand]
         if not self.config.volatile_patterns and sum(map(len, texts)) < INLINE_CHARS:
             texts = []  # the default rules are linear: cheaper here than a thread hop
         if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
-            return self._after_preparing(item, keys, texts)
-        return self._process(item)
+            return self._after_preparing(item, member, keys, texts)
+        return self._process(item, member)
 
-    async def _after_preparing(self, item: Any, keys: list[str], texts: list[str]) -> Any:
+    async def _after_preparing(
+        self, item: Any, member: Member | None, keys: list[str], texts: list[str]
+    ) -> Any:
         assert self.store is not None
         if keys:
             await compat.in_thread(self.store.load, keys)
@@ -133,14 +139,13 @@ class IncrementalStatePipeline:
                     "%s: not recorded, %s", ItemAdapter(item).get(self.config.url_field), exc
                 )
                 raise DropItem(str(exc)) from None
-            self._hashes[id(item)] = dict(zip(texts, hashes, strict=True))
-        return self._process(item)
+            return self._process(item, member, dict(zip(texts, hashes, strict=True)))
+        return self._process(item, member)
 
-    def _texts(self, item: Any) -> list[str]:
+    def _texts(self, item: Any, member: Member | None) -> list[str]:
         """What recording *item* fingerprints: its page's text (a 2xx page whose
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
         adapter = ItemAdapter(item)
-        member = peek(self.crawler, item)
         status = _status(adapter, member)
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or (status is not None and not 200 <= int(status) < 300):
@@ -162,11 +167,10 @@ class IncrementalStatePipeline:
         taken = self._taken.get(text) or self._beforehand.pop(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
-    def _unread(self, item: Any) -> list[str]:
+    def _unread(self, item: Any, member: Member | None) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
         adapter = ItemAdapter(item)
-        member = peek(self.crawler, item)
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             return []
@@ -183,24 +187,25 @@ class IncrementalStatePipeline:
                 keys.append(self.store.normalize(canonical))
         return [key for key in keys if not self.store.known(key)]
 
-    def _process(self, item: Any) -> Any:
+    def _process(
+        self, item: Any, member: Member | None, taken: dict[str, str] | None = None
+    ) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         state = self.state
         assert state is not None  # open with its store
         if state.in_use is None:
             try:
-                return self._process_recorded(item)
+                return self._process_recorded(item, member, taken or {})
             except StateLockedError as exc:  # another program's transaction, mid-run
                 state.stop_in_use(exc)
         raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
 
-    def _process_recorded(self, item: Any) -> Any:
+    def _process_recorded(self, item: Any, member: Member | None, taken: dict[str, str]) -> Any:
         assert self.store is not None and self.state is not None
         state = self.state
         adapter = ItemAdapter(item)
-        self._taken = self._hashes.pop(id(item), {})
-        member = take(self.crawler, item)  # one of its page's items
+        self._taken = taken
         # An item without a URL field belongs to the response it came from.
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
@@ -252,7 +257,8 @@ class IncrementalStatePipeline:
             raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
-            self.delivery.hold(item, page.normalized_url)  # written once delivered
+            # Written once delivered.
+            self.delivery.hold(item, page.normalized_url, member.item if member else None)
         content_hash = page.content_hash
         if keyed:
             assert member is not None
@@ -351,7 +357,7 @@ class IncrementalStatePipeline:
             hold=True,
         )
         if recorded.outcome in DELIVERED:
-            self.delivery.hold(item, key)
+            self.delivery.hold(item, key, member.item)
         else:
             self.store.deliver(key)
         return recorded

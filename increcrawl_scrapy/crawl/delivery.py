@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
-from increcrawl_scrapy.crawl.page_groups import Member, item_change, take
+from increcrawl_scrapy.crawl.page import Member, OpenPages, item_change
 from increcrawl_scrapy.crawl.page_memory import MOVED, UNCHANGED
 
 if TYPE_CHECKING:
@@ -45,13 +46,36 @@ class _Upload:
     ok: bool = False
 
 
-class Delivery:
-    """Held results of one crawl, keyed by their items until delivered."""
+@dataclass(eq=False)
+class _Held:
+    """The rows an item's delivery writes: the item as the pipeline handed it on,
+    and as the spider yielded it (the item Scrapy's signals name when it is lost)."""
 
-    def __init__(self, crawler: Crawler, store: StateStore) -> None:
+    item: Any
+    original: Any
+    keys: list[str]
+
+    def is_of(self, item: Any) -> bool:
+        return item is self.item or (self.original is not None and item is self.original)
+
+    def labelled(self, adapter: ItemAdapter) -> bool:
+        """Whether *adapter*'s labels (a later pipeline's copy) name these rows."""
+        key = adapter.get("normalized_url")
+        if not key or adapter.get("change") in (None, UNCHANGED):
+            return False
+        return any(row == key or row.startswith(f"{key}#item:") for row in self.keys)
+
+
+class Delivery:
+    """Held results of one crawl, each with its item until delivered: found again
+    by the object or, for a later pipeline's copy, by the labels it carries."""
+
+    def __init__(self, crawler: Crawler, store: StateStore, pages: OpenPages | None) -> None:
         self.crawler = crawler
         self.store = store
-        self._waiting: dict[int, list[str]] = {}  # id(item) -> the rows' keys
+        self.pages = pages  # the items on their way to the pipeline (the middleware's)
+        #: Items handed on by the pipeline, their signals not come yet (in that order).
+        self._held: deque[_Held] = deque()
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
         store.write_first(self.flush_feeds)
         self._uploads: dict[int, _Upload] = {}  # id(storage) -> its upload
@@ -69,8 +93,22 @@ class Delivery:
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
 
-    def hold(self, item: Any, key: str) -> None:
-        self._waiting.setdefault(id(item), []).append(key)
+    def hold(self, item: Any, key: str, original: Any = None) -> None:
+        """*key* is written once *item* is delivered (*original*: as yielded)."""
+        self._held.append(_Held(item, original, [key]))
+
+    def _take(self, item: Any) -> _Held | None:
+        """The held rows of *item*: the object, else the rows its labels name."""
+        found = next((held for held in self._held if held.is_of(item)), None)
+        if found is None and ItemAdapter.is_item(item):
+            adapter = ItemAdapter(item)
+            found = next((held for held in self._held if held.labelled(adapter)), None)
+        if found is not None:
+            self._held.remove(found)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._held)
 
     def expect(self, key: str, items: int) -> None:
         """*key*'s result is written once all its *items* (a page's) are delivered."""
@@ -83,15 +121,10 @@ class Delivery:
 
     def scraped(self, item: Any, **_: Any) -> None:
         uploads = self._uploads_of_item()  # the remote feeds the item went to
-        keys = self._waiting.pop(id(item), None)
-        if keys is None:  # a later pipeline returned another object: our labels say
-            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-            key = adapter.get("normalized_url") if adapter is not None else None
-            # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT
-            # = "all"): counted, it would let the page be written before a change.
-            counted = adapter is not None and adapter.get("change") not in (None, UNCHANGED)
-            keys = [key] if key and counted else []
-        for key in keys:
+        held = self._take(item)
+        # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =
+        # "all"): it holds nothing, its labels name nothing.
+        for key in held.keys if held is not None else ():
             for upload in uploads:
                 upload.keys.append(key)
             if uploads:
@@ -207,10 +240,12 @@ class Delivery:
             self.exporter_closed.callback(None)
 
     def lost(self, item: Any, **_: Any) -> None:
-        member = take(self.crawler, item)  # dropped before our pipeline
+        # Dropped before our pipeline: *item* is as the spider yielded it.
+        member = self.pages.dropped(item) if self.pages is not None else None
         if member is not None:
             self._never_came(member)
-        for key in self._waiting.pop(id(item), None) or ():
+        held = self._take(item)
+        for key in held.keys if held is not None else ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.crawl.page_groups import Member
+    from increcrawl_scrapy.crawl.page import Member
 
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.
@@ -78,9 +78,9 @@ class HeldItems:
         self.crawler.engine.crawl(request)
         raise DontCloseSpider
 
-    def release(self) -> list[Any]:
-        """The held items, a gone and a new one of another page that are identical
-        relabelled (``MOVED`` and ``ARRIVED``)."""
+    def release(self) -> list[tuple[Any, Member]]:
+        """The held items with their pages' members, a gone and a new one of another
+        page that are identical relabelled (``MOVED`` and ``ARRIVED``)."""
         held, self.items = self.items, []
         new: dict[str, list[Member]] = defaultdict(list)
         for _, member in held:
@@ -100,7 +100,7 @@ class HeldItems:
             member.label, member.moved = MOVED, True
             moved += 1
         stats.inc(self.crawler.stats, stats.ITEMS_MOVED, moved)
-        return [item for item, _ in held]
+        return held
 
 
 def _released(response: Response) -> list[Any]:

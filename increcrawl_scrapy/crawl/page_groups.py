@@ -23,9 +23,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import Request
@@ -44,14 +42,11 @@ from increcrawl_scrapy.crawl import content_process
 from increcrawl_scrapy.crawl.content_process import main_links, shipped, shipped_links
 from increcrawl_scrapy.crawl.gone_pages import gone_memory, left_by_gone_page
 from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
+from increcrawl_scrapy.crawl.page import Member, OpenPages, PageGroup
 from increcrawl_scrapy.crawl.page_memory import (
-    ARRIVED,
     GONE,
     MAX_ITEMS,
     MAX_REQUESTS,
-    MOVED,
-    NEW,
-    UNCHANGED,
     ItemPrint,
     Memory,
     item_print,
@@ -69,7 +64,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.schedule.rows import Recorded
 
 logger = logging.getLogger(__name__)
 #: On the engine's side of Scrapy's own spider middlewares (DepthMiddleware 900,
@@ -78,67 +72,10 @@ logger = logging.getLogger(__name__)
 PRIORITY = 60
 
 
-@dataclass
-class PageGroup:
-    url: str
-    size: int
-    #: What the page's fingerprint is taken of: its items' texts as the spider
-    #: yielded them (before any pipeline), one rule for a page of one item or many.
-    text: str
-    recorded: Recorded | None = None  # the page's result, once its first item came
-    memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
-    matched: bool = False  # the items were matched against a previous version
-    members: list[Member] = field(default_factory=list)  # its items, each with its label
-    links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
-    status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
-
-    @property
-    def page_text(self) -> str:
-        """What the page's fingerprint is taken of: its items' text, then its links."""
-        return self.text + self.links
-
-    def delivered(self, page_change: str) -> int:
-        """How many of the page's items are delivered when the page is *page_change*."""
-        changes = (item_change(page_change, self, member.label) for member in self.members)
-        return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
-
-
-def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
-    """An item's own label from its page's and the match (None: an item gone from a
-    version not kept, nothing to say)."""
-    if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
-        return MOVED if label == MOVED else UNCHANGED
-    if page_change == GONE:  # the page itself is gone, and each of its items
-        return GONE
-    if page_change == "changed" and group.matched:
-        return label
-    return None if label == GONE else page_change
-
-
-@dataclass
-class Member:
-    group: PageGroup
-    item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
-    text: str = field(default="")  # the item's own canonical text (with a key)
-    label: str = NEW  # against the page's previous version (page_memory.match)
-    changed_fields: list[str] = field(default_factory=list)
-    whole: str = ""  # its print's hash, for moves between pages (moved_items.py)
-    moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
-
-
-_MEMBERS: WeakKeyDictionary[Crawler, dict[int, Member]] = WeakKeyDictionary()
-
-
-def take(crawler: Crawler, item: Any) -> Member | None:
-    """The group of *item*'s page, if a response yielded it (through the middleware)."""
-    members = _MEMBERS.get(crawler)
-    return members.pop(id(item), None) if members else None
-
-
-def peek(crawler: Crawler, item: Any) -> Member | None:
-    """The same, left in place for ``take``."""
-    members = _MEMBERS.get(crawler)
-    return members.get(id(item)) if members else None
+def open_pages(crawler: Crawler) -> OpenPages | None:
+    """The crawl's items on their way to the pipeline (None without the middleware)."""
+    middleware = compat.component(crawler, crawler.get_spider_middleware, PageItemsMiddleware)
+    return middleware.open if middleware is not None else None
 
 
 def _rules_of(spider: Spider) -> bool:
@@ -158,7 +95,7 @@ class PageItemsMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = config_for(crawler)
-        self.members = _MEMBERS.setdefault(crawler, {})
+        self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
         self.options = ContentOptions.from_config(self.config)
         self.in_process = self.config.content_worker == "process" and content_process.available()
 
@@ -176,7 +113,9 @@ class PageItemsMiddleware:
             async for output in result:
                 yield output
             if response.meta.get(RELEASE):
-                for item in held_items(self.crawler).release():
+                released = held_items(self.crawler).release()
+                self.open.expect([member for _, member in released])
+                for item, _ in released:
                     yield item
             return
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
@@ -236,18 +175,21 @@ class PageItemsMiddleware:
         links: set[str],
     ) -> list[Any]:
         by_page: dict[str, list[Any]] = defaultdict(list)
-        unplaced: set[int] = set()  # items without a URL: they may move between pages
-        for item in items:
+        at: dict[str, list[int]] = defaultdict(list)  # the items' places in the output
+        free: list[bool] = []  # per item: without a URL, it may move between pages
+        for index, item in enumerate(items):
             url = ItemAdapter(item).get(self.config.url_field)
             # An item without a URL belongs to the response it was scraped from.
-            by_page[url if isinstance(url, str) and url else response.url].append(item)
-            if not (isinstance(url, str) and url):
-                unplaced.add(id(item))
+            page_url: str = url if isinstance(url, str) and url else response.url
+            by_page[page_url].append(item)
+            at[page_url].append(index)
+            free.append(page_url is not url)
         if links and response.url in by_page:
             links = await self._own_links(response, links)
         keys = self.config.item_key
         skip = self.config.volatile_fields
-        gone: list[Any] = []
+        gone: list[tuple[Any, Member]] = []
+        placed: list[tuple[Any, Member] | None] = [None] * len(items)
         for url, group in by_page.items():
             own = url == response.url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
@@ -264,9 +206,9 @@ class PageItemsMiddleware:
             page = PageGroup(url=url, size=len(group), text=text)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
-            prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
-            page.memory = Memory(prints, requests if own else None).pack()
-            grouped = [Member(page, key, text) for item, key, text in members]
+            prints = [item_print(item, skip) for item in group] if not keys else []
+            page.memory = Memory(prints[:MAX_ITEMS], requests if own else None).pack()
+            grouped = [Member(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
             if not keys:
@@ -278,17 +220,30 @@ class PageItemsMiddleware:
                         member.label, member.changed_fields = label, fields
                     for old in found.gone:
                         gone.append(self._gone_item(page, old, grouped))
-                        unplaced.add(id(gone[-1]))
                 page.size = len(grouped)
             page.members = grouped
-            for item, member in zip(group, grouped, strict=False):
-                self.members[id(item)] = member
+            for index, item, member in zip(at[url], group, grouped, strict=False):
+                placed[index] = (item, member)
         held = held_items(self.crawler)
-        return [
-            item
-            for item in items + gone
-            if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
+        # Items without a URL, and gone ones, may have moved: held for the run's end.
+        entries = [(*pair, moves) for pair, moves in zip(placed, free, strict=True) if pair]
+        out = [
+            (item, member)
+            for item, member, moves in entries + [(i, m, True) for i, m in gone]
+            if not moves or not held.hold(item, member)
         ]
+        self.open.expect([member for _, member in out])
+        return [item for item, _ in out]
+
+    def _item_text(self, item: Any) -> str:
+        """An item's part of its page's text: its content field, if the project named
+        one and the item has it, else the item itself (``item_fingerprint.py``)."""
+        field_name = self.config.content_field
+        if field_name:
+            content = ItemAdapter(item).get(field_name)
+            if content is not None:
+                return str(content)
+        return item_text(item, self.config.volatile_fields)
 
     async def _own_links(self, response: Response, links: set[str]) -> set[str]:
         """Of the URLs the response led to, those its main content links to, by the
@@ -310,22 +265,13 @@ class PageItemsMiddleware:
             return links  # no text to tell them by: every link is the page's
         return links if main is None else links & main
 
-    def _item_text(self, item: Any) -> str:
-        """An item's part of its page's text: its content field, if the project named
-        one and the item has it, else the item itself (``item_fingerprint.py``)."""
-        field_name = self.config.content_field
-        if field_name:
-            content = ItemAdapter(item).get(field_name)
-            if content is not None:
-                return str(content)
-        return item_text(item, self.config.volatile_fields)
-
-    def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
+    def _gone_item(
+        self, page: PageGroup, old: ItemPrint, grouped: list[Member]
+    ) -> tuple[Any, Member]:
         """An item of *page*'s previous version, gone: the fields that identified it."""
         item = dict(old.values)
-        grouped.append(Member(page, None, label=GONE, whole=old.whole))
-        self.members[id(item)] = grouped[-1]
-        return item
+        grouped.append(Member(page, None, label=GONE, whole=old.whole, item=item))
+        return item, grouped[-1]
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
@@ -356,7 +302,9 @@ class PageItemsMiddleware:
             page.size,
         )
         held = held_items(self.crawler)  # they may have moved to another page
-        return True, [item for item in gone if not held.hold(item, self.members[id(item)])]
+        out = [(item, member) for item, member in gone if not held.hold(item, member)]
+        self.open.expect([member for _, member in out])
+        return True, [item for item, _ in out]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""

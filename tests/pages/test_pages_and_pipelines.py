@@ -11,6 +11,7 @@ import dataclasses
 import gc
 from typing import Any
 
+import pytest
 import pytest_twisted
 import scrapy
 from scrapy import signals
@@ -112,6 +113,31 @@ def settings_with(tmp_path: Any, clock: Clock, pipeline: str, **more: Any) -> di
         ITEM_PIPELINES={f"{__name__}.{pipeline}": 100},
         **more,
     )
+
+
+@pytest.mark.parametrize("kind", ["dict", "dataclass"])
+@pytest_twisted.ensureDeferred
+async def test_a_copy_handed_on_before_the_add_on_is_its_pages_item(
+    tmp_path: Any, clock: Clock, kind: str
+) -> None:
+    KIND[0] = kind
+    more = settings_with(tmp_path, clock, "Copying")
+    with SampleSite(pages=4) as site:
+        home = site.url + "/"
+        PLAN["1"] = [{"sku": "a"}, {"sku": "b"}, {"sku": "c"}]
+        first, _, _ = await crawl(more, home=home)
+        assert sorted(i["change"] for i in first) == ["new"] * 6
+        clock.advance(2 * DAY)
+        second, stats, left = await crawl(more, home=home)
+        assert second == []  # an unchanged site delivers nothing
+        assert stats["increcrawl/unchanged"] == 4
+        assert stats.get("increcrawl/changed", 0) == 0
+        assert left == 0
+        PLAN["1"] = [{"sku": "a"}, {"sku": "b", "v": 2}, {"sku": "c"}]
+        clock.advance(2 * DAY)
+        third, stats, left = await crawl(more, home=home)
+        assert [(i["sku"], i["change"]) for i in third] == [("b", "changed")]
+        assert left == 0
 
 
 @pytest_twisted.ensureDeferred

@@ -1,0 +1,126 @@
+"""A page of the add-on: a response's items under one page URL, their labels, its
+result and the items it waits for; and the items on their way from the middleware
+(``page_groups.py``) to the pipeline, found again by what they are, so that a
+pipeline before ours may hand on a copy."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+
+from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_print
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.schedule.rows import Recorded
+
+
+@dataclass(eq=False)
+class PageGroup:
+    url: str
+    size: int
+    #: What the page's fingerprint is taken of: its items' texts as the spider
+    #: yielded them (before any pipeline), one rule for a page of one item or many.
+    text: str
+    recorded: Recorded | None = None  # the page's result, once its first item came
+    memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
+    matched: bool = False  # the items were matched against a previous version
+    members: list[Member] = field(default_factory=list)  # its items, each with its label
+    links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
+    status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
+
+    @property
+    def page_text(self) -> str:
+        """What the page's fingerprint is taken of: its items' text, then its links."""
+        return self.text + self.links
+
+    def delivered(self, page_change: str) -> int:
+        """How many of the page's items are delivered when the page is *page_change*."""
+        changes = (item_change(page_change, self, member.label) for member in self.members)
+        return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
+
+
+def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
+    """An item's own label from its page's and the match (None: an item gone from a
+    version not kept, nothing to say)."""
+    if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
+        return MOVED if label == MOVED else UNCHANGED
+    if page_change == GONE:  # the page itself is gone, and each of its items
+        return GONE
+    if page_change == "changed" and group.matched:
+        return label
+    return None if label == GONE else page_change
+
+
+@dataclass(eq=False)
+class Member:
+    group: PageGroup
+    item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
+    text: str = field(default="")  # the item's own canonical text (with a key)
+    label: str = NEW  # against the page's previous version (page_memory.match)
+    changed_fields: list[str] = field(default_factory=list)
+    whole: str = ""  # its print's hash: moves between pages (moved_items.py), copies
+    moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
+    item: Any = None  # the object the spider yielded (Scrapy's signals name it)
+
+
+class OpenPages:
+    """One crawl's items on their way from the middleware to the pipeline, each
+    with its page: found again by what the item is, never by the object's identity
+    alone, so a pipeline before ours may hand on a copy (``dict(item)``,
+    ``asdict``) or stamp a field. In the order they were yielded (the pipeline
+    mostly takes the first), a batch a response; each leaves once it reached the
+    pipeline or was dropped before it, so nothing stays for the rest of the crawl."""
+
+    def __init__(self, url_field: str, skip: tuple[str, ...] | frozenset[str]) -> None:
+        self.url_field = url_field
+        self.skip = skip
+        self._batches: deque[list[Member]] = deque()
+
+    def expect(self, members: list[Member]) -> None:
+        if members:
+            self._batches.append(list(members))
+
+    def __len__(self) -> int:
+        return sum(map(len, self._batches))
+
+    def take(self, item: Any) -> Member | None:
+        """The member *item* is (the object yielded, a copy of it, or, by its URL
+        field, the next of its page's), taken off the way; None: not a page's item."""
+        if not self._batches:
+            return None
+        member = self._find(lambda m: m.item is item)
+        if member is None and ItemAdapter.is_item(item):
+            whole = item_print(item, self.skip).whole
+            member = self._find(lambda m: m.whole == whole)
+            url = ItemAdapter(item).get(self.url_field)
+            if member is None and isinstance(url, str) and url:
+                member = self._find(lambda m: m.group.url == url)
+        if member is not None:
+            self._remove(member)
+        return member
+
+    def dropped(self, item: Any) -> Member | None:
+        """The member of *item*, as yielded, that a pipeline before ours dropped."""
+        member = self._find(lambda m: m.item is item)
+        if member is not None:
+            self._remove(member)
+        return member
+
+    def _find(self, test: Callable[[Member], bool]) -> Member | None:
+        for batch in self._batches:
+            for member in batch:
+                if test(member):
+                    return member
+        return None
+
+    def _remove(self, member: Member) -> None:
+        for batch in self._batches:
+            if member in batch:
+                batch.remove(member)
+                if not batch:
+                    self._batches.remove(batch)
+                return
