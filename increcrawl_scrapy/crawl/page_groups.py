@@ -55,6 +55,7 @@ from increcrawl_scrapy.crawl.page_memory import (
     unpack,
 )
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.crawl.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -95,6 +96,8 @@ class PageItemsMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = config_for(crawler)
+        if self.config.unreached_runs and not is_incremental(crawler.spider):
+            self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
         self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
         self.options = ContentOptions.from_config(self.config)
         self.in_process = self.config.content_worker == "process" and content_process.available()
@@ -117,6 +120,11 @@ class PageItemsMiddleware:
                 self.open.expect([member for _, member in released])
                 for item, _ in released:
                     yield item
+            return
+        if response.meta.get(UNREACHED) and response.status not in GONE_STATUSES:
+            await seen(self.crawler, response)  # a page no link leads to, still there
+            async for output in result:
+                yield output
             return
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
             outputs = [output async for output in result]

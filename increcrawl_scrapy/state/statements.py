@@ -139,6 +139,7 @@ class UpkeepStatements(Protocol):
     fetched_intervals: str
     status_verdicts: str
     status_runs: str
+    unreached: str  # pages due since a run and fetched by none since (the add-on's)
     report_counts: str
     report_runs: str
     changing_pages: str

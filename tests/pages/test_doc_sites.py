@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,45 @@ async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
     assert third.items == []
     assert third.stats.get("increcrawl/changed", 0) == 0, summary(third.log)
 
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_no_link_leads_to_any_more_is_checked_directly_and_gone(
+    served: DocSite, tmp_path: Path, clock: Clock
+) -> None:
+    site = served
+    db = str(tmp_path / "state.sqlite")
+    settings = add_on(db, clock)
+    home = f"{site.base_url}/"
+    await run_crawl(settings, spider_class=DocsSpider, home=home)
+    deleted = site.url_of("topic-007")
+    site.remove_page("topic-007")  # and every page's navigation link to it
+    site.build()
+    for _ in range(2):  # runs 2 and 3 do not reach it: no request for it, nothing said yet
+        clock.advance(LATER)
+        done = await run_crawl(settings, spider_class=DocsSpider, home=home)
+        assert done.changes("gone") == set()
+        assert "1 not reached by this run" in summary(done.log)
+        # The operator is told which page the crawl no longer reaches.
+        assert deleted in status(db)
+    # The third run that does not reach it asks for it directly: gone.
+    clock.advance(LATER)
+    fourth = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    assert fourth.changes("gone") == {deleted}
+    assert fourth.stats["increcrawl/unreached/checked"] == 1
+    assert fourth.stats["increcrawl/gone"] == 1
+    assert deleted not in status(db)
+    clock.advance(LATER)
+    fifth = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    assert fifth.items == [] and "increcrawl/unreached/checked" not in fifth.stats
+
+
+def status(db: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "increcrawl", "status", "-s", f"INCRECRAWL_DB={db}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(db).parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
