@@ -26,6 +26,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
+from increcrawl_scrapy import compat
 from increcrawl_scrapy.crawl.page import Member, OpenPages, item_change
 from increcrawl_scrapy.crawl.page_memory import MOVED, UNCHANGED
 
@@ -152,10 +153,7 @@ class Delivery:
     def _exporter(self) -> Any:
         from scrapy.extensions.feedexport import FeedExporter
 
-        for extension in getattr(self.crawler.extensions, "middlewares", ()):
-            if isinstance(extension, FeedExporter):
-                return extension
-        return None
+        return compat.component(self.crawler, self.crawler.get_extension, FeedExporter)
 
     def _watch_storages(self, exporter: Any) -> None:
         """Every storage the exporter opens from now on: a remote one's upload is
@@ -263,12 +261,7 @@ class Delivery:
             self.settle(group.recorded.page.normalized_url)
 
     def flush_feeds(self) -> None:
-        from scrapy.extensions.feedexport import FeedExporter
-
-        extensions = getattr(self.crawler.extensions, "middlewares", ())
-        for extension in extensions:
-            if isinstance(extension, FeedExporter):
-                for slot in extension.slots:
-                    file = getattr(slot, "file", None)
-                    if file is not None and not getattr(file, "closed", False):
-                        file.flush()
+        for slot in getattr(self._feeds, "slots", ()):
+            file = getattr(slot, "file", None)
+            if file is not None and not getattr(file, "closed", False):
+                file.flush()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.spidermiddlewares.httperror import HttpError, HttpErrorMiddleware
 
-from increcrawl_scrapy import stats
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.crawl.page_memory import Memory, unpack
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -78,9 +78,7 @@ def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:
     """Whether Scrapy's ``HttpErrorMiddleware`` ignores *response*, by its own rule
     (``HTTPERROR_ALLOWED_CODES``, ``HTTPERROR_ALLOW_ALL``, ``handle_httpstatus_list``
     or ``handle_httpstatus_all`` in the request's meta or on the spider)."""
-    scraper = getattr(crawler.engine, "scraper", None)
-    enabled = getattr(getattr(scraper, "spidermw", None), "middlewares", ())
-    found = next((mw for mw in enabled if isinstance(mw, HttpErrorMiddleware)), None)
+    found = compat.component(crawler, crawler.get_spider_middleware, HttpErrorMiddleware)
     if found is None:
         return False  # disabled: the spider gets every response
     check = found.process_spider_input
