@@ -6,13 +6,12 @@ pipeline before ours may hand on a copy."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 
-from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_print
+from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.schedule.rows import Recorded
@@ -65,24 +64,39 @@ class Member:
     whole: str = ""  # its print's hash: moves between pages (moved_items.py), copies
     moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
     item: Any = None  # the object the spider yielded (Scrapy's signals name it)
+    seen_as: str = ""  # the print of that object, as a copy of it would show it
+    batch: list[Member] | None = field(default=None, repr=False)  # while on its way
 
 
 class OpenPages:
     """One crawl's items on their way from the middleware to the pipeline, each
     with its page: found again by what the item is, never by the object's identity
     alone, so a pipeline before ours may hand on a copy (``dict(item)``,
-    ``asdict``) or stamp a field. In the order they were yielded (the pipeline
-    mostly takes the first), a batch a response; each leaves once it reached the
-    pipeline or was dropped before it, so nothing stays for the rest of the crawl."""
+    ``asdict``) or stamp a field. A batch a response, in the order its items were
+    yielded (the pipeline mostly takes the first of a batch), indexed by each
+    item's print and page URL (a copy is found without a scan); each leaves once
+    it reached the pipeline or was dropped before it, so nothing stays for the rest
+    of the crawl."""
 
     def __init__(self, url_field: str, skip: tuple[str, ...] | frozenset[str]) -> None:
         self.url_field = url_field
         self.skip = skip
         self._batches: deque[list[Member]] = deque()
+        self._by_print: dict[str, list[Member]] = {}
+        self._by_url: dict[str, list[Member]] = {}
 
     def expect(self, members: list[Member]) -> None:
-        if members:
-            self._batches.append(list(members))
+        if not members:
+            return
+        batch = list(members)
+        for member in batch:
+            if not member.seen_as:  # what a copy of the object looks like
+                own = member.whole and member.label != GONE  # a gone one's is its old print
+                member.seen_as = member.whole if own else item_whole(member.item, self.skip)
+            self._by_print.setdefault(member.seen_as, []).append(member)
+            self._by_url.setdefault(member.group.url, []).append(member)
+            member.batch = batch
+        self._batches.append(batch)
 
     def __len__(self) -> int:
         return sum(map(len, self._batches))
@@ -92,35 +106,49 @@ class OpenPages:
         field, the next of its page's), taken off the way; None: not a page's item."""
         if not self._batches:
             return None
-        member = self._find(lambda m: m.item is item)
+        member = self._first_is(item)
         if member is None and ItemAdapter.is_item(item):
-            whole = item_print(item, self.skip).whole
-            member = self._find(lambda m: m.whole == whole)
+            same = self._by_print.get(item_whole(item, self.skip), [])
+            member = next((m for m in same if m.item is item), same[0] if same else None)
+            if member is None:  # stamped in place, and out of order
+                member = self._scan(item)
             url = ItemAdapter(item).get(self.url_field)
-            if member is None and isinstance(url, str) and url:
-                member = self._find(lambda m: m.group.url == url)
+            if member is None and isinstance(url, str) and self._by_url.get(url):
+                member = self._by_url[url][0]
         if member is not None:
             self._remove(member)
         return member
 
     def dropped(self, item: Any) -> Member | None:
         """The member of *item*, as yielded, that a pipeline before ours dropped."""
-        member = self._find(lambda m: m.item is item)
+        member = self._first_is(item)
+        if member is None and ItemAdapter.is_item(item):
+            same = self._by_print.get(item_whole(item, self.skip), [])
+            member = next((m for m in same if m.item is item), None) or self._scan(item)
         if member is not None:
             self._remove(member)
         return member
 
-    def _find(self, test: Callable[[Member], bool]) -> Member | None:
+    def _first_is(self, item: Any) -> Member | None:
+        return next((batch[0] for batch in self._batches if batch[0].item is item), None)
+
+    def _scan(self, item: Any) -> Member | None:
         for batch in self._batches:
             for member in batch:
-                if test(member):
+                if member.item is item:
                     return member
         return None
 
     def _remove(self, member: Member) -> None:
-        for batch in self._batches:
-            if member in batch:
-                batch.remove(member)
-                if not batch:
-                    self._batches.remove(batch)
-                return
+        batch = member.batch
+        if batch is None:
+            return
+        batch.remove(member)
+        if not batch:
+            self._batches.remove(batch)
+        member.batch = None
+        for index, key in ((self._by_print, member.seen_as), (self._by_url, member.group.url)):
+            others = index[key]
+            others.remove(member)
+            if not others:
+                del index[key]

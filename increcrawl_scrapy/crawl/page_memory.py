@@ -66,7 +66,12 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
         fields[name] = _digest(text)
         if len(text) <= MAX_VALUE:
             values[name] = json.loads(text)
-    return ItemPrint(_digest(item_text(item, skip)), fields, values)
+    return ItemPrint(item_whole(item, skip), fields, values)
+
+
+def item_whole(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> str:
+    """The hash of the whole item, less the added and the *skip* fields."""
+    return _digest(item_text(item, skip))
 
 
 @dataclass
