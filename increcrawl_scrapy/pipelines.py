@@ -21,10 +21,10 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.aliases import Aliases, Verdict
 from increcrawl_scrapy.crawl.delivery import Delivery
-from increcrawl_scrapy.crawl.page import Member, OpenPages, item_change
-from increcrawl_scrapy.crawl.page_groups import open_pages
-from increcrawl_scrapy.crawl.page_memory import MOVED
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.pages.memory import MOVED
+from increcrawl_scrapy.pages.middleware import open_pages
+from increcrawl_scrapy.pages.page import Member, OpenPages, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -83,7 +83,7 @@ class IncrementalStatePipeline:
         self.run_id = state.run.id
         self.validators = state.validators
         self.pages = open_pages(self.crawler)
-        self.delivery = state.delivery = Delivery(self.crawler, self.store, self.pages)
+        self.delivery = state.delivery = Delivery(self.crawler, self.store)
         self.aliases = Aliases(self.store, state.run.started_at, self.store.clock)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
@@ -253,7 +253,7 @@ class IncrementalStatePipeline:
             stats.inc_result(self.crawler.stats, outcome.change, never_found=recorded.never_found)
         if member is not None and member.moved and not first:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
-        if change == MOVED:  # gone from here, on another page (moved_items.py)
+        if change == MOVED:  # gone from here, on another page (pages/moved.py)
             raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
@@ -393,7 +393,7 @@ class IncrementalStatePipeline:
 
 def _status(adapter: ItemAdapter, member: Member | None) -> Any:
     """The HTTP status of the item's page: the item's ``http_status``, else its
-    group's (a page gone, ``gone_pages.py``); None: a 200."""
+    group's (a page gone, ``pages/gone.py``); None: a 200."""
     status = adapter.get("http_status")
     if status is None and member is not None:
         return member.group.status

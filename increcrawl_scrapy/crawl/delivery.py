@@ -27,8 +27,6 @@ from scrapy import signals
 from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy import compat
-from increcrawl_scrapy.crawl.page import Member, OpenPages, item_change
-from increcrawl_scrapy.crawl.page_memory import MOVED, UNCHANGED
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,6 +34,8 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import StateStore
 
 logger = logging.getLogger(__name__)
+#: An item's label when its page did not change (``pages/memory.py``).
+UNCHANGED = "unchanged"
 
 
 @dataclass
@@ -71,10 +71,9 @@ class Delivery:
     """Held results of one crawl, each with its item until delivered: found again
     by the object or, for a later pipeline's copy, by the labels it carries."""
 
-    def __init__(self, crawler: Crawler, store: StateStore, pages: OpenPages | None) -> None:
+    def __init__(self, crawler: Crawler, store: StateStore) -> None:
         self.crawler = crawler
         self.store = store
-        self.pages = pages  # the items on their way to the pipeline (the middleware's)
         #: Items handed on by the pipeline, their signals not come yet (in that order).
         self._held: deque[_Held] = deque()
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
@@ -238,27 +237,12 @@ class Delivery:
             self.exporter_closed.callback(None)
 
     def lost(self, item: Any, **_: Any) -> None:
-        # Dropped before our pipeline: *item* is as the spider yielded it.
-        member = self.pages.dropped(item) if self.pages is not None else None
-        if member is not None:
-            self._never_came(member)
+        # (Dropped before our pipeline, an item of a page: pages/middleware.py.)
         held = self._take(item)
         for key in held.keys if held is not None else ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)
-
-    def _never_came(self, member: Member) -> None:
-        """An item a pipeline before ours dropped: its page does not wait for it
-        (else the page's result is never written, and its items are new every run)."""
-        group = member.group
-        group.members = [other for other in group.members if other is not member]
-        if group.recorded is None:
-            return  # its page's result, once recorded, counts the items left
-        change = item_change(group.recorded.outcome.change, group, member.label)
-        # One of those it waits for (a moved one was, before it was relabelled).
-        if member.moved or change not in (None, UNCHANGED, MOVED):
-            self.settle(group.recorded.page.normalized_url)
 
     def flush_feeds(self) -> None:
         for slot in getattr(self._feeds, "slots", ()):

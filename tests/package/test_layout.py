@@ -38,10 +38,10 @@ FLOORS: dict[str, int] = {
     "geonode": 3,
     # what any crawl with the add-on runs
     "crawl": 4,
-    # Scrapy's doors
+    # Scrapy's doors: the spider, the add-on's pages, the pipeline
     "spiders": 5,
+    "pages": 5,
     "redirects": 5,
-    "skip_not_due": 5,
     "pipelines": 5,
     "addon": 6,
     "settings": 6,

@@ -1,17 +1,18 @@
 """A page of the add-on: a response's items under one page URL, their labels, its
 result and the items it waits for; and the items on their way from the middleware
-(``page_groups.py``) to the pipeline, found again by what they are, so that a
+(``pages/middleware.py``) to the pipeline, found again by what they are, so that a
 pipeline before ours may hand on a copy."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 
-from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.schedule.rows import Recorded
@@ -25,11 +26,11 @@ class PageGroup:
     #: yielded them (before any pipeline), one rule for a page of one item or many.
     text: str
     recorded: Recorded | None = None  # the page's result, once its first item came
-    memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
+    memory: bytes | None = None  # what this fetch leaves for the next (pages/memory.py)
     matched: bool = False  # the items were matched against a previous version
     members: list[Member] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
-    status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
+    status: int | None = None  # a page gone (404, 410: pages/gone.py); else its items say
 
     @property
     def page_text(self) -> str:
@@ -59,10 +60,10 @@ class Member:
     group: PageGroup
     item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
     text: str = field(default="")  # the item's own canonical text (with a key)
-    label: str = NEW  # against the page's previous version (page_memory.match)
+    label: str = NEW  # against the page's previous version (pages/memory.match)
     changed_fields: list[str] = field(default_factory=list)
-    whole: str = ""  # its print's hash: moves between pages (moved_items.py), copies
-    moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
+    whole: str = ""  # its print's hash: moves between pages (pages/moved.py), copies
+    moved: bool = False  # relabelled once the run's pages were in (pages/moved.py)
     item: Any = None  # the object the spider yielded (Scrapy's signals name it)
     seen_as: str = ""  # the print of that object, as a copy of it would show it
     batch: list[Member] | None = field(default=None, repr=False)  # while on its way
@@ -152,3 +153,17 @@ class OpenPages:
             others.remove(member)
             if not others:
                 del index[key]
+
+
+def never_came(member: Member, settle: Callable[[str], None]) -> None:
+    """An item a pipeline before ours dropped: its page does not wait for it (else
+    the page's result is never written, and its items are new every run); *settle*
+    counts one of a page's row's items as settled (``Delivery.settle``)."""
+    group = member.group
+    group.members = [other for other in group.members if other is not member]
+    if group.recorded is None:
+        return  # its page's result, once recorded, counts the items left
+    change = item_change(group.recorded.outcome.change, group, member.label)
+    # One of those it waits for (a moved one was, before it was relabelled).
+    if member.moved or change not in (None, UNCHANGED, MOVED):
+        settle(group.recorded.page.normalized_url)

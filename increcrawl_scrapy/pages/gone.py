@@ -3,7 +3,7 @@ it is gone, as the ``incremental`` spider's pages are.
 
 Scrapy's ``HttpErrorMiddleware`` would ignore the response, and the page's state
 would never hear of it: due every run, its items never reported. Instead, once,
-each item its last fetch yielded (its memory, ``page_memory.py``) is delivered
+each item its last fetch yielded (its memory, ``pages/memory.py``) is delivered
 ``gone`` (``PageItemsMiddleware`` makes them as it makes an item gone from a page),
 and the page's result is recorded ``gone`` once they are delivered: re-checked
 slowly from then on (``schedule/policy.py``), ``new`` again if it answers. A page
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from scrapy.spidermiddlewares.httperror import HttpError, HttpErrorMiddleware
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.crawl.page_memory import Memory, unpack
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError
 

@@ -6,11 +6,11 @@ each item belongs to: the one its URL field names, else the response it was scra
 from. The page's fingerprint is taken of all its items, so the page changes when any
 of them changed, appeared or disappeared, and its schedule follows that, not each
 item in turn. Its items are matched against the page's previous version
-(``page_memory.py``): each gets its own label (``new``, ``changed`` with
+(``pages/memory.py``): each gets its own label (``new``, ``changed`` with
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
 of its own (``gone``, with the fields that identified it), and so does each item of
-a page that answers 404 or 410 (``gone_pages.py``); new and gone ones wait for the
-run's other pages, where they may have moved (``moved_items.py``). With
+a page that answers 404 or 410 (``pages/gone.py``); new and gone ones wait for the
+run's other pages, where they may have moved (``pages/moved.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
@@ -40,10 +40,9 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl import content_process
 from increcrawl_scrapy.crawl.content_process import main_links, shipped, shipped_links
-from increcrawl_scrapy.crawl.gone_pages import gone_memory, left_by_gone_page
-from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
-from increcrawl_scrapy.crawl.page import Member, OpenPages, PageGroup
-from increcrawl_scrapy.crawl.page_memory import (
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
     MAX_REQUESTS,
@@ -54,8 +53,9 @@ from increcrawl_scrapy.crawl.page_memory import (
     request_data,
     unpack,
 )
-from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.crawl.unreached import UNREACHED, UnreachedPages, seen
+from increcrawl_scrapy.pages.moved import RELEASE, held_items
+from increcrawl_scrapy.pages.page import Member, OpenPages, PageGroup, never_came
+from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -99,6 +99,8 @@ class PageItemsMiddleware:
         if self.config.unreached_runs and not is_incremental(crawler.spider):
             self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
         self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
+        crawler.signals.connect(self._lost, signal=signals.item_dropped)
+        crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
         self.in_process = self.config.content_worker == "process" and content_process.available()
 
@@ -147,6 +149,19 @@ class PageItemsMiddleware:
         finally:
             if in_hand is not None:
                 in_hand.discard(own)
+
+    def _lost(self, item: Any, **_: Any) -> None:
+        """Scrapy's signal of an item dropped or failed (named as yielded): one a
+        pipeline before ours dropped never reaches it, and its page waits no more."""
+        member = self.open.dropped(item)
+        if member is None:
+            return
+        try:
+            delivery = crawl_state(self.crawler).delivery
+        except StateLockedError:
+            return
+        if delivery is not None:
+            never_came(member, delivery.settle)
 
     def _in_hand(self) -> set[str] | None:
         try:
@@ -293,7 +308,7 @@ class PageItemsMiddleware:
 
     def _gone(self, response: Response) -> tuple[bool, list[Any]]:
         """A page with state answering 404 or 410: whether it was taken as gone, and
-        its items, gone, that are not held for the run's end (``gone_pages.py``)."""
+        its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
         memory = gone_memory(self.crawler, response)

@@ -2,7 +2,7 @@
 when an item is added at its top (or removed), and each page's last item becomes
 the next page's first. It is the same item: it is not delivered again.
 
-Items without a URL field are matched within their page first (``page_memory``);
+Items without a URL field are matched within their page first (``pages/memory.py``);
 what is left there, the page's new items and its gone ones, is held until the
 crawl is idle (every page of the run answered). Then a gone item and a new item of
 another page that are identical (every field, less the volatile ones) are one item
@@ -27,13 +27,13 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.crawl.page import Member
+    from increcrawl_scrapy.pages.page import Member
 
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.

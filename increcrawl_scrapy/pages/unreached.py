@@ -2,7 +2,7 @@
 takes its links with it, so no request for it is made again and its 404 is never
 seen. A page with state that the seed's last ``INCRECRAWL_UNREACHED_RUNS`` runs did
 not reach (due since the first of them, fetched by none) is requested directly once
-the crawl is idle: its 404 or 410 makes it gone (``gone_pages.py``: its items are
+the crawl is idle: its 404 or 410 makes it gone (``pages/gone.py``: its items are
 delivered ``gone``), and a page that still answers is recorded as seen, its content
 not compared (no page of the site leads to it: its callback is not known), so it is
 asked again only after its next interval. ``scrapy increcrawl status`` names them."""

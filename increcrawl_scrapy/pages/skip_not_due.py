@@ -7,7 +7,7 @@ due it carries the stored validators (``If-None-Match`` / ``If-Modified-Since``)
 a 304 is recorded as unchanged without calling the spider.
 
 Skipping never cuts the crawl: the requests the page's response produced last time
-(kept in its memory, ``page_memory.py``) are made again (``increcrawl/replayed``),
+(kept in its memory, ``pages/memory.py``) are made again (``increcrawl/replayed``),
 so pages reached only through it are still requested when they are due. A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
@@ -30,9 +30,9 @@ from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
-from increcrawl_scrapy.crawl.gone_pages import GONE_MEMORY
-from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.pages.gone import GONE_MEMORY
+from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
@@ -199,7 +199,7 @@ class SkipNotDueMiddleware:
     async def _read_ahead(
         self, request: Request, response: Response, state: CrawlState, key: str
     ) -> Response:
-        """A page that may be gone (``crawl/gone_pages.py``), on a shared state: its
+        """A page that may be gone (``pages/gone.py``), on a shared state: its
         row and memory read off the reactor's thread before the response goes on."""
         store = state.store
         if not store.known(key):
