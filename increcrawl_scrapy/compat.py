@@ -199,6 +199,7 @@ MOVED: dict[str, str] = {
     "state.workers": "state.postgres.workers",
     "state.rekey": "state.upkeep",
     "state.refingerprint": "state.upkeep",
+    "state.listing": "state.runs",
 }
 _PACKAGE = "increcrawl_scrapy."
 
