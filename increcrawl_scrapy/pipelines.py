@@ -24,7 +24,7 @@ from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import open_pages
-from increcrawl_scrapy.pages.page import Member, OpenPages, item_change
+from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -125,7 +125,7 @@ class IncrementalStatePipeline:
         return self._process(item, member)
 
     async def _after_preparing(
-        self, item: Any, member: Member | None, keys: list[str], texts: list[str]
+        self, item: Any, member: PageItem | None, keys: list[str], texts: list[str]
     ) -> Any:
         assert self.store is not None
         if keys:
@@ -142,7 +142,7 @@ class IncrementalStatePipeline:
             return self._process(item, member, dict(zip(texts, hashes, strict=True)))
         return self._process(item, member)
 
-    def _texts(self, item: Any, member: Member | None) -> list[str]:
+    def _texts(self, item: Any, member: PageItem | None) -> list[str]:
         """What recording *item* fingerprints: its page's text (a 2xx page whose
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
         adapter = ItemAdapter(item)
@@ -167,7 +167,7 @@ class IncrementalStatePipeline:
         taken = self._taken.get(text) or self._beforehand.pop(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
-    def _unread(self, item: Any, member: Member | None) -> list[str]:
+    def _unread(self, item: Any, member: PageItem | None) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
         adapter = ItemAdapter(item)
@@ -188,7 +188,7 @@ class IncrementalStatePipeline:
         return [key for key in keys if not self.store.known(key)]
 
     def _process(
-        self, item: Any, member: Member | None, taken: dict[str, str] | None = None
+        self, item: Any, member: PageItem | None, taken: dict[str, str] | None = None
     ) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
@@ -201,7 +201,7 @@ class IncrementalStatePipeline:
                 state.stop_in_use(exc)
         raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
 
-    def _process_recorded(self, item: Any, member: Member | None, taken: dict[str, str]) -> Any:
+    def _process_recorded(self, item: Any, member: PageItem | None, taken: dict[str, str]) -> Any:
         assert self.store is not None and self.state is not None
         state = self.state
         adapter = ItemAdapter(item)
@@ -258,7 +258,7 @@ class IncrementalStatePipeline:
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
-            self.delivery.hold(item, page.normalized_url, member.item if member else None)
+            self.delivery.hold(item, page.normalized_url, *_yielded(member))
         content_hash = page.content_hash
         if keyed:
             assert member is not None
@@ -285,7 +285,7 @@ class IncrementalStatePipeline:
         return item
 
     def _record(
-        self, adapter: ItemAdapter, url: str, status: int, member: Member | None
+        self, adapter: ItemAdapter, url: str, status: int, member: PageItem | None
     ) -> Recorded | None:
         """Record the page's result (held: written once delivered); None if *url* is
         not a page URL."""
@@ -342,7 +342,7 @@ class IncrementalStatePipeline:
             del adapter["alias_of"]
         return verdict
 
-    def _record_item(self, item: Any, url: str, page_key: str, member: Member) -> Recorded:
+    def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
         own label, written once the item is delivered."""
         assert self.store is not None and self.delivery is not None
@@ -357,7 +357,7 @@ class IncrementalStatePipeline:
             hold=True,
         )
         if recorded.outcome in DELIVERED:
-            self.delivery.hold(item, key, member.item)
+            self.delivery.hold(item, key, *_yielded(member))
         else:
             self.store.deliver(key)
         return recorded
@@ -391,7 +391,7 @@ class IncrementalStatePipeline:
             )
 
 
-def _status(adapter: ItemAdapter, member: Member | None) -> Any:
+def _status(adapter: ItemAdapter, member: PageItem | None) -> Any:
     """The HTTP status of the item's page: the item's ``http_status``, else its
     group's (a page gone, ``pages/gone.py``); None: a 200."""
     status = adapter.get("http_status")
@@ -412,3 +412,11 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
+
+
+def _yielded(member: PageItem | None) -> tuple[Any, Any, str | None]:
+    """What the delivery of a page's item knows it by: the object yielded, the
+    response it came with (Scrapy's signals name it), its page."""
+    if member is None:
+        return None, None, None
+    return member.item, member.via, member.group.url

@@ -27,6 +27,7 @@ from scrapy import signals
 from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy import compat
+from increcrawl_scrapy.config import config_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -55,6 +56,11 @@ class _Held:
     item: Any
     original: Any
     keys: list[str]
+    via: Any = None  # a weak reference to the response its item was yielded with
+    url: str | None = None  # its page
+
+    def came_with(self, response: Any) -> bool:
+        return self.via is not None and self.via() is response
 
     def is_of(self, item: Any) -> bool:
         return item is self.item or (self.original is not None and item is self.original)
@@ -74,6 +80,7 @@ class Delivery:
     def __init__(self, crawler: Crawler, store: StateStore) -> None:
         self.crawler = crawler
         self.store = store
+        self.url_field = config_for(crawler).url_field
         #: Items handed on by the pipeline, their signals not come yet (in that order).
         self._held: deque[_Held] = deque()
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
@@ -93,16 +100,28 @@ class Delivery:
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
 
-    def hold(self, item: Any, key: str, original: Any = None) -> None:
-        """*key* is written once *item* is delivered (*original*: as yielded)."""
-        self._held.append(_Held(item, original, [key]))
+    def hold(
+        self, item: Any, key: str, original: Any = None, via: Any = None, url: str | None = None
+    ) -> None:
+        """*key* is written once *item* is delivered (*original*: as yielded, with
+        the response *via* names, of the page at *url*)."""
+        self._held.append(_Held(item, original, [key], via, url))
 
-    def _take(self, item: Any) -> _Held | None:
-        """The held rows of *item*: the object, else the rows its labels name."""
+    def _take(self, item: Any, response: Any = None) -> _Held | None:
+        """The held rows of *item*: the object, else the rows its labels name, else
+        (another object, without our labels, that a later pipeline handed on) the
+        next held of the *response* Scrapy's signal names, of its page if it says."""
         found = next((held for held in self._held if held.is_of(item)), None)
-        if found is None and ItemAdapter.is_item(item):
-            adapter = ItemAdapter(item)
+        adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+        if found is None and adapter is not None:
             found = next((held for held in self._held if held.labelled(adapter)), None)
+        # A labelled item found nothing: it is none of those held (an unchanged one,
+        # INCRECRAWL_EXPORT = "all"), and must not let its page be written early.
+        unlabelled = adapter is None or adapter.get("change") is None
+        if found is None and response is not None and unlabelled:
+            came = [held for held in self._held if held.came_with(response)]
+            url = adapter.get(self.url_field) if adapter is not None else None
+            found = next((held for held in came if held.url == url), came[0] if came else None)
         if found is not None:
             self._held.remove(found)
         return found
@@ -119,9 +138,9 @@ class Delivery:
         if key in self._expected:
             self._count_delivered(key)
 
-    def scraped(self, item: Any, **_: Any) -> None:
+    def scraped(self, item: Any, response: Any = None, **_: Any) -> None:
         uploads = self._uploads_of_item()  # the remote feeds the item went to
-        held = self._take(item)
+        held = self._take(item, response)
         # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =
         # "all"): it holds nothing, its labels name nothing.
         for key in held.keys if held is not None else ():

@@ -54,7 +54,7 @@ from increcrawl_scrapy.pages.memory import (
     unpack,
 )
 from increcrawl_scrapy.pages.moved import RELEASE, held_items
-from increcrawl_scrapy.pages.page import Member, OpenPages, PageGroup, never_came
+from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
 from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
@@ -119,7 +119,7 @@ class PageItemsMiddleware:
                 yield output
             if response.meta.get(RELEASE):
                 released = held_items(self.crawler).release()
-                self.open.expect([member for _, member in released])
+                self.open.expect([member for _, member in released], response)
                 for item, _ in released:
                     yield item
             return
@@ -150,10 +150,11 @@ class PageItemsMiddleware:
             if in_hand is not None:
                 in_hand.discard(own)
 
-    def _lost(self, item: Any, **_: Any) -> None:
-        """Scrapy's signal of an item dropped or failed (named as yielded): one a
-        pipeline before ours dropped never reaches it, and its page waits no more."""
-        member = self.open.dropped(item)
+    def _lost(self, item: Any, response: Any = None, **_: Any) -> None:
+        """Scrapy's signal of an item dropped or failed (named as yielded, with its
+        response): one a pipeline before ours dropped never reaches it, and its page
+        waits no more."""
+        member = self.open.dropped(item, response)
         if member is None:
             return
         try:
@@ -211,8 +212,8 @@ class PageItemsMiddleware:
             links = await self._own_links(response, links)
         keys = self.config.item_key
         skip = self.config.volatile_fields
-        gone: list[tuple[Any, Member]] = []
-        placed: list[tuple[Any, Member] | None] = [None] * len(items)
+        gone: list[tuple[Any, PageItem]] = []
+        placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
             own = url == response.url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
@@ -226,12 +227,12 @@ class PageItemsMiddleware:
             else:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(self._item_text(item) for item in group))
-            page = PageGroup(url=url, size=len(group), text=text)
+            page = Page(url=url, size=len(group), text=text)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
             page.memory = Memory(prints[:MAX_ITEMS], requests if own else None).pack()
-            grouped = [Member(page, key, text, item=item) for item, key, text in members]
+            grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
             if not keys:
@@ -255,7 +256,7 @@ class PageItemsMiddleware:
             for item, member, moves in entries + [(i, m, True) for i, m in gone]
             if not moves or not held.hold(item, member)
         ]
-        self.open.expect([member for _, member in out])
+        self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
 
     def _item_text(self, item: Any) -> str:
@@ -289,11 +290,11 @@ class PageItemsMiddleware:
         return links if main is None else links & main
 
     def _gone_item(
-        self, page: PageGroup, old: ItemPrint, grouped: list[Member]
-    ) -> tuple[Any, Member]:
+        self, page: Page, old: ItemPrint, grouped: list[PageItem]
+    ) -> tuple[Any, PageItem]:
         """An item of *page*'s previous version, gone: the fields that identified it."""
         item = dict(old.values)
-        grouped.append(Member(page, None, label=GONE, whole=old.whole, item=item))
+        grouped.append(PageItem(page, None, label=GONE, whole=old.whole, item=item))
         return item, grouped[-1]
 
     def process_spider_exception(
@@ -314,7 +315,7 @@ class PageItemsMiddleware:
         memory = gone_memory(self.crawler, response)
         if memory is None:
             return False, []
-        page = PageGroup(url=response.url, size=0, text="", status=response.status)
+        page = Page(url=response.url, size=0, text="", status=response.status)
         page.memory, page.matched = left_by_gone_page(), True
         gone = [self._gone_item(page, old, page.members) for old in memory.items]
         page.size = len(page.members)
@@ -326,7 +327,7 @@ class PageItemsMiddleware:
         )
         held = held_items(self.crawler)  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
-        self.open.expect([member for _, member in out])
+        self.open.expect([member for _, member in out], response)
         return True, [item for item, _ in out]
 
     async def _memory(self, url: str) -> Memory | None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.pages.page import Member
+    from increcrawl_scrapy.pages.page import PageItem
 
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.
@@ -45,11 +45,11 @@ class HeldItems:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.items: list[tuple[Any, Member]] = []
+        self.items: list[tuple[Any, PageItem]] = []
         self.delivered_new: set[str] = set()  # prints of new pages' items, delivered
         crawler.signals.connect(self.idle, signal=signals.spider_idle, weak=False)
 
-    def hold(self, item: Any, member: Member) -> bool:
+    def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle; False if too many already are."""
         if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
             return False
@@ -78,11 +78,11 @@ class HeldItems:
         self.crawler.engine.crawl(request)
         raise DontCloseSpider
 
-    def release(self) -> list[tuple[Any, Member]]:
+    def release(self) -> list[tuple[Any, PageItem]]:
         """The held items with their pages' members, a gone and a new one of another
         page that are identical relabelled (``MOVED`` and ``ARRIVED``)."""
         held, self.items = self.items, []
-        new: dict[str, list[Member]] = defaultdict(list)
+        new: dict[str, list[PageItem]] = defaultdict(list)
         for _, member in held:
             if member.label == NEW:
                 new[member.whole].append(member)

@@ -5,10 +5,12 @@ pipeline before ours may hand on a copy."""
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False)
-class PageGroup:
+class Page:
     url: str
     size: int
     #: What the page's fingerprint is taken of: its items' texts as the spider
@@ -28,7 +30,7 @@ class PageGroup:
     recorded: Recorded | None = None  # the page's result, once its first item came
     memory: bytes | None = None  # what this fetch leaves for the next (pages/memory.py)
     matched: bool = False  # the items were matched against a previous version
-    members: list[Member] = field(default_factory=list)  # its items, each with its label
+    members: list[PageItem] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
     status: int | None = None  # a page gone (404, 410: pages/gone.py); else its items say
 
@@ -43,7 +45,7 @@ class PageGroup:
         return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
 
 
-def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
+def item_change(page_change: str, group: Page, label: str) -> str | None:
     """An item's own label from its page's and the match (None: an item gone from a
     version not kept, nothing to say)."""
     if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
@@ -56,8 +58,8 @@ def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
 
 
 @dataclass(eq=False)
-class Member:
-    group: PageGroup
+class PageItem:
+    group: Page
     item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
     text: str = field(default="")  # the item's own canonical text (with a key)
     label: str = NEW  # against the page's previous version (pages/memory.match)
@@ -66,7 +68,10 @@ class Member:
     moved: bool = False  # relabelled once the run's pages were in (pages/moved.py)
     item: Any = None  # the object the spider yielded (Scrapy's signals name it)
     seen_as: str = ""  # the print of that object, as a copy of it would show it
-    batch: list[Member] | None = field(default=None, repr=False)  # while on its way
+    batch: list[PageItem] | None = field(default=None, repr=False)  # while on its way
+    #: The response it was yielded with (a weak reference): Scrapy's item signals
+    #: name it, and so hand the item back to its page.
+    via: Any = field(default=None, repr=False)
 
 
 class OpenPages:
@@ -82,15 +87,21 @@ class OpenPages:
     def __init__(self, url_field: str, skip: tuple[str, ...] | frozenset[str]) -> None:
         self.url_field = url_field
         self.skip = skip
-        self._batches: deque[list[Member]] = deque()
-        self._by_print: dict[str, list[Member]] = {}
-        self._by_url: dict[str, list[Member]] = {}
+        self._batches: deque[list[PageItem]] = deque()
+        self._by_print: dict[str, list[PageItem]] = {}
+        self._by_url: dict[str, list[PageItem]] = {}
+        self._by_response: WeakKeyDictionary[Any, list[list[PageItem]]] = WeakKeyDictionary()
 
-    def expect(self, members: list[Member]) -> None:
+    def expect(self, members: list[PageItem], response: Any = None) -> None:
+        """*members* are on their way, yielded with *response*."""
         if not members:
             return
         batch = list(members)
+        if response is not None:
+            self._by_response.setdefault(response, []).append(batch)
         for member in batch:
+            if response is not None:
+                member.via = weakref.ref(response)
             if not member.seen_as:  # what a copy of the object looks like
                 own = member.whole and member.label != GONE  # a gone one's is its old print
                 member.seen_as = member.whole if own else item_whole(member.item, self.skip)
@@ -102,7 +113,7 @@ class OpenPages:
     def __len__(self) -> int:
         return sum(map(len, self._batches))
 
-    def take(self, item: Any) -> Member | None:
+    def take(self, item: Any) -> PageItem | None:
         """The member *item* is (the object yielded, a copy of it, or, by its URL
         field, the next of its page's), taken off the way; None: not a page's item."""
         if not self._batches:
@@ -120,9 +131,13 @@ class OpenPages:
             self._remove(member)
         return member
 
-    def dropped(self, item: Any) -> Member | None:
-        """The member of *item*, as yielded, that a pipeline before ours dropped."""
-        member = self._first_is(item)
+    def dropped(self, item: Any, response: Any = None) -> PageItem | None:
+        """The member of *item*, as yielded with *response* (Scrapy's signal names
+        both), that a pipeline before ours dropped."""
+        batches = self._by_response.get(response, ()) if response is not None else ()
+        member = next((m for batch in batches for m in batch if m.item is item), None)
+        if member is None:
+            member = self._first_is(item)
         if member is None and ItemAdapter.is_item(item):
             same = self._by_print.get(item_whole(item, self.skip), [])
             member = next((m for m in same if m.item is item), None) or self._scan(item)
@@ -130,17 +145,17 @@ class OpenPages:
             self._remove(member)
         return member
 
-    def _first_is(self, item: Any) -> Member | None:
+    def _first_is(self, item: Any) -> PageItem | None:
         return next((batch[0] for batch in self._batches if batch[0].item is item), None)
 
-    def _scan(self, item: Any) -> Member | None:
+    def _scan(self, item: Any) -> PageItem | None:
         for batch in self._batches:
             for member in batch:
                 if member.item is item:
                     return member
         return None
 
-    def _remove(self, member: Member) -> None:
+    def _remove(self, member: PageItem) -> None:
         batch = member.batch
         if batch is None:
             return
@@ -155,7 +170,7 @@ class OpenPages:
                 del index[key]
 
 
-def never_came(member: Member, settle: Callable[[str], None]) -> None:
+def never_came(member: PageItem, settle: Callable[[str], None]) -> None:
     """An item a pipeline before ours dropped: its page does not wait for it (else
     the page's result is never written, and its items are new every run); *settle*
     counts one of a page's row's items as settled (``Delivery.settle``)."""

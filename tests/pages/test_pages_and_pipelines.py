@@ -158,3 +158,39 @@ async def test_a_page_of_one_item_and_a_page_of_several_follow_one_rule(
         second, stats, _ = await crawl(more, home=home)
         assert [(i["url"], i["change"]) for i in second] == []
         assert stats["increcrawl/unchanged"] == 3
+
+
+class Bare(scrapy.Item):
+    """A project's own item type, without room for the add-on's labels."""
+
+    url = scrapy.Field()
+    sku = scrapy.Field()
+    v = scrapy.Field()
+
+
+class Converting:
+    """A storage after the add-on's that hands on an item of its own type: the
+    add-on's labels are not on what Scrapy says was scraped."""
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        return Bare(**{k: item[k] for k in ("url", "sku", "v") if k in item})
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_item_substituted_after_the_add_on_is_handed_back_to_its_page(
+    tmp_path: Any, clock: Clock
+) -> None:
+    """Scrapy's item_scraped names the response: the page's result is delivered
+    though the object scraped carries none of the add-on's labels."""
+    KIND[0] = "dict"
+    more = settings_with(tmp_path, clock, "Copying")
+    more["ITEM_PIPELINES"] = {f"{__name__}.Converting": 800}
+    with SampleSite(pages=3) as site:
+        home = site.url + "/"
+        PLAN["1"] = [{"sku": "a"}, {"sku": "b"}]
+        first, _, _ = await crawl(more, home=home)
+        assert len(first) == 4
+        clock.advance(2 * DAY)
+        second, stats, left = await crawl(more, home=home)
+        assert second == []  # delivered last time: not again
+        assert stats["increcrawl/unchanged"] == 3 and left == 0
