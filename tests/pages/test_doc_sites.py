@@ -22,6 +22,7 @@ from scrapy.spiders import CrawlSpider, Rule
 from increcrawl_scrapy.testing.generators import DocSite
 from tests.conftest import Clock
 from tests.crawling import run_crawl
+from tests.crawls.test_gone_pages_edges import add_on
 from tests.servers import free_port, nginx, nginx_binary
 
 pytestmark = [
@@ -79,17 +80,20 @@ def served(request: Any, tmp_path: Path):
         yield site
 
 
-def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": db,
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        "LOG_LEVEL": "INFO",
-        **more,
-    }
+class Docs:
+    """The project's crawls of *site*: the README's two lines, a state of its own."""
+
+    def __init__(self, site: DocSite, tmp_path: Path, clock: Clock) -> None:
+        self.site, self.clock = site, clock
+        self.db = str(tmp_path / "state.sqlite")
+        self.settings = add_on(self.db, clock, LOG_LEVEL="INFO")
+
+    async def crawl(self, later: float = 0) -> Any:
+        """A crawl, *later* seconds after the last."""
+        self.clock.advance(later)
+        return await run_crawl(
+            self.settings, spider_class=DocsSpider, home=f"{self.site.base_url}/"
+        )
 
 
 def intervals(db: str) -> dict[str, float]:
@@ -106,11 +110,9 @@ def summary(log: list[str]) -> str:
 async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
     served: DocSite, tmp_path: Path, clock: Clock
 ) -> None:
-    site = served
-    db = str(tmp_path / "state.sqlite")
-    settings = add_on(db, clock)
-    home = f"{site.base_url}/"
-    first = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    site, docs = served, Docs(served, tmp_path, clock)
+    db = docs.db
+    first = await docs.crawl()
     assert first.changes("new") == set(site.urls())
     before = intervals(db)
 
@@ -118,8 +120,7 @@ async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
     added = site.add_page()
     site.edit_page("topic-004")
     site.build()
-    clock.advance(LATER)
-    second = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    second = await docs.crawl(LATER)
     assert second.changes("new") == {site.url_of(added)}
     assert second.changes("changed") == {site.url_of("topic-004")}
     # The pages changed are the ones the feed holds, whatever their navigation did.
@@ -134,8 +135,7 @@ async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
     # A new footer and theme: every page's template moved, none of their content.
     site.footer_year += 1
     site.build()
-    clock.advance(LATER)
-    third = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    third = await docs.crawl(LATER)
     assert third.items == []
     assert third.stats.get("increcrawl/changed", 0) == 0, summary(third.log)
 
@@ -144,30 +144,25 @@ async def test_a_new_page_in_every_pages_navigation_is_no_change_of_theirs(
 async def test_a_page_no_link_leads_to_any_more_is_checked_directly_and_gone(
     served: DocSite, tmp_path: Path, clock: Clock
 ) -> None:
-    site = served
-    db = str(tmp_path / "state.sqlite")
-    settings = add_on(db, clock)
-    home = f"{site.base_url}/"
-    await run_crawl(settings, spider_class=DocsSpider, home=home)
+    site, docs = served, Docs(served, tmp_path, clock)
+    db = docs.db
+    await docs.crawl()
     deleted = site.url_of("topic-007")
     site.remove_page("topic-007")  # and every page's navigation link to it
     site.build()
     for _ in range(2):  # runs 2 and 3 do not reach it: no request for it, nothing said yet
-        clock.advance(LATER)
-        done = await run_crawl(settings, spider_class=DocsSpider, home=home)
+        done = await docs.crawl(LATER)
         assert done.changes("gone") == set()
         assert "1 not reached by this run" in summary(done.log)
         # The operator is told which page the crawl no longer reaches.
         assert deleted in status(db)
     # The third run that does not reach it asks for it directly: gone.
-    clock.advance(LATER)
-    fourth = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    fourth = await docs.crawl(LATER)
     assert fourth.changes("gone") == {deleted}
     assert fourth.stats["increcrawl/unreached/checked"] == 1
     assert fourth.stats["increcrawl/gone"] == 1
     assert deleted not in status(db)
-    clock.advance(LATER)
-    fifth = await run_crawl(settings, spider_class=DocsSpider, home=home)
+    fifth = await docs.crawl(LATER)
     assert fifth.items == [] and "increcrawl/unreached/checked" not in fifth.stats
 
 

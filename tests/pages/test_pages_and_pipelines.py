@@ -21,6 +21,7 @@ from scrapy.settings import Settings
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawls.test_gone_pages_edges import add_on
+from tests.crawls.test_pipeline_order import PlanSpider as OrderSpider
 
 DAY = 86_400.0
 #: Page number -> the items its page yields (else one), set by each test.
@@ -37,16 +38,8 @@ class Product:
     scraped_run: int | None = None
 
 
-class PlanSpider(scrapy.Spider):
-    name = "plan"
-
-    def __init__(self, home: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [home]
-
-    def parse(self, response: Any) -> Any:
-        for href in response.css("a::attr(href)").getall():
-            yield response.follow(href, callback=self.page)
+class PlanSpider(OrderSpider):
+    """The home page's links followed, each page's items as PLAN says, of KIND."""
 
     def page(self, response: Any) -> Any:
         number = response.url.rsplit("/", 1)[1]
