@@ -70,15 +70,19 @@ class Stamping:
         return item
 
 
-def ours_left() -> int:
-    """The add-on's per-page and per-item objects still alive."""
+def ours_left(site: str) -> int:
+    """The add-on's per-page and per-item objects of *site*'s pages still alive
+    (other tests' crawls in this process may have left theirs)."""
     gc.collect()
     names = {"PageGroup", "Member", "Page", "PageItem"}
-    return sum(
-        1
-        for o in gc.get_objects()
-        if type(o).__name__ in names and type(o).__module__.startswith("increcrawl_scrapy")
-    )
+    found = 0
+    for o in gc.get_objects():
+        kind = type(o)
+        if kind.__name__ not in names or not kind.__module__.startswith("increcrawl_scrapy"):
+            continue
+        page = getattr(o, "group", o)
+        found += str(getattr(page, "url", "")).startswith(site)
+    return found
 
 
 async def crawl(settings: dict[str, Any], **kwargs: Any) -> tuple[list[dict], dict, int]:
@@ -89,8 +93,9 @@ async def crawl(settings: dict[str, Any], **kwargs: Any) -> tuple[list[dict], di
         lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
     )
     # Every page's items settled: nothing of them is kept for the rest of the crawl.
+    site = kwargs["home"].rstrip("/")
     crawler.signals.connect(
-        lambda: left.append(ours_left()), signal=signals.spider_idle, weak=False
+        lambda: left.append(ours_left(site)), signal=signals.spider_idle, weak=False
     )
     await crawler.crawl(**kwargs)
     assert crawler.stats is not None
