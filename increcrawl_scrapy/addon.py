@@ -21,13 +21,13 @@ PIPELINE_PRIORITY = 300
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from increcrawl_scrapy.config import IncrecrawlConfig
-        from increcrawl_scrapy.crawl.page_groups import PRIORITY as ITEMS_PRIORITY
-        from increcrawl_scrapy.crawl.page_groups import PageItemsMiddleware
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
+        from increcrawl_scrapy.pages.middleware import PRIORITY as ITEMS_PRIORITY
+        from increcrawl_scrapy.pages.middleware import PageItemsMiddleware
+        from increcrawl_scrapy.pages.skip_not_due import PRIORITY as SKIP_PRIORITY
+        from increcrawl_scrapy.pages.skip_not_due import SkipNotDueMiddleware
         from increcrawl_scrapy.pipelines import IncrementalStatePipeline
         from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
-        from increcrawl_scrapy.skip_not_due import PRIORITY as SKIP_PRIORITY
-        from increcrawl_scrapy.skip_not_due import SkipNotDueMiddleware
 
         # Validates every setting now, so a bad value stops the crawl before it starts
         # (no crawler here yet to ask config_for: the settings are still being built).

@@ -42,6 +42,19 @@ HAS_ASYNC_ENGINE_API = hasattr(ExecutionEngine, "download_async")
 _asyncio_seen = False  # once available, for the rest of the process (its reactor's)
 
 
+def component(
+    crawler: Crawler, getter: Callable[[type[_T]], _T | None], cls: type[_T]
+) -> _T | None:
+    """The crawl's instance of *cls* by Scrapy's public accessor *getter*
+    (``crawler.get_spider_middleware``, ``get_extension``...), or None, also while
+    its manager does not exist yet: Scrapy raises RuntimeError then (2.19 already
+    on reading ``crawler.engine``, 2.13 in the accessor)."""
+    try:
+        return getter(cls)
+    except RuntimeError:
+        return None
+
+
 def asyncio_available() -> bool:
     """Whether asyncio code (the Geonode client) can run in this crawl."""
     global _asyncio_seen
@@ -151,16 +164,26 @@ MOVED: dict[str, str] = {
     "unknown_settings": "config.unknown",
     "shared_state": "crawl.shared_state",
     "delivery": "crawl.delivery",
-    "page_groups": "crawl.page_groups",
-    "page_memory": "crawl.page_memory",
-    "moved_items": "crawl.moved_items",
+    "page_groups": "pages.middleware",
+    "page_memory": "pages.memory",
+    "moved_items": "pages.moved",
     "run_summary": "crawl.run_summary",
     "run_warnings": "crawl.run_warnings",
-    "progress": "crawl.progress",
-    "cluster_share": "crawl.cluster_share",
-    "tokens": "crawl.tokens",
-    "host_fetchers": "crawl.host_fetchers",
+    "progress": "spiders.progress",
+    "cluster_share": "spiders.cluster_share",
+    "tokens": "spiders.tokens",
+    "host_fetchers": "spiders.host_fetchers",
     "spiders.arguments": "crawl.arguments",
+    # The add-on's pages in a wing of their own, the spider's helpers in spiders/ (#38).
+    "skip_not_due": "pages.skip_not_due",
+    "crawl.page_groups": "pages.middleware",
+    "crawl.page_memory": "pages.memory",
+    "crawl.gone_pages": "pages.gone",
+    "crawl.moved_items": "pages.moved",
+    "crawl.progress": "spiders.progress",
+    "crawl.cluster_share": "spiders.cluster_share",
+    "crawl.tokens": "spiders.tokens",
+    "crawl.host_fetchers": "spiders.host_fetchers",
     "state.database": "state.sqlite.database",
     "state.schema": "state.sqlite.schema",
     "state.pg_database": "state.postgres.database",
@@ -169,6 +192,7 @@ MOVED: dict[str, str] = {
     "state.workers": "state.postgres.workers",
     "state.rekey": "state.upkeep",
     "state.refingerprint": "state.upkeep",
+    "state.listing": "state.runs",
 }
 _PACKAGE = "increcrawl_scrapy."
 

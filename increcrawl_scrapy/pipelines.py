@@ -20,9 +20,10 @@ from increcrawl_scrapy.content.fingerprint import (
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.delivery import Delivery
-from increcrawl_scrapy.crawl.page_groups import Member, item_change, peek, take
-from increcrawl_scrapy.crawl.page_memory import MOVED
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.pages.memory import MOVED
+from increcrawl_scrapy.pages.middleware import open_pages
+from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -64,10 +65,10 @@ class IncrementalStatePipeline:
         self.validators: dict[str, tuple[str | None, str | None]] = {}
         #: The spider's own content field (the incremental spider's markdown).
         self.content_field: str | None = None
-        #: Fingerprints taken off the reactor's thread: by item, by text; and the
-        #: ones of the item being recorded.
-        self._hashes: dict[int, dict[str, str]] = {}
+        #: Fingerprints taken off the reactor's thread for the item being recorded.
         self._taken: dict[str, str] = {}
+        #: The items on their way from PageItemsMiddleware, each with its page.
+        self.pages: OpenPages | None = None
         #: Taken with the text in the content process (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
@@ -79,6 +80,7 @@ class IncrementalStatePipeline:
         self.state, self.store, self.seed = state, state.store, state.seed
         self.run_id = state.run.id
         self.validators = state.validators
+        self.pages = open_pages(self.crawler)
         self.delivery = state.delivery = Delivery(self.crawler, self.store)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
@@ -90,17 +92,21 @@ class IncrementalStatePipeline:
                 self.store.hand_off()
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        # One of a page's items (the object yielded, or a copy of it), or an item alone.
+        member = self.pages.take(item) if self.pages is not None else None
         if self.store is None:
-            return self._process(item)
-        keys = self._unread(item) if self.store.shared else []
-        texts = [text for text in self._texts(item) if text not in self._beforehand]
+            return self._process(item, member)
+        keys = self._unread(item, member) if self.store.shared else []
+        texts = [text for text in self._texts(item, member) if text not in self._beforehand]
         if not self.config.volatile_patterns and sum(map(len, texts)) < INLINE_CHARS:
             texts = []  # the default rules are linear: cheaper here than a thread hop
         if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
-            return self._after_preparing(item, keys, texts)
-        return self._process(item)
+            return self._after_preparing(item, member, keys, texts)
+        return self._process(item, member)
 
-    async def _after_preparing(self, item: Any, keys: list[str], texts: list[str]) -> Any:
+    async def _after_preparing(
+        self, item: Any, member: PageItem | None, keys: list[str], texts: list[str]
+    ) -> Any:
         assert self.store is not None
         if keys:
             await compat.in_thread(self.store.load, keys)
@@ -113,14 +119,13 @@ class IncrementalStatePipeline:
                     "%s: not recorded, %s", ItemAdapter(item).get(self.config.url_field), exc
                 )
                 raise DropItem(str(exc)) from None
-            self._hashes[id(item)] = dict(zip(texts, hashes, strict=True))
-        return self._process(item)
+            return self._process(item, member, dict(zip(texts, hashes, strict=True)))
+        return self._process(item, member)
 
-    def _texts(self, item: Any) -> list[str]:
+    def _texts(self, item: Any, member: PageItem | None) -> list[str]:
         """What recording *item* fingerprints: its page's text (a 2xx page whose
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
         adapter = ItemAdapter(item)
-        member = peek(self.crawler, item)
         status = _status(adapter, member)
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or (status is not None and not 200 <= int(status) < 300):
@@ -129,7 +134,7 @@ class IncrementalStatePipeline:
         if member is None:
             texts.append(self._text(adapter))
         elif member.group.recorded is None:
-            texts.append(member.group.text_with(lambda: self._text(adapter)))
+            texts.append(member.group.page_text)
         if member is not None and member.item_key is not None:
             texts.append(member.text)
         return texts
@@ -142,11 +147,10 @@ class IncrementalStatePipeline:
         taken = self._taken.get(text) or self._beforehand.pop(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
-    def _unread(self, item: Any) -> list[str]:
+    def _unread(self, item: Any, member: PageItem | None) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
         adapter = ItemAdapter(item)
-        member = peek(self.crawler, item)
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
             return []
@@ -159,24 +163,25 @@ class IncrementalStatePipeline:
             keys.append(f"{page}#item:{member.item_key}")
         return [key for key in keys if not self.store.known(key)]
 
-    def _process(self, item: Any) -> Any:
+    def _process(
+        self, item: Any, member: PageItem | None, taken: dict[str, str] | None = None
+    ) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         state = self.state
         assert state is not None  # open with its store
         if state.in_use is None:
             try:
-                return self._process_recorded(item)
+                return self._process_recorded(item, member, taken or {})
             except StateLockedError as exc:  # another program's transaction, mid-run
                 state.stop_in_use(exc)
         raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
 
-    def _process_recorded(self, item: Any) -> Any:
+    def _process_recorded(self, item: Any, member: PageItem | None, taken: dict[str, str]) -> Any:
         assert self.store is not None and self.state is not None
         state = self.state
         adapter = ItemAdapter(item)
-        self._taken = self._hashes.pop(id(item), {})
-        member = take(self.crawler, item)  # one of its page's items
+        self._taken = taken
         # An item without a URL field belongs to the response it came from.
         url = member.group.url if member is not None else adapter.get(self.config.url_field)
         if not url or not isinstance(url, str):
@@ -222,11 +227,12 @@ class IncrementalStatePipeline:
             stats.inc_result(self.crawler.stats, outcome.change, never_found=recorded.never_found)
         if member is not None and member.moved and not first:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
-        if change == MOVED:  # gone from here, on another page (moved_items.py)
+        if change == MOVED:  # gone from here, on another page (pages/moved.py)
             raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
-            self.delivery.hold(item, page.normalized_url)  # written once delivered
+            # Written once delivered.
+            self.delivery.hold(item, page.normalized_url, *_yielded(member))
         content_hash = page.content_hash
         if keyed:
             assert member is not None
@@ -253,17 +259,14 @@ class IncrementalStatePipeline:
         return item
 
     def _record(
-        self, adapter: ItemAdapter, url: str, status: int, member: Member | None
+        self, adapter: ItemAdapter, url: str, status: int, member: PageItem | None
     ) -> Recorded | None:
         """Record the page's result (held: written once delivered); None if *url* is
         not a page URL."""
         assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            if member is not None:
-                text = member.group.text_with(lambda: self._text(adapter))
-            else:
-                text = self._text(adapter)
+            text = member.group.page_text if member is not None else self._text(adapter)
             content_hash = self._fingerprint(text)
             if adapter.get("alias_of"):  # its text is its canonical page's (canonical.py)
                 text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
@@ -292,7 +295,7 @@ class IncrementalStatePipeline:
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
             return None
 
-    def _record_item(self, item: Any, url: str, page_key: str, member: Member) -> Recorded:
+    def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
         own label, written once the item is delivered."""
         assert self.store is not None and self.delivery is not None
@@ -307,7 +310,7 @@ class IncrementalStatePipeline:
             hold=True,
         )
         if recorded.outcome in DELIVERED:
-            self.delivery.hold(item, key)
+            self.delivery.hold(item, key, *_yielded(member))
         else:
             self.store.deliver(key)
         return recorded
@@ -341,9 +344,9 @@ class IncrementalStatePipeline:
             )
 
 
-def _status(adapter: ItemAdapter, member: Member | None) -> Any:
+def _status(adapter: ItemAdapter, member: PageItem | None) -> Any:
     """The HTTP status of the item's page: the item's ``http_status``, else its
-    group's (a page gone, ``gone_pages.py``); None: a 200."""
+    group's (a page gone, ``pages/gone.py``); None: a 200."""
     status = adapter.get("http_status")
     if status is None and member is not None:
         return member.group.status
@@ -362,3 +365,11 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
+
+
+def _yielded(member: PageItem | None) -> tuple[Any, Any, str | None]:
+    """What the delivery of a page's item knows it by: the object yielded, the
+    response it came with (Scrapy's signals name it), its page."""
+    if member is None:
+        return None, None, None
+    return member.item, member.via, member.group.url

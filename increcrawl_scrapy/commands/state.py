@@ -28,6 +28,10 @@ from increcrawl_scrapy.state import StateError, StateLockedError, StateReader, S
 DAY = 86_400.0
 
 
+#: Pages the last run did not reach, named by ``status`` at most.
+UNREACHED_SHOWN = 20
+
+
 def edit(action: str, settings: BaseSettings, opts: argparse.Namespace, url: str | None) -> int:
     """``due`` and ``forget``: one URL, ``--seed SEED`` or (``due`` only) ``--all``."""
     config = config_of(settings)
@@ -108,6 +112,10 @@ def _status(reader: StateReader, now: float, reset_day: int = 1, budget: int = 0
                 else None,
                 "lastmod_verdicts": reader.status_verdicts(seed),
                 "runs": runs,
+                # Due when its last run started, and fetched by none since.
+                "unreached": reader.unreached(seed, runs[0]["started_at"], UNREACHED_SHOWN)
+                if runs
+                else [],
             }
         )
     tokens = reader.token_figures(now, reset_day, budget)  # the plan's: every seed's runs
@@ -127,6 +135,11 @@ def _text(report: dict[str, Any]) -> str:
         ]
         for host, verdict in seed["lastmod_verdicts"].items():
             lines.append(f"  sitemap dates of {host}: {verdict}")
+        unreached = seed.get("unreached") or []
+        if unreached:
+            more = " (the first ones)" if len(unreached) == UNREACHED_SHOWN else ""
+            lines.append(f"  due and not reached by the last run{more}:")
+            lines.extend(f"    {url}" for url in unreached)
         for run in seed["runs"]:
             started = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["started_at"]))
             took = (

@@ -140,6 +140,7 @@ class IncrecrawlConfig:
     )
     nochange_factor: float = setting("INCRECRAWL_NOCHANGE_FACTOR", 1.5, number(float, minimum=1))
     missing_runs: int = setting("INCRECRAWL_MISSING_RUNS", 3, number(int, minimum=1))
+    unreached_runs: int = setting("INCRECRAWL_UNREACHED_RUNS", 3, number(int, minimum=0))
     max_fetches: int = setting("INCRECRAWL_MAX_FETCHES", 0, number(int, minimum=0))
     budget_order: str = setting("INCRECRAWL_BUDGET_ORDER", "change", choice(*BUDGET_ORDERS))
     max_tokens: int = setting("INCRECRAWL_MAX_TOKENS", 0, number(int, minimum=0))

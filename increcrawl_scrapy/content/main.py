@@ -62,6 +62,7 @@ _CANONICAL = lxml.etree.XPath(
     "'canonil')), ' '), ' canonical ')]/@href"
 )
 _PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
+_HREFS = lxml.etree.XPath(".//a/@href | self::a/@href")
 
 
 def compile_selector(selector: str) -> lxml.etree.XPath:
@@ -83,37 +84,39 @@ class MainContent(NamedTuple):
     html: str  # of the page's main content
     how: str  # how it was found (:data:`HOW`)
     canonical: str | None  # the page's ``rel=canonical`` href, as written
+    links: tuple[str, ...] = ()  # the hrefs of the links in it, as written
 
 
 def main_content(
     html: str, selector: str | None = None, measure: Callable[[str], int] | None = None
 ) -> MainContent:
-    """The page's main content, how it was found, and its canonical link. *measure*
-    says how much text an HTML fragment holds, for the short pages' rescue (its
-    characters by default; the caller's measure leaves out what is volatile, so a
+    """The page's main content, how it was found, its canonical link and the links
+    in it (the site's navigation, sidebars and footer left out, as from its text).
+    *measure* says how much text an HTML fragment holds, for the short pages' rescue
+    (its characters by default; the caller's measure leaves out what is volatile, so a
     counter's width never moves a page from one way to the other)."""
     root = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how = _main(root, html, selector, measure or _chars)
-    return MainContent(found, how, canonical)
+    found, how, hrefs = _main(root, html, selector, measure or _chars)
+    return MainContent(found, how, canonical, hrefs)
 
 
 def _main(
     root: lxml.etree._Element, html: str, selector: str | None, measure: Callable[[str], int]
-) -> tuple[str, str]:
+) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
         if chosen:
-            return _serialize(chosen, prune=False), "selector"
+            return _serialize(chosen, prune=False), "selector", _hrefs(chosen)
     for how, xpath in (("main", _MAIN), ("article", _ARTICLE)):
         found = xpath(root)
         if len(found) == 1:
-            return _serialize(found, prune=True), how
+            return _serialize(found, prune=True), how, _hrefs(found)
     extracted = _extracted(html)
     found = measure(extracted) if extracted else 0
     if extracted and found >= RESCUE_CHARS:
-        return extracted, "extracted"
+        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
@@ -122,8 +125,13 @@ def _main(
     _prune(whole, _TEMPLATE_OF_BODY)
     rescued = _serialize([whole], prune=False)
     if extracted and measure(rescued) <= found:
-        return extracted, "extracted"
-    return rescued, "whole"
+        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
+    return rescued, "whole", _hrefs([whole])
+
+
+def _hrefs(elements: list[lxml.etree._Element]) -> tuple[str, ...]:
+    """The links' hrefs in *elements* (pruned already, by ``_serialize``)."""
+    return tuple(str(href).strip() for element in elements for href in _HREFS(element))
 
 
 def _chars(fragment: str) -> int:

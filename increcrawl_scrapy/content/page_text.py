@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
 
 #: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
-#: its main content; v3: a short page's rescue keeps its headings).
-SCHEME_VERSION = 3
+#: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
+#: page's fingerprint covers only the links of its main content, not its template's).
+SCHEME_VERSION = 4
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 
@@ -97,6 +98,9 @@ class PageText(NamedTuple):
     text: str
     how: str  # "bytes", "text", "page", or how the main content was found (main.HOW)
     canonical: str | None = None  # an HTML page's ``rel=canonical`` href
+    #: The hrefs of the links in an HTML page's main content, as written (None: not
+    #: HTML, or the whole page is its text): the links that are the page's own.
+    links: tuple[str, ...] | None = None
 
 
 def page_text(
@@ -121,7 +125,7 @@ def page_text(
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
         return PageText(html_to_markdown(text), "page", found.canonical)
-    return PageText(html_to_markdown(found.html), found.how, found.canonical)
+    return PageText(html_to_markdown(found.html), found.how, found.canonical, found.links)
 
 
 def _stable_chars(patterns: tuple[str, ...], fragment: str) -> int:

@@ -32,10 +32,13 @@ import pickle
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.response import get_base_url
 from twisted.internet import defer, protocol
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
@@ -88,10 +91,37 @@ def shipped(response: Response) -> Shipped:
 
 def shipped_text(page: Shipped, options: ContentOptions) -> PageText:
     """The text of a shipped page, made a response again."""
+    return response_text(_unshipped(page), options)
+
+
+def _unshipped(page: Shipped) -> Response:
     kind, url, body, content_type, encoding = page
     headers = {"Content-Type": content_type} if content_type else None
     extra: dict[str, Any] = {"encoding": encoding} if encoding else {}
-    return response_text(kind(url, body=body, headers=headers, **extra), options)
+    return kind(url, body=body, headers=headers, **extra)
+
+
+def main_links(response: Response, options: ContentOptions) -> frozenset[str] | None:
+    """The links of *response*'s main content, by the rules of its text
+    (``page_text``), as canonical absolute URLs; None when its text has no main
+    content to tell them by (not HTML, the whole page, an unusable body)."""
+    try:
+        found = response_text(response, options)
+    except UnusablePage:
+        return None
+    if found.links is None:
+        return None
+    base = get_base_url(response) if isinstance(response, TextResponse) else response.url
+    links = set()
+    for href in found.links:
+        with contextlib.suppress(ValueError):
+            links.add(canonicalize_url(urljoin(base, href)))
+    return frozenset(links)
+
+
+def shipped_links(page: Shipped, options: ContentOptions) -> frozenset[str] | None:
+    """The same of a shipped page, in the content process."""
+    return main_links(_unshipped(page), options)
 
 
 def with_print(

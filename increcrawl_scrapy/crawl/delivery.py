@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,8 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
-from increcrawl_scrapy.crawl.page_groups import Member, item_change, take
-from increcrawl_scrapy.crawl.page_memory import MOVED, UNCHANGED
+from increcrawl_scrapy import compat
+from increcrawl_scrapy.config import config_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import StateStore
 
 logger = logging.getLogger(__name__)
+#: An item's label when its page did not change (``pages/memory.py``).
+UNCHANGED = "unchanged"
 
 
 @dataclass
@@ -45,13 +48,41 @@ class _Upload:
     ok: bool = False
 
 
+@dataclass(eq=False)
+class _Held:
+    """The rows an item's delivery writes: the item as the pipeline handed it on,
+    and as the spider yielded it (the item Scrapy's signals name when it is lost)."""
+
+    item: Any
+    original: Any
+    keys: list[str]
+    via: Any = None  # a weak reference to the response its item was yielded with
+    url: str | None = None  # its page
+
+    def came_with(self, response: Any) -> bool:
+        return self.via is not None and self.via() is response
+
+    def is_of(self, item: Any) -> bool:
+        return item is self.item or (self.original is not None and item is self.original)
+
+    def labelled(self, adapter: ItemAdapter) -> bool:
+        """Whether *adapter*'s labels (a later pipeline's copy) name these rows."""
+        key = adapter.get("normalized_url")
+        if not key or adapter.get("change") in (None, UNCHANGED):
+            return False
+        return any(row == key or row.startswith(f"{key}#item:") for row in self.keys)
+
+
 class Delivery:
-    """Held results of one crawl, keyed by their items until delivered."""
+    """Held results of one crawl, each with its item until delivered: found again
+    by the object or, for a later pipeline's copy, by the labels it carries."""
 
     def __init__(self, crawler: Crawler, store: StateStore) -> None:
         self.crawler = crawler
         self.store = store
-        self._waiting: dict[int, list[str]] = {}  # id(item) -> the rows' keys
+        self.url_field = config_for(crawler).url_field
+        #: Items handed on by the pipeline, their signals not come yet (in that order).
+        self._held: deque[_Held] = deque()
         self._expected: dict[str, int] = {}  # a page's row -> its items still to come
         store.write_first(self.flush_feeds)
         self._uploads: dict[int, _Upload] = {}  # id(storage) -> its upload
@@ -69,8 +100,34 @@ class Delivery:
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
 
-    def hold(self, item: Any, key: str) -> None:
-        self._waiting.setdefault(id(item), []).append(key)
+    def hold(
+        self, item: Any, key: str, original: Any = None, via: Any = None, url: str | None = None
+    ) -> None:
+        """*key* is written once *item* is delivered (*original*: as yielded, with
+        the response *via* names, of the page at *url*)."""
+        self._held.append(_Held(item, original, [key], via, url))
+
+    def _take(self, item: Any, response: Any = None) -> _Held | None:
+        """The held rows of *item*: the object, else the rows its labels name, else
+        (another object, without our labels, that a later pipeline handed on) the
+        next held of the *response* Scrapy's signal names, of its page if it says."""
+        found = next((held for held in self._held if held.is_of(item)), None)
+        adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+        if found is None and adapter is not None:
+            found = next((held for held in self._held if held.labelled(adapter)), None)
+        # A labelled item found nothing: it is none of those held (an unchanged one,
+        # INCRECRAWL_EXPORT = "all"), and must not let its page be written early.
+        unlabelled = adapter is None or adapter.get("change") is None
+        if found is None and response is not None and unlabelled:
+            came = [held for held in self._held if held.came_with(response)]
+            url = adapter.get(self.url_field) if adapter is not None else None
+            found = next((held for held in came if held.url == url), came[0] if came else None)
+        if found is not None:
+            self._held.remove(found)
+        return found
+
+    def __len__(self) -> int:
+        return len(self._held)
 
     def expect(self, key: str, items: int) -> None:
         """*key*'s result is written once all its *items* (a page's) are delivered."""
@@ -81,17 +138,12 @@ class Delivery:
         if key in self._expected:
             self._count_delivered(key)
 
-    def scraped(self, item: Any, **_: Any) -> None:
+    def scraped(self, item: Any, response: Any = None, **_: Any) -> None:
         uploads = self._uploads_of_item()  # the remote feeds the item went to
-        keys = self._waiting.pop(id(item), None)
-        if keys is None:  # a later pipeline returned another object: our labels say
-            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-            key = adapter.get("normalized_url") if adapter is not None else None
-            # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT
-            # = "all"): counted, it would let the page be written before a change.
-            counted = adapter is not None and adapter.get("change") not in (None, UNCHANGED)
-            keys = [key] if key and counted else []
-        for key in keys:
+        held = self._take(item, response)
+        # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =
+        # "all"): it holds nothing, its labels name nothing.
+        for key in held.keys if held is not None else ():
             for upload in uploads:
                 upload.keys.append(key)
             if uploads:
@@ -119,10 +171,7 @@ class Delivery:
     def _exporter(self) -> Any:
         from scrapy.extensions.feedexport import FeedExporter
 
-        for extension in getattr(self.crawler.extensions, "middlewares", ()):
-            if isinstance(extension, FeedExporter):
-                return extension
-        return None
+        return compat.component(self.crawler, self.crawler.get_extension, FeedExporter)
 
     def _watch_storages(self, exporter: Any) -> None:
         """Every storage the exporter opens from now on: a remote one's upload is
@@ -207,33 +256,15 @@ class Delivery:
             self.exporter_closed.callback(None)
 
     def lost(self, item: Any, **_: Any) -> None:
-        member = take(self.crawler, item)  # dropped before our pipeline
-        if member is not None:
-            self._never_came(member)
-        for key in self._waiting.pop(id(item), None) or ():
+        # (Dropped before our pipeline, an item of a page: pages/middleware.py.)
+        held = self._take(item)
+        for key in held.keys if held is not None else ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)
 
-    def _never_came(self, member: Member) -> None:
-        """An item a pipeline before ours dropped: its page does not wait for it
-        (else the page's result is never written, and its items are new every run)."""
-        group = member.group
-        group.members = [other for other in group.members if other is not member]
-        if group.recorded is None:
-            return  # its page's result, once recorded, counts the items left
-        change = item_change(group.recorded.outcome.change, group, member.label)
-        # One of those it waits for (a moved one was, before it was relabelled).
-        if member.moved or change not in (None, UNCHANGED, MOVED):
-            self.settle(group.recorded.page.normalized_url)
-
     def flush_feeds(self) -> None:
-        from scrapy.extensions.feedexport import FeedExporter
-
-        extensions = getattr(self.crawler.extensions, "middlewares", ())
-        for extension in extensions:
-            if isinstance(extension, FeedExporter):
-                for slot in extension.slots:
-                    file = getattr(slot, "file", None)
-                    if file is not None and not getattr(file, "closed", False):
-                        file.flush()
+        for slot in getattr(self._feeds, "slots", ()):
+            file = getattr(slot, "file", None)
+            if file is not None and not getattr(file, "closed", False):
+                file.flush()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.geonode.batch import BatchJob, page_result
@@ -18,15 +18,29 @@ from increcrawl_scrapy.geonode.payload import formats_for
 from increcrawl_scrapy.spiders.page_items import batch_item, tokens_of
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from increcrawl_scrapy.config import IncrecrawlConfig
     from increcrawl_scrapy.schedule.rows import PageState
-    from increcrawl_scrapy.spiders.incremental import IncrementalSpider
 
 logger = logging.getLogger(__name__)
 
 
-async def run_batch(
-    spider: IncrementalSpider, pages: list[PageState]
-) -> AsyncIterator[dict[str, Any]]:
+class BatchSpider(Protocol):
+    """What a batch job asks of the spider that runs it (``IncrementalSpider``,
+    which imports this module: named by what it does, not by its class)."""
+
+    crawler: Crawler
+    config: IncrecrawlConfig
+    _client: Any
+    _active_jobs: set[Any]
+    _content: Any
+    _tokens: Any
+
+    def _close(self, reason: str, message: str) -> None: ...
+
+
+async def run_batch(spider: BatchSpider, pages: list[PageState]) -> AsyncIterator[dict[str, Any]]:
     client = spider._client
     assert client is not None
     config = spider.config

@@ -28,12 +28,12 @@ from increcrawl_scrapy.content.blocked import (
 )
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl import hidden
-from increcrawl_scrapy.crawl.host_fetchers import EXTRACT as EXTRACT_MODE
-from increcrawl_scrapy.crawl.host_fetchers import HostFetchers
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.redirects import OffsiteRedirect
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
+from increcrawl_scrapy.spiders.host_fetchers import EXTRACT as EXTRACT_MODE
+from increcrawl_scrapy.spiders.host_fetchers import HostFetchers
 from increcrawl_scrapy.spiders.page_items import META_KEY, META_URL, too_large
 
 if TYPE_CHECKING:
@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
     from increcrawl_scrapy.config import IncrecrawlConfig
-    from increcrawl_scrapy.crawl.tokens import TokenBudget
     from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.spiders.page_content import PageContent
+    from increcrawl_scrapy.spiders.tokens import TokenBudget
     from increcrawl_scrapy.state import StateStore
 
 #: Request meta: what a probe knows (its step, the stored fingerprint), and what an

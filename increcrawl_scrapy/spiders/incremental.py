@@ -24,12 +24,9 @@ from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
 from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
-from increcrawl_scrapy.crawl import progress
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
-from increcrawl_scrapy.crawl.cluster_share import SHARED_WAIT, share_if_shared
 from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.crawl.tokens import TokenBudget, month_share
 from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
 from increcrawl_scrapy.discovery.sources import (
     Discoverer,
@@ -44,7 +41,9 @@ from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
 from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
+from increcrawl_scrapy.spiders import progress
 from increcrawl_scrapy.spiders.batch_run import run_batch
+from increcrawl_scrapy.spiders.cluster_share import SHARED_WAIT, share_if_shared
 from increcrawl_scrapy.spiders.due_rows import due_rows
 from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
@@ -63,6 +62,7 @@ from increcrawl_scrapy.spiders.page_items import (
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
+from increcrawl_scrapy.spiders.tokens import TokenBudget, month_share
 from increcrawl_scrapy.state import CHUNK, StateLockedError
 from increcrawl_scrapy.urls import normalize_url
 

@@ -9,12 +9,9 @@ import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from increcrawl_scrapy.state.statements import Statements
-
-if TYPE_CHECKING:
-    from increcrawl_scrapy.state.runs import Run
 
 #: A statement's parameters: by position, or by name.
 Params = Sequence[Any] | Mapping[str, Any]
@@ -62,8 +59,9 @@ class Backend(Session, Protocol):
     path: str
     lock_timeout: float
     mutex: threading.RLock
-    #: The run whose discovery tables the connection holds.
-    current_run: Run | None
+    #: The run whose discovery tables the connection holds (a ``runs.Run``, told by
+    #: its identity: the interface names no part above it).
+    current_run: object | None
     closed: bool
 
     def transaction(self) -> AbstractContextManager[Session]: ...

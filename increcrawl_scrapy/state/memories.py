@@ -1,4 +1,4 @@
-"""What a page's last fetch leaves for the next one (``page_memory.py`` says what is
+"""What a page's last fetch leaves for the next one (``pages/memory.py`` says what is
 in it): one compressed blob a page, written in the transaction of the page's
 result, so a result never delivered (``delivery.py``) leaves the page's memory as
 it was too."""

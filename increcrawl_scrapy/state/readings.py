@@ -67,6 +67,16 @@ class StoreReadings:
         return int(count), [row[0] for row in rows]
 
     @serialized
+    @serialized
+    def unreached(self, seed: str, runs: int, limit: int = 1_000) -> list[str]:
+        """*seed*'s pages with state that its last *runs* runs (this one too) did not
+        reach: due since the first of them, fetched by none (``StateReader``)."""
+        self.results.flush()
+        started = [run["started_at"] for run in self.runs(seed)][-runs:]
+        if len(started) < runs:
+            return []
+        return StateReader(self.database).unreached(seed, started[0], limit)
+
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
         sql = self.database.sql
         rows = (

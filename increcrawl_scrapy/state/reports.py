@@ -138,6 +138,12 @@ class StateReader:
             hidden = dict(self.session.execute(self.session.sql.runs_hidden, (seed,)).fetchall())
         return [{**run, "hidden": hidden.get(run["id"])} for run in runs]
 
+    def unreached(self, seed: str, since: float, limit: int) -> list[str]:
+        """*seed*'s live pages with state, due since *since* and not fetched since:
+        the add-on's crawls no longer reach them (no page links to them any more)."""
+        params = {"seed": seed, "since": since, "limit": limit}
+        return [row[0] for row in self.session.execute(self.session.sql.unreached, params)]
+
     # -- a seed, for the report --------------------------------------------------
 
     def report_counts(self, seed: str, at: float) -> dict[str, Any]:

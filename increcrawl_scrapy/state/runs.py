@@ -12,10 +12,9 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar, cast
 
 from increcrawl_scrapy.schedule.rows import RUN_COUNTS, MissingResult
-from increcrawl_scrapy.state.backend import Backend
+from increcrawl_scrapy.state.backend import Backend, Session
 from increcrawl_scrapy.state.errors import RunOver
 from increcrawl_scrapy.state.lastmod import LastmodReport, LastmodRules, apply_moves
-from increcrawl_scrapy.state.listing import listed_before
 from increcrawl_scrapy.urls import host_of
 
 logger = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class Run:
         self._default_interval = default_interval
         self._missing_runs = missing_runs
         self._lastmod = lastmod
-        self.repeated, self.taken_over = 0, Counter[str]()  # listing.py: listed_before
+        self.repeated, self.taken_over = 0, Counter[str]()  # listed_before()
         self.first = False  # the seed's first run: nothing of it delivered before
 
     @classmethod
@@ -292,3 +291,17 @@ _DAY_ONLY = "T00:00:00Z"  # how a date-only lastmod is stored
 
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def listed_before(db: Session, params: dict[str, Any]) -> tuple[int, Counter[str]]:
+    """What a discovery chunk says before it is applied: ``(rows first listed now,
+    {other seed: rows taken from it})`` for the chunk in the chunk table (the same
+    URL in two sitemaps, or the same sitemap under two names, is one discovered URL);
+    *params* name the run (``run``) and its seed (``seed``)."""
+    fresh = 0
+    taken: Counter[str] = Counter()
+    for seed, count in db.execute(db.sql.listed_before, params).fetchall():
+        fresh += count
+        if seed is not None and seed != params["seed"]:
+            taken[seed] += count
+    return fresh, taken

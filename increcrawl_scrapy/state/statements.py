@@ -140,6 +140,7 @@ class UpkeepStatements(Protocol):
     status_verdicts: str
     status_runs: str
     runs_hidden: str
+    unreached: str  # pages due since a run and fetched by none since (the add-on's)
     report_counts: str
     report_runs: str
     changing_pages: str

@@ -299,7 +299,7 @@ class StateStore(OperatorEdits, StoreReadings):
         the fetcher cannot see them (Geonode). With *hold*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
-        one (``page_memory.py``). *lease* is the token a shared backend checks; one
+        one (``pages/memory.py``). *lease* is the token a shared backend checks; one
         SQLite file has one crawl (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
@@ -325,7 +325,7 @@ class StateStore(OperatorEdits, StoreReadings):
 
     @serialized
     def memory(self, url: str) -> bytes | None:
-        """What *url*'s last fetch left for the next one (``page_memory.py``);
+        """What *url*'s last fetch left for the next one (``pages/memory.py``);
         on a shared state a read: call it off the reactor's thread."""
         return memories.lookup(self.results, self.database, self.normalize(url))
 

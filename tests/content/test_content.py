@@ -25,7 +25,7 @@ PAGE = """<!doctype html><html><head><title>T</title></head><body>
 
 
 def test_the_main_element_without_its_navigation_is_the_content() -> None:
-    html, how, _canonical = main_content(PAGE)
+    html, how, *_ = main_content(PAGE)
     assert how == "main"
     assert "Own text" in html and "x = 1" in html and "cell" in html
     for template in ("Recent", "Previous", "(c) 2026", ">A<", "Site"):
@@ -34,7 +34,7 @@ def test_the_main_element_without_its_navigation_is_the_content() -> None:
 
 def test_one_article_when_no_main() -> None:
     page = PAGE.replace("<main>", "<article>").replace("</main>", "</article>")
-    html, how, _canonical = main_content(page)
+    html, how, *_ = main_content(page)
     assert how == "article" and "Own text" in html and "Recent" not in html
 
 
@@ -48,7 +48,7 @@ def test_a_page_marking_nothing_is_extracted_by_trafilatura() -> None:
         '<html><body><div id="menu"><a href="/a">Home</a> | <a href="/b">About</a></div>'
         f'<div id="content">{paragraphs}</div><div id="foot">Copyright 2026</div></body></html>'
     )
-    html, how, _canonical = main_content(page)
+    html, how, *_ = main_content(page)
     assert how == "extracted"
     assert "paragraph 5 of the article" in html
     assert "Copyright" not in html

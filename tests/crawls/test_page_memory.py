@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import scrapy
 
-from increcrawl_scrapy.crawl.page_memory import (
+from increcrawl_scrapy.pages.memory import (
     Memory,
     item_print,
     match,

@@ -111,7 +111,7 @@ async def test_the_page_items_layer_runs_only_for_spiders_with_items_of_their_ow
     from scrapy.crawler import Crawler
     from scrapy.settings import Settings
 
-    from increcrawl_scrapy.crawl.page_groups import PageItemsMiddleware
+    from increcrawl_scrapy.pages.middleware import PageItemsMiddleware
     from increcrawl_scrapy.spiders.incremental import IncrementalSpider
     from tests.crawls.test_item_rows import VariantsSpider
 

@@ -7,7 +7,7 @@ import pytest_twisted
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy.content.blocked import is_challenge, is_shell
-from increcrawl_scrapy.crawl.host_fetchers import EXTRACT, PROBE, UNKNOWN, HostFetchers
+from increcrawl_scrapy.spiders.host_fetchers import EXTRACT, PROBE, UNKNOWN, HostFetchers
 from increcrawl_scrapy.state import StateStore
 from tests.conftest import Clock
 

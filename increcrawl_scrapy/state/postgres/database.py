@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from increcrawl_scrapy.state.backend import Params
 from increcrawl_scrapy.state.errors import StateError
@@ -19,9 +19,6 @@ from increcrawl_scrapy.state.postgres import leases
 from increcrawl_scrapy.state.postgres import schema as pg_schema
 from increcrawl_scrapy.state.postgres.statements import PostgresStatements
 from increcrawl_scrapy.state.statements import Statements
-
-if TYPE_CHECKING:
-    from increcrawl_scrapy.state.runs import Run
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -155,7 +152,7 @@ class PostgresDatabase:
         self.mutex = threading.RLock()
         self._raw = self._open()
         self.connection = Connection(self._raw)
-        self.current_run: Run | None = None
+        self.current_run: object | None = None
         self.closed = False
         self.reconnections = 0
         self._depth = 0  # transactions open on the connection

@@ -11,16 +11,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from increcrawl_scrapy.state.backend import Params
 from increcrawl_scrapy.state.errors import StateError, StateLockedError
 from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from increcrawl_scrapy.state.sqlite.statements import SQLiteStatements
 from increcrawl_scrapy.state.statements import Statements
-
-if TYPE_CHECKING:
-    from increcrawl_scrapy.state.runs import Run
 
 _T = TypeVar("_T")
 #: One set of statements for every connection (they are constants).
@@ -40,7 +37,7 @@ class Database:
         self.mutex = threading.RLock()
         self.connection = self._open()
         #: The run whose discovery tables the connection holds (runs.Run).
-        self.current_run: Run | None = None
+        self.current_run: object | None = None
         self.closed = False
 
     def _open(self) -> sqlite3.Connection:

@@ -170,6 +170,11 @@ class UpkeepSQL:
     )
     # Schema 10 (a state of 9, no crawl since, has no such column: status still reads).
     runs_hidden = "SELECT id, hidden FROM runs WHERE seed = ? ORDER BY id DESC LIMIT 5"
+    unreached = (
+        "SELECT url FROM pages WHERE seed = :seed AND gone = 0 AND next_check <= :since "
+        "AND fetch_count > 0 AND coalesce(last_fetched, 0) < :since "
+        "ORDER BY next_check, id LIMIT :limit"
+    )
     report_counts = (
         "SELECT count(*) AS pages, "
         "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "

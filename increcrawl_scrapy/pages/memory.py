@@ -17,7 +17,7 @@ The matching rule, between the page's items now and its previous version's:
    ``changed_fields``;
 3. a page that had one item and has one item: it is the same item;
 4. what is left is ``new`` now, or ``gone`` from before; across the run's pages, a
-   gone item identical to a new one of another page moved (``moved_items.py``).
+   gone item identical to a new one of another page moved (``pages/moved.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ MAX_REQUESTS = 1_000
 #: A field value kept to identify a gone item: its JSON at most this long.
 MAX_VALUE = 300
 NEW, CHANGED, UNCHANGED, GONE = "new", "changed", "unchanged", "gone"
-#: Across pages (moved_items.py): gone from its page, on another one; there, arrived.
+#: Across pages (pages/moved.py): gone from its page, on another one; there, arrived.
 MOVED, ARRIVED = "moved", "arrived"
 
 
@@ -66,7 +66,12 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
         fields[name] = _digest(text)
         if len(text) <= MAX_VALUE:
             values[name] = json.loads(text)
-    return ItemPrint(_digest(item_text(item, skip)), fields, values)
+    return ItemPrint(item_whole(item, skip), fields, values)
+
+
+def item_whole(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> str:
+    """The hash of the whole item, less the added and the *skip* fields."""
+    return _digest(item_text(item, skip))
 
 
 @dataclass

@@ -3,7 +3,7 @@ it is gone, as the ``incremental`` spider's pages are.
 
 Scrapy's ``HttpErrorMiddleware`` would ignore the response, and the page's state
 would never hear of it: due every run, its items never reported. Instead, once,
-each item its last fetch yielded (its memory, ``page_memory.py``) is delivered
+each item its last fetch yielded (its memory, ``pages/memory.py``) is delivered
 ``gone`` (``PageItemsMiddleware`` makes them as it makes an item gone from a page),
 and the page's result is recorded ``gone`` once they are delivered: re-checked
 slowly from then on (``schedule/policy.py``), ``new`` again if it answers. A page
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from scrapy.spidermiddlewares.httperror import HttpError, HttpErrorMiddleware
 
-from increcrawl_scrapy import stats
-from increcrawl_scrapy.crawl.page_memory import Memory, unpack
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError
 
@@ -78,9 +78,7 @@ def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:
     """Whether Scrapy's ``HttpErrorMiddleware`` ignores *response*, by its own rule
     (``HTTPERROR_ALLOWED_CODES``, ``HTTPERROR_ALLOW_ALL``, ``handle_httpstatus_list``
     or ``handle_httpstatus_all`` in the request's meta or on the spider)."""
-    scraper = getattr(crawler.engine, "scraper", None)
-    enabled = getattr(getattr(scraper, "spidermw", None), "middlewares", ())
-    found = next((mw for mw in enabled if isinstance(mw, HttpErrorMiddleware)), None)
+    found = compat.component(crawler, crawler.get_spider_middleware, HttpErrorMiddleware)
     if found is None:
         return False  # disabled: the spider gets every response
     check = found.process_spider_input

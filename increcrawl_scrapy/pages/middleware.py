@@ -6,11 +6,11 @@ each item belongs to: the one its URL field names, else the response it was scra
 from. The page's fingerprint is taken of all its items, so the page changes when any
 of them changed, appeared or disappeared, and its schedule follows that, not each
 item in turn. Its items are matched against the page's previous version
-(``page_memory.py``): each gets its own label (``new``, ``changed`` with
+(``pages/memory.py``): each gets its own label (``new``, ``changed`` with
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
 of its own (``gone``, with the fields that identified it), and so does each item of
-a page that answers 404 or 410 (``gone_pages.py``); new and gone ones wait for the
-run's other pages, where they may have moved (``moved_items.py``). With
+a page that answers 404 or 410 (``pages/gone.py``); new and gone ones wait for the
+run's other pages, where they may have moved (``pages/moved.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter, is_item
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
+from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncgen import as_async_generator
 from w3lib.url import canonicalize_url
@@ -38,16 +37,15 @@ from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
-from increcrawl_scrapy.crawl.gone_pages import gone_memory, left_by_gone_page
-from increcrawl_scrapy.crawl.moved_items import RELEASE, held_items
-from increcrawl_scrapy.crawl.page_memory import (
-    ARRIVED,
+from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
+from increcrawl_scrapy.crawl import content_process
+from increcrawl_scrapy.crawl.content_process import main_links, shipped, shipped_links
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
     MAX_REQUESTS,
-    MOVED,
-    NEW,
-    UNCHANGED,
     ItemPrint,
     Memory,
     item_print,
@@ -55,7 +53,9 @@ from increcrawl_scrapy.crawl.page_memory import (
     request_data,
     unpack,
 )
-from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.moved import RELEASE, held_items
+from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
+from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.schedule.rows import Recorded
 
 logger = logging.getLogger(__name__)
 #: On the engine's side of Scrapy's own spider middlewares (DepthMiddleware 900,
@@ -74,67 +73,10 @@ logger = logging.getLogger(__name__)
 PRIORITY = 60
 
 
-@dataclass
-class PageGroup:
-    url: str
-    size: int
-    #: What the page's fingerprint is taken of; None for a page's one item (taken of
-    #: the item as the pipeline takes any item's).
-    text: str | None
-    recorded: Recorded | None = None  # the page's result, once its first item came
-    memory: bytes | None = None  # what this fetch leaves for the next (page_memory.py)
-    matched: bool = False  # the items were matched against a previous version
-    members: list[Member] = field(default_factory=list)  # its items, each with its label
-    links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
-    status: int | None = None  # a page gone (404, 410: gone_pages.py); else its items say
-
-    def text_with(self, item_text: Callable[[], str]) -> str:
-        """What the page's fingerprint is taken of: its items' text (its one item's,
-        *item_text*, when ``text`` is None), then its links."""
-        return (item_text() if self.text is None else self.text) + self.links
-
-    def delivered(self, page_change: str) -> int:
-        """How many of the page's items are delivered when the page is *page_change*."""
-        changes = (item_change(page_change, self, member.label) for member in self.members)
-        return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
-
-
-def item_change(page_change: str, group: PageGroup, label: str) -> str | None:
-    """An item's own label from its page's and the match (None: an item gone from a
-    version not kept, nothing to say)."""
-    if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
-        return MOVED if label == MOVED else UNCHANGED
-    if page_change == GONE:  # the page itself is gone, and each of its items
-        return GONE
-    if page_change == "changed" and group.matched:
-        return label
-    return None if label == GONE else page_change
-
-
-@dataclass
-class Member:
-    group: PageGroup
-    item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
-    text: str = field(default="")  # the item's own canonical text (with a key)
-    label: str = NEW  # against the page's previous version (page_memory.match)
-    changed_fields: list[str] = field(default_factory=list)
-    whole: str = ""  # its print's hash, for moves between pages (moved_items.py)
-    moved: bool = False  # relabelled once the run's pages were in (moved_items.py)
-
-
-_MEMBERS: WeakKeyDictionary[Crawler, dict[int, Member]] = WeakKeyDictionary()
-
-
-def take(crawler: Crawler, item: Any) -> Member | None:
-    """The group of *item*'s page, if a response yielded it (through the middleware)."""
-    members = _MEMBERS.get(crawler)
-    return members.pop(id(item), None) if members else None
-
-
-def peek(crawler: Crawler, item: Any) -> Member | None:
-    """The same, left in place for ``take``."""
-    members = _MEMBERS.get(crawler)
-    return members.get(id(item)) if members else None
+def open_pages(crawler: Crawler) -> OpenPages | None:
+    """The crawl's items on their way to the pipeline (None without the middleware)."""
+    middleware = compat.component(crawler, crawler.get_spider_middleware, PageItemsMiddleware)
+    return middleware.open if middleware is not None else None
 
 
 def _rules_of(spider: Spider) -> bool:
@@ -154,7 +96,13 @@ class PageItemsMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = config_for(crawler)
-        self.members = _MEMBERS.setdefault(crawler, {})
+        if self.config.unreached_runs and not is_incremental(crawler.spider):
+            self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
+        self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
+        crawler.signals.connect(self._lost, signal=signals.item_dropped)
+        crawler.signals.connect(self._lost, signal=signals.item_error)
+        self.options = ContentOptions.from_config(self.config)
+        self.in_process = self.config.content_worker == "process" and content_process.available()
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -170,8 +118,15 @@ class PageItemsMiddleware:
             async for output in result:
                 yield output
             if response.meta.get(RELEASE):
-                for item in held_items(self.crawler).release():
+                released = held_items(self.crawler).release()
+                self.open.expect([member for _, member in released], response)
+                for item, _ in released:
                     yield item
+            return
+        if response.meta.get(UNREACHED) and response.status not in GONE_STATUSES:
+            await seen(self.crawler, response)  # a page no link leads to, still there
+            async for output in result:
+                yield output
             return
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
             outputs = [output async for output in result]
@@ -184,6 +139,40 @@ class PageItemsMiddleware:
                     yield item
                 return
             result = as_async_generator(outputs)
+        in_hand = self._in_hand()
+        own = canonicalize_url(response.url)
+        if in_hand is not None:
+            in_hand.add(own)  # fetched just now: a request for it is not sent again
+        try:
+            async for output in self._page_output(response, result):
+                yield output
+        finally:
+            if in_hand is not None:
+                in_hand.discard(own)
+
+    def _lost(self, item: Any, response: Any = None, **_: Any) -> None:
+        """Scrapy's signal of an item dropped or failed (named as yielded, with its
+        response): one a pipeline before ours dropped never reaches it, and its page
+        waits no more."""
+        member = self.open.dropped(item, response)
+        if member is None:
+            return
+        try:
+            delivery = crawl_state(self.crawler).delivery
+        except StateLockedError:
+            return
+        if delivery is not None:
+            never_came(member, delivery.settle)
+
+    def _in_hand(self) -> set[str] | None:
+        try:
+            return crawl_state(self.crawler).in_hand
+        except StateLockedError:
+            return None
+
+    async def _page_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
@@ -210,20 +199,24 @@ class PageItemsMiddleware:
         links: set[str],
     ) -> list[Any]:
         by_page: dict[str, list[Any]] = defaultdict(list)
-        unplaced: set[int] = set()  # items without a URL: they may move between pages
-        for item in items:
+        at: dict[str, list[int]] = defaultdict(list)  # the items' places in the output
+        free: list[bool] = []  # per item: without a URL, it may move between pages
+        for index, item in enumerate(items):
             url = ItemAdapter(item).get(self.config.url_field)
             # An item without a URL belongs to the response it was scraped from.
-            by_page[url if isinstance(url, str) and url else response.url].append(item)
-            if not (isinstance(url, str) and url):
-                unplaced.add(id(item))
+            page_url: str = url if isinstance(url, str) and url else response.url
+            by_page[page_url].append(item)
+            at[page_url].append(index)
+            free.append(page_url is not url)
+        if links and response.url in by_page:
+            links = await self._own_links(response, links)
         keys = self.config.item_key
         skip = self.config.volatile_fields
-        gone: list[Any] = []
+        gone: list[tuple[Any, PageItem]] = []
+        placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
             own = url == response.url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
-            text: str | None
             if keys:
                 members = [(item, _key(item, keys), item_text(item, skip)) for item in group]
                 patterns = self.config.volatile_patterns
@@ -233,14 +226,13 @@ class PageItemsMiddleware:
                 text = "\n".join(lines)
             else:
                 members = [(item, None, "") for item in group]
-                text = "\n".join(sorted(item_text(item, skip) for item in group))
-            single = len(group) == 1 and not keys  # fingerprinted as any one item
-            page = PageGroup(url=url, size=len(group), text=None if single else text)
+                text = "\n".join(sorted(self._item_text(item) for item in group))
+            page = Page(url=url, size=len(group), text=text)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
-            prints = [] if keys else [item_print(item, skip) for item in group[:MAX_ITEMS]]
-            page.memory = Memory(prints, requests if own else None).pack()
-            grouped = [Member(page, key, text) for item, key, text in members]
+            prints = [item_print(item, skip) for item in group] if not keys else []
+            page.memory = Memory(prints[:MAX_ITEMS], requests if own else None).pack()
+            grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
             if not keys:
@@ -252,24 +244,58 @@ class PageItemsMiddleware:
                         member.label, member.changed_fields = label, fields
                     for old in found.gone:
                         gone.append(self._gone_item(page, old, grouped))
-                        unplaced.add(id(gone[-1]))
                 page.size = len(grouped)
             page.members = grouped
-            for item, member in zip(group, grouped, strict=False):
-                self.members[id(item)] = member
+            for index, item, member in zip(at[url], group, grouped, strict=False):
+                placed[index] = (item, member)
         held = held_items(self.crawler)
-        return [
-            item
-            for item in items + gone
-            if id(item) not in unplaced or not held.hold(item, self.members[id(item)])
+        # Items without a URL, and gone ones, may have moved: held for the run's end.
+        entries = [(*pair, moves) for pair, moves in zip(placed, free, strict=True) if pair]
+        out = [
+            (item, member)
+            for item, member, moves in entries + [(i, m, True) for i, m in gone]
+            if not moves or not held.hold(item, member)
         ]
+        self.open.expect([member for _, member in out], response)
+        return [item for item, _ in out]
 
-    def _gone_item(self, page: PageGroup, old: ItemPrint, grouped: list[Member]) -> Any:
+    def _item_text(self, item: Any) -> str:
+        """An item's part of its page's text: its content field, if the project named
+        one and the item has it, else the item itself (``item_fingerprint.py``)."""
+        field_name = self.config.content_field
+        if field_name:
+            content = ItemAdapter(item).get(field_name)
+            if content is not None:
+                return str(content)
+        return item_text(item, self.config.volatile_fields)
+
+    async def _own_links(self, response: Response, links: set[str]) -> set[str]:
+        """Of the URLs the response led to, those its main content links to, by the
+        rules of a page's text (``content/page_text.py``, taken off the reactor's
+        thread as the spider takes it): the site's navigation is not the page's."""
+        if not isinstance(response, TextResponse):
+            return links
+        try:
+            if self.in_process:
+                main = await content_process.in_content_process(
+                    shipped_links,
+                    shipped(response),
+                    self.options,
+                    timeout=self.config.content_timeout,
+                )
+            else:
+                main = await compat.in_content_thread(main_links, response, self.options)
+        except UnusablePage:
+            return links  # no text to tell them by: every link is the page's
+        return links if main is None else links & main
+
+    def _gone_item(
+        self, page: Page, old: ItemPrint, grouped: list[PageItem]
+    ) -> tuple[Any, PageItem]:
         """An item of *page*'s previous version, gone: the fields that identified it."""
         item = dict(old.values)
-        grouped.append(Member(page, None, label=GONE, whole=old.whole))
-        self.members[id(item)] = grouped[-1]
-        return item
+        grouped.append(PageItem(page, None, label=GONE, whole=old.whole, item=item))
+        return item, grouped[-1]
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
@@ -283,13 +309,13 @@ class PageItemsMiddleware:
 
     def _gone(self, response: Response) -> tuple[bool, list[Any]]:
         """A page with state answering 404 or 410: whether it was taken as gone, and
-        its items, gone, that are not held for the run's end (``gone_pages.py``)."""
+        its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
         memory = gone_memory(self.crawler, response)
         if memory is None:
             return False, []
-        page = PageGroup(url=response.url, size=0, text="", status=response.status)
+        page = Page(url=response.url, size=0, text="", status=response.status)
         page.memory, page.matched = left_by_gone_page(), True
         gone = [self._gone_item(page, old, page.members) for old in memory.items]
         page.size = len(page.members)
@@ -300,7 +326,9 @@ class PageItemsMiddleware:
             page.size,
         )
         held = held_items(self.crawler)  # they may have moved to another page
-        return True, [item for item in gone if not held.hold(item, self.members[id(item)])]
+        out = [(item, member) for item, member in gone if not held.hold(item, member)]
+        self.open.expect([member for _, member in out], response)
+        return True, [item for item, _ in out]
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""

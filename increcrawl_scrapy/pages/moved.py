@@ -2,7 +2,7 @@
 when an item is added at its top (or removed), and each page's last item becomes
 the next page's first. It is the same item: it is not delivered again.
 
-Items without a URL field are matched within their page first (``page_memory``);
+Items without a URL field are matched within their page first (``pages/memory.py``);
 what is left there, the page's new items and its gone ones, is held until the
 crawl is idle (every page of the run answered). Then a gone item and a new item of
 another page that are identical (every field, less the volatile ones) are one item
@@ -27,13 +27,13 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.crawl.page_memory import ARRIVED, GONE, MOVED, NEW
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.crawl.page_groups import Member
+    from increcrawl_scrapy.pages.page import PageItem
 
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.
@@ -45,11 +45,11 @@ class HeldItems:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.items: list[tuple[Any, Member]] = []
+        self.items: list[tuple[Any, PageItem]] = []
         self.delivered_new: set[str] = set()  # prints of new pages' items, delivered
         crawler.signals.connect(self.idle, signal=signals.spider_idle, weak=False)
 
-    def hold(self, item: Any, member: Member) -> bool:
+    def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle; False if too many already are."""
         if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
             return False
@@ -78,11 +78,11 @@ class HeldItems:
         self.crawler.engine.crawl(request)
         raise DontCloseSpider
 
-    def release(self) -> list[Any]:
-        """The held items, a gone and a new one of another page that are identical
-        relabelled (``MOVED`` and ``ARRIVED``)."""
+    def release(self) -> list[tuple[Any, PageItem]]:
+        """The held items with their pages' members, a gone and a new one of another
+        page that are identical relabelled (``MOVED`` and ``ARRIVED``)."""
         held, self.items = self.items, []
-        new: dict[str, list[Member]] = defaultdict(list)
+        new: dict[str, list[PageItem]] = defaultdict(list)
         for _, member in held:
             if member.label == NEW:
                 new[member.whole].append(member)
@@ -100,7 +100,7 @@ class HeldItems:
             member.label, member.moved = MOVED, True
             moved += 1
         stats.inc(self.crawler.stats, stats.ITEMS_MOVED, moved)
-        return [item for item, _ in held]
+        return held
 
 
 def _released(response: Response) -> list[Any]:

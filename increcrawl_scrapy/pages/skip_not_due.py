@@ -7,7 +7,7 @@ due it carries the stored validators (``If-None-Match`` / ``If-Modified-Since``)
 a 304 is recorded as unchanged without calling the spider.
 
 Skipping never cuts the crawl: the requests the page's response produced last time
-(kept in its memory, ``page_memory.py``) are made again (``increcrawl/replayed``),
+(kept in its memory, ``pages/memory.py``) are made again (``increcrawl/replayed``),
 so pages reached only through it are still requested when they are due. A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
@@ -26,12 +26,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
-from increcrawl_scrapy.crawl.gone_pages import GONE_MEMORY
-from increcrawl_scrapy.crawl.page_memory import Memory, request_of, unpack
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.pages.gone import GONE_MEMORY
+from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
@@ -78,6 +79,9 @@ class SkipNotDueMiddleware:
         state = self._state()
         if state is None:
             return None
+        if state.in_hand and canonicalize_url(request.url) in state.in_hand:
+            self._count_skipped(canonicalize_url(request.url))
+            raise IgnoreRequest("fetched just now (increcrawl)")
         if state.store.shared:
             try:
                 key = state.store.normalize(request.url)
@@ -125,9 +129,7 @@ class SkipNotDueMiddleware:
 
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
         replayed = self._replay(memory)
-        if page.normalized_url not in self.skipped:  # a page, not each request of it
-            self.skipped.add(page.normalized_url)
-            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
+        self._count_skipped(page.normalized_url)
         if request.meta.get("is_start_request"):
             self.start_skipped += 1
             if self.start_skipped == 1:
@@ -138,6 +140,11 @@ class SkipNotDueMiddleware:
                     replayed,
                 )
         raise IgnoreRequest("not due (increcrawl)")
+
+    def _count_skipped(self, key: str) -> None:
+        if key not in self.skipped:  # a page, not each request of it
+            self.skipped.add(key)
+            stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
 
     def _replay(self, memory: Memory) -> int:
         """Make the requests of *memory* again; how many could be."""
@@ -192,7 +199,7 @@ class SkipNotDueMiddleware:
     async def _read_ahead(
         self, request: Request, response: Response, state: CrawlState, key: str
     ) -> Response:
-        """A page that may be gone (``crawl/gone_pages.py``), on a shared state: its
+        """A page that may be gone (``pages/gone.py``), on a shared state: its
         row and memory read off the reactor's thread before the response goes on."""
         store = state.store
         if not store.known(key):

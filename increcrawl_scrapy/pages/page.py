@@ -1,0 +1,184 @@
+"""A page of the add-on: a response's items under one page URL, their labels, its
+result and the items it waits for; and the items on their way from the middleware
+(``pages/middleware.py``) to the pipeline, found again by what they are, so that a
+pipeline before ours may hand on a copy."""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from itemadapter import ItemAdapter
+
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.schedule.rows import Recorded
+
+
+@dataclass(eq=False)
+class Page:
+    url: str
+    size: int
+    #: What the page's fingerprint is taken of: its items' texts as the spider
+    #: yielded them (before any pipeline), one rule for a page of one item or many.
+    text: str
+    recorded: Recorded | None = None  # the page's result, once its first item came
+    memory: bytes | None = None  # what this fetch leaves for the next (pages/memory.py)
+    matched: bool = False  # the items were matched against a previous version
+    members: list[PageItem] = field(default_factory=list)  # its items, each with its label
+    links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
+    status: int | None = None  # a page gone (404, 410: pages/gone.py); else its items say
+
+    @property
+    def page_text(self) -> str:
+        """What the page's fingerprint is taken of: its items' text, then its links."""
+        return self.text + self.links
+
+    def delivered(self, page_change: str) -> int:
+        """How many of the page's items are delivered when the page is *page_change*."""
+        changes = (item_change(page_change, self, member.label) for member in self.members)
+        return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
+
+
+def item_change(page_change: str, group: Page, label: str) -> str | None:
+    """An item's own label from its page's and the match (None: an item gone from a
+    version not kept, nothing to say)."""
+    if label in (MOVED, ARRIVED):  # moved between pages: the same item, not delivered
+        return MOVED if label == MOVED else UNCHANGED
+    if page_change == GONE:  # the page itself is gone, and each of its items
+        return GONE
+    if page_change == "changed" and group.matched:
+        return label
+    return None if label == GONE else page_change
+
+
+@dataclass(eq=False)
+class PageItem:
+    group: Page
+    item_key: str | None  # INCRECRAWL_ITEM_KEY's values, when set
+    text: str = field(default="")  # the item's own canonical text (with a key)
+    label: str = NEW  # against the page's previous version (pages/memory.match)
+    changed_fields: list[str] = field(default_factory=list)
+    whole: str = ""  # its print's hash: moves between pages (pages/moved.py), copies
+    moved: bool = False  # relabelled once the run's pages were in (pages/moved.py)
+    item: Any = None  # the object the spider yielded (Scrapy's signals name it)
+    seen_as: str = ""  # the print of that object, as a copy of it would show it
+    batch: list[PageItem] | None = field(default=None, repr=False)  # while on its way
+    #: The response it was yielded with (a weak reference): Scrapy's item signals
+    #: name it, and so hand the item back to its page.
+    via: Any = field(default=None, repr=False)
+
+
+class OpenPages:
+    """One crawl's items on their way from the middleware to the pipeline, each
+    with its page: found again by what the item is, never by the object's identity
+    alone, so a pipeline before ours may hand on a copy (``dict(item)``,
+    ``asdict``) or stamp a field. A batch a response, in the order its items were
+    yielded (the pipeline mostly takes the first of a batch), indexed by each
+    item's print and page URL (a copy is found without a scan); each leaves once
+    it reached the pipeline or was dropped before it, so nothing stays for the rest
+    of the crawl."""
+
+    def __init__(self, url_field: str, skip: tuple[str, ...] | frozenset[str]) -> None:
+        self.url_field = url_field
+        self.skip = skip
+        self._batches: deque[list[PageItem]] = deque()
+        self._by_print: dict[str, list[PageItem]] = {}
+        self._by_url: dict[str, list[PageItem]] = {}
+        self._by_response: WeakKeyDictionary[Any, list[list[PageItem]]] = WeakKeyDictionary()
+
+    def expect(self, members: list[PageItem], response: Any = None) -> None:
+        """*members* are on their way, yielded with *response*."""
+        if not members:
+            return
+        batch = list(members)
+        if response is not None:
+            self._by_response.setdefault(response, []).append(batch)
+        for member in batch:
+            if response is not None:
+                member.via = weakref.ref(response)
+            if not member.seen_as:  # what a copy of the object looks like
+                own = member.whole and member.label != GONE  # a gone one's is its old print
+                member.seen_as = member.whole if own else item_whole(member.item, self.skip)
+            self._by_print.setdefault(member.seen_as, []).append(member)
+            self._by_url.setdefault(member.group.url, []).append(member)
+            member.batch = batch
+        self._batches.append(batch)
+
+    def __len__(self) -> int:
+        return sum(map(len, self._batches))
+
+    def take(self, item: Any) -> PageItem | None:
+        """The member *item* is (the object yielded, a copy of it, or, by its URL
+        field, the next of its page's), taken off the way; None: not a page's item."""
+        if not self._batches:
+            return None
+        member = self._first_is(item)
+        if member is None and ItemAdapter.is_item(item):
+            same = self._by_print.get(item_whole(item, self.skip), [])
+            member = next((m for m in same if m.item is item), same[0] if same else None)
+            if member is None:  # stamped in place, and out of order
+                member = self._scan(item)
+            url = ItemAdapter(item).get(self.url_field)
+            if member is None and isinstance(url, str) and self._by_url.get(url):
+                member = self._by_url[url][0]
+        if member is not None:
+            self._remove(member)
+        return member
+
+    def dropped(self, item: Any, response: Any = None) -> PageItem | None:
+        """The member of *item*, as yielded with *response* (Scrapy's signal names
+        both), that a pipeline before ours dropped."""
+        batches = self._by_response.get(response, ()) if response is not None else ()
+        member = next((m for batch in batches for m in batch if m.item is item), None)
+        if member is None:
+            member = self._first_is(item)
+        if member is None and ItemAdapter.is_item(item):
+            same = self._by_print.get(item_whole(item, self.skip), [])
+            member = next((m for m in same if m.item is item), None) or self._scan(item)
+        if member is not None:
+            self._remove(member)
+        return member
+
+    def _first_is(self, item: Any) -> PageItem | None:
+        return next((batch[0] for batch in self._batches if batch[0].item is item), None)
+
+    def _scan(self, item: Any) -> PageItem | None:
+        for batch in self._batches:
+            for member in batch:
+                if member.item is item:
+                    return member
+        return None
+
+    def _remove(self, member: PageItem) -> None:
+        batch = member.batch
+        if batch is None:
+            return
+        batch.remove(member)
+        if not batch:
+            self._batches.remove(batch)
+        member.batch = None
+        for index, key in ((self._by_print, member.seen_as), (self._by_url, member.group.url)):
+            others = index[key]
+            others.remove(member)
+            if not others:
+                del index[key]
+
+
+def never_came(member: PageItem, settle: Callable[[str], None]) -> None:
+    """An item a pipeline before ours dropped: its page does not wait for it (else
+    the page's result is never written, and its items are new every run); *settle*
+    counts one of a page's row's items as settled (``Delivery.settle``)."""
+    group = member.group
+    group.members = [other for other in group.members if other is not member]
+    if group.recorded is None:
+        return  # its page's result, once recorded, counts the items left
+    change = item_change(group.recorded.outcome.change, group, member.label)
+    # One of those it waits for (a moved one was, before it was relabelled).
+    if member.moved or change not in (None, UNCHANGED, MOVED):
+        settle(group.recorded.page.normalized_url)
