@@ -248,7 +248,9 @@ def crawl_state(crawler: Crawler) -> CrawlState:
         closing = _STATES.pop(crawler, None)
         if closing is None:
             return None
-        uploads = closing.delivery.uploads_pending() if closing.delivery else None
+        # (A Delivery has a length, its held items: 0 of them is still a delivery.)
+        delivery = closing.delivery
+        uploads = delivery.uploads_pending() if delivery is not None else None
         if uploads is not None:  # remote feeds: their uploads decide what was delivered
             return _after(uploads, closing, reason)
         return _close(closing, reason)
