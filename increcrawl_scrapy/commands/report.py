@@ -19,6 +19,7 @@ from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
+from increcrawl_scrapy.commands.state import UNREACHED_SHOWN
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.run_summary import counted
 from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, is_postgres, shown
@@ -146,6 +147,11 @@ def _seed(reader: StateReader, seed: str, at: float, asked: list[int]) -> dict[s
         "changing": changing,
         **changes(reader, [run["id"] for run in runs], [page["id"] for page in changing], asked),
         "verdicts": reader.report_verdicts(seed),
+        # Pages with state the last run did not reach (a link-crawled site's deleted
+        # pages among them, until checked directly: pages/unreached.py).
+        "unreached": reader.unreached(seed, runs[-1]["started_at"], UNREACHED_SHOWN)
+        if runs
+        else [],
     }
 
 

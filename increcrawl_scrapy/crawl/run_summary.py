@@ -109,7 +109,8 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
         lines.append(
             f"  reached {reached:,} of the {counted(listed, 'page')} with state "
             f"({fetched:,} fetched, {not_due:,} skipped): {listed - reached:,} not reached "
-            "by this run"
+            "by this run (`scrapy increcrawl status` names them; checked directly once "
+            "INCRECRAWL_UNREACHED_RUNS runs have not reached them)"
         )
     else:
         lines.append(f"  {saved(fetched, listed, listing=False)}")

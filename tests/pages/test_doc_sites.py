@@ -6,6 +6,7 @@ site deleted is found gone although no link leads to it any more."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import lxml.html
 import pytest
 import pytest_twisted
 from scrapy.linkextractors import LinkExtractor
@@ -153,9 +155,10 @@ async def test_a_page_no_link_leads_to_any_more_is_checked_directly_and_gone(
     for _ in range(2):  # runs 2 and 3 do not reach it: no request for it, nothing said yet
         done = await docs.crawl(LATER)
         assert done.changes("gone") == set()
-        assert "1 not reached by this run" in summary(done.log)
+        assert "1 not reached by this run (`scrapy increcrawl status` names" in summary(done.log)
         # The operator is told which page the crawl no longer reaches.
         assert deleted in status(db)
+        assert [seed["unreached"] for seed in report(db, tmp_path / "report.html")] == [[deleted]]
     # The third run that does not reach it asks for it directly: gone.
     fourth = await docs.crawl(LATER)
     assert fourth.changes("gone") == {deleted}
@@ -164,6 +167,21 @@ async def test_a_page_no_link_leads_to_any_more_is_checked_directly_and_gone(
     assert deleted not in status(db)
     fifth = await docs.crawl(LATER)
     assert fifth.items == [] and "increcrawl/unreached/checked" not in fifth.stats
+
+
+def report(db: str, out: Path) -> list[dict[str, Any]]:
+    """The HTML report's data of the state's seeds (what its page shows)."""
+    command = [sys.executable, "-m", "scrapy", "increcrawl", "report", "-o", str(out)]
+    done = subprocess.run(
+        [*command, "-s", f"INCRECRAWL_DB={db}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(db).parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    island = lxml.html.parse(str(out)).getroot().get_element_by_id("report-data").text
+    return json.loads(island)["seeds"]
 
 
 def status(db: str) -> str:
