@@ -126,7 +126,10 @@ class Delivery:
             self._held.remove(found)
         return found
 
-    def __len__(self) -> int:
+    @property
+    def held(self) -> int:
+        """Items handed on whose signals have not come (a count, not a length: a
+        delivery holding none is still the crawl's delivery)."""
         return len(self._held)
 
     def expect(self, key: str, items: int) -> None:

@@ -248,7 +248,6 @@ def crawl_state(crawler: Crawler) -> CrawlState:
         closing = _STATES.pop(crawler, None)
         if closing is None:
             return None
-        # (A Delivery has a length, its held items: 0 of them is still a delivery.)
         delivery = closing.delivery
         uploads = delivery.uploads_pending() if delivery is not None else None
         if uploads is not None:  # remote feeds: their uploads decide what was delivered
