@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,22 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """A test that leaves the root logger at another level, or with a handler more or
+    less, fails: the next tests in its process would log (and pytest keep) otherwise.
+    A root left at DEBUG kept every response in pytest's captured records, and a
+    later test counting the objects alive failed, in that process only."""
+    root = logging.getLogger()
+    found = (root.level, list(root.handlers))
+    yield
+    left = (root.level, list(root.handlers))
+    if left != found:
+        root.setLevel(found[0])
+        root.handlers[:] = found[1]
+        pytest.fail(f"the root logger was left changed: {found} -> {left}", pytrace=False)
 
 
 @pytest.fixture

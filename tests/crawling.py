@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,31 @@ class _Capture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.sink.append(self.format(record))
+
+
+#: Crawls capturing the root logger now, and its level before the first of them.
+_DEBUG_CAPTURES: list[int] = [0, logging.WARNING]
+
+
+@contextmanager
+def _root_at_debug(handler: logging.Handler) -> Iterator[None]:
+    """The root logger at DEBUG, *handler* on it, while the crawl runs. Crawls run
+    at once (gatherResults) overlap: only the last to end restores the level the
+    first found, or the second would restore the first's DEBUG, left for every
+    later test in the process (whose log capture then keeps every response)."""
+    root = logging.getLogger()
+    if _DEBUG_CAPTURES[0] == 0:
+        _DEBUG_CAPTURES[1] = root.level
+    _DEBUG_CAPTURES[0] += 1
+    root.setLevel(logging.DEBUG)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        _DEBUG_CAPTURES[0] -= 1
+        if _DEBUG_CAPTURES[0] == 0:
+            root.setLevel(_DEBUG_CAPTURES[1])
 
 
 def crawl_settings(db: str, clock: Any, api: Any = None, **extra: Any) -> dict[str, Any]:
@@ -85,15 +111,8 @@ async def run_crawl(
     crawler.signals.connect(closed, signal=signals.spider_closed)
     handler = _Capture(result.log)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.DEBUG)
-    root.addHandler(handler)
-    try:
+    with _root_at_debug(handler):
         await crawler.crawl(**spider_args)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
     result.stats = dict(crawler.stats.get_stats()) if crawler.stats else {}
     # Failures inside signal handlers are only logged: none may happen.
     assert not [line for line in result.log if "Error caught on signal handler" in line]
