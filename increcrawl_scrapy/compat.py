@@ -55,6 +55,35 @@ def component(
         return None
 
 
+#: The crawler's attribute holding what this package keeps for one crawl.
+_KEPT = "_increcrawl_kept"
+
+
+def of_crawl(crawler: Crawler, name: str, make: Callable[[], _T]) -> _T:
+    """The crawl's one *name*, made by *make* at the first ask. Kept on the crawler
+    itself, so it goes with its crawler: a registry by crawler (a WeakKeyDictionary)
+    whose values refer to their crawler keeps every finished crawler alive."""
+    kept: dict[str, Any] = crawler.__dict__.setdefault(_KEPT, {})
+    if name not in kept:
+        kept[name] = make()
+    return kept[name]
+
+
+def kept_of_crawl(crawler: Crawler) -> dict[str, Any]:
+    """What ``of_crawl`` keeps for *crawler*, to look into or drop from."""
+    kept: dict[str, Any] = crawler.__dict__.setdefault(_KEPT, {})
+    return kept
+
+
+def connect_for_crawl(crawler: Crawler, receiver: Callable[..., Any], signal: object) -> None:
+    """*receiver* connected to *signal* for as long as its crawler lives: held by the
+    crawler, connected weakly. PyDispatcher's registry is the process's: a receiver
+    connected with ``weak=False`` is never let go, nor its crawler with it."""
+    receivers: list[Callable[..., Any]] = of_crawl(crawler, "receivers", list)
+    receivers.append(receiver)
+    crawler.signals.connect(receiver, signal=signal)
+
+
 def asyncio_available() -> bool:
     """Whether asyncio code (the Geonode client) can run in this crawl."""
     global _asyncio_seen

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy.settings import BaseSettings
 
+from increcrawl_scrapy import compat
 from increcrawl_scrapy.config.reads import (
     ConfigError,
     Reader,
@@ -298,8 +298,6 @@ SETTINGS: dict[str, Setting] = {
 #: Setting name -> default. ``settings.py``, the add-on and the docs read from here.
 DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS.values()}
 
-_CONFIGS: WeakKeyDictionary[Crawler, IncrecrawlConfig] = WeakKeyDictionary()
-
 
 def config_for(crawler: Crawler) -> IncrecrawlConfig:
     """The crawler's one settings object, shared by every component of the crawl; a
@@ -309,11 +307,12 @@ def config_for(crawler: Crawler) -> IncrecrawlConfig:
     the add-ons run and the settings freeze: a spider's ``from_crawler`` gets the
     settings as they stand then, not kept, so an add-on's later setting still counts.
     """
-    config = _CONFIGS.get(crawler)
+    kept = compat.kept_of_crawl(crawler)
+    config: IncrecrawlConfig | None = kept.get("config")
     if config is None:
         config = IncrecrawlConfig.from_settings(crawler.settings)
         if crawler.settings.frozen:
-            _CONFIGS[crawler] = config
+            kept["config"] = config
     return config
 
 

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
-from weakref import WeakKeyDictionary
 
+from increcrawl_scrapy import compat
 from increcrawl_scrapy.config.reads import compile_user_pattern
 
 # Only what is volatile by construction: a rule that also matches real content
@@ -189,12 +189,6 @@ class TakenPrints:
         return taken
 
 
-_TAKEN: WeakKeyDictionary[Any, TakenPrints] = WeakKeyDictionary()
-
-
 def taken_prints(crawler: Any) -> TakenPrints:
     """The fingerprints taken beforehand in *crawler*'s crawl."""
-    taken = _TAKEN.get(crawler)
-    if taken is None:
-        taken = _TAKEN[crawler] = TakenPrints()
-    return taken
+    return compat.of_crawl(crawler, "taken_prints", TakenPrints)

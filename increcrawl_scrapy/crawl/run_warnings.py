@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
+
+from increcrawl_scrapy import compat
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 SHOWN = 10
 #: A repeated message is cut to this many characters.
 WIDTH = 300
-
-_KEPT: WeakKeyDictionary[Crawler, KeptWarnings] = WeakKeyDictionary()
 
 
 class KeptWarnings(logging.Handler):
@@ -56,16 +55,17 @@ class KeptWarnings(logging.Handler):
 
 def keep_warnings(crawler: Crawler) -> KeptWarnings:
     """Start keeping the crawl's warnings (once per crawler; until ``release``)."""
-    kept = _KEPT.get(crawler)
+    crawl = compat.kept_of_crawl(crawler)
+    kept: KeptWarnings | None = crawl.get("warnings")
     if kept is None:
-        kept = _KEPT[crawler] = KeptWarnings()
+        kept = crawl["warnings"] = KeptWarnings()
         logging.getLogger().addHandler(kept)
     return kept
 
 
 def release(crawler: Crawler) -> list[str]:
     """The summary's lines for the crawl's warnings; stops keeping them."""
-    kept = _KEPT.pop(crawler, None)
+    kept: KeptWarnings | None = compat.kept_of_crawl(crawler).pop("warnings", None)
     if kept is None:
         return []
     logging.getLogger().removeHandler(kept)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
@@ -39,10 +38,6 @@ logger = logging.getLogger(__name__)
 
 #: INCRECRAWL_MAX_ERROR_RATIO is judged on at least this many fetches.
 MIN_FETCHES_FOR_RATIO = 10
-
-_STATES: WeakKeyDictionary[Crawler, CrawlState] = WeakKeyDictionary()
-_CLOSED: WeakSet[Crawler] = WeakSet()
-_LOCKED: WeakKeyDictionary[Crawler, StateLockedError] = WeakKeyDictionary()
 
 
 class CrawlState:
@@ -227,25 +222,26 @@ def crawl_state(crawler: Crawler) -> CrawlState:
     A database another crawl holds raises StateLockedError here, every call: the
     first one logs it in one line and ends the crawl with ``database_in_use`` as
     soon as it is open (closing it while it opens would fail in Scrapy itself)."""
-    state = _STATES.get(crawler)
+    kept = compat.kept_of_crawl(crawler)
+    state: CrawlState | None = kept.get("state")
     if state is not None:
         return state
-    if crawler in _CLOSED:
+    if kept.get("state_closed"):
         raise RuntimeError("the crawl's state store is already closed")
-    locked = _LOCKED.get(crawler)
+    locked = kept.get("state_locked")
     if locked is not None:
         raise locked
     try:
-        state = _STATES[crawler] = CrawlState(crawler)
+        state = kept["state"] = CrawlState(crawler)
     except StateLockedError as exc:
-        _LOCKED[crawler] = exc
+        kept["state_locked"] = exc
         logger.error("Try later: %s (the crawl ends with %s)", exc, close_reasons.IN_USE)
-        crawler.signals.connect(_close_when_open, signal=signals.spider_opened, weak=False)
+        compat.connect_for_crawl(crawler, _close_when_open, signals.spider_opened)
         raise
 
-    def closed(reason: str, crawler: Crawler = crawler) -> Coroutine[Any, Any, None] | None:
-        _CLOSED.add(crawler)
-        closing = _STATES.pop(crawler, None)
+    def closed(reason: str) -> Coroutine[Any, Any, None] | None:
+        kept["state_closed"] = True
+        closing = kept.pop("state", None)
         if closing is None:
             return None
         delivery = closing.delivery
@@ -254,8 +250,8 @@ def crawl_state(crawler: Crawler) -> CrawlState:
             return _after(uploads, closing, reason)
         return _close(closing, reason)
 
-    crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
-    crawler.signals.connect(state.idle, signal=signals.spider_idle, weak=False)
+    compat.connect_for_crawl(crawler, closed, signals.spider_closed)
+    compat.connect_for_crawl(crawler, state.idle, signals.spider_idle)
     return state
 
 

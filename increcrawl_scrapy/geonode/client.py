@@ -15,12 +15,11 @@ import random
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import aiohttp
 from scrapy import signals
 
-from increcrawl_scrapy import close_reasons
+from increcrawl_scrapy import close_reasons, compat
 from increcrawl_scrapy import stats as keys
 from increcrawl_scrapy.config import IncrecrawlConfig, config_for
 from increcrawl_scrapy.geonode.breaker import Breaker
@@ -43,17 +42,15 @@ FATAL_STATUSES = {401: "geonode_bad_key", 402: "geonode_quota_exhausted"}
 _MAX_RETRY_AFTER = 300.0
 
 
-_CLIENTS: WeakKeyDictionary[Crawler, GeonodeClient] = WeakKeyDictionary()
-
-
 def client_for(crawler: Crawler) -> GeonodeClient:
     """The crawl's one client, shared by the middleware and the spider, so that
     ``GEONODE_CONCURRENCY`` bounds every API call of the crawl together. Closed
     when the engine stops (after the spider's own shutdown calls)."""
-    client = _CLIENTS.get(crawler)
+    kept = compat.kept_of_crawl(crawler)
+    client: GeonodeClient | None = kept.get("geonode_client")
     if client is None:
-        client = _CLIENTS[crawler] = GeonodeClient(config_for(crawler), crawler.stats)
-        crawler.signals.connect(client.close, signal=signals.engine_stopped, weak=False)
+        client = kept["geonode_client"] = GeonodeClient(config_for(crawler), crawler.stats)
+        compat.connect_for_crawl(crawler, client.close, signals.engine_stopped)
     return client
 
 

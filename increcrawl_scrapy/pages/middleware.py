@@ -53,7 +53,7 @@ from increcrawl_scrapy.pages.memory import (
     request_data,
     unpack,
 )
-from increcrawl_scrapy.pages.moved import RELEASE, held_items
+from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
 from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -99,6 +99,7 @@ class PageItemsMiddleware:
         if self.config.unreached_runs and not is_incremental(crawler.spider):
             self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
         self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
+        self.held = HeldItems(crawler)
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
@@ -118,7 +119,7 @@ class PageItemsMiddleware:
             async for output in result:
                 yield output
             if response.meta.get(RELEASE):
-                released = held_items(self.crawler).release()
+                released = self.held.release()
                 self.open.expect([member for _, member in released], response)
                 for item, _ in released:
                     yield item
@@ -248,7 +249,7 @@ class PageItemsMiddleware:
             page.members = grouped
             for index, item, member in zip(at[url], group, grouped, strict=False):
                 placed[index] = (item, member)
-        held = held_items(self.crawler)
+        held = self.held
         # Items without a URL, and gone ones, may have moved: held for the run's end.
         entries = [(*pair, moves) for pair, moves in zip(placed, free, strict=True) if pair]
         out = [
@@ -325,7 +326,7 @@ class PageItemsMiddleware:
             response.status,
             page.size,
         )
-        held = held_items(self.crawler)  # they may have moved to another page
+        held = self.held  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
         self.open.expect([member for _, member in out], response)
         return True, [item for item, _ in out]

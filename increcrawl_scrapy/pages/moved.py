@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
@@ -41,13 +40,14 @@ RELEASE = "increcrawl_release_held"
 
 
 class HeldItems:
-    """One crawl's held new and gone items."""
+    """One crawl's held new and gone items, owned by its ``PageItemsMiddleware`` (no
+    registry by crawler: one kept every finished crawler alive)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.items: list[tuple[Any, PageItem]] = []
         self.delivered_new: set[str] = set()  # prints of new pages' items, delivered
-        crawler.signals.connect(self.idle, signal=signals.spider_idle, weak=False)
+        crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
 
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle; False if too many already are."""
@@ -105,13 +105,3 @@ class HeldItems:
 
 def _released(response: Response) -> list[Any]:
     return []  # PageItemsMiddleware answers this response with the held items
-
-
-_HELD: WeakKeyDictionary[Crawler, HeldItems] = WeakKeyDictionary()
-
-
-def held_items(crawler: Crawler) -> HeldItems:
-    held = _HELD.get(crawler)
-    if held is None:
-        held = _HELD[crawler] = HeldItems(crawler)
-    return held

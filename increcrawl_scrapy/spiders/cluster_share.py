@@ -58,7 +58,7 @@ class ClusterShare:
 
         self._loop = task.LoopingCall(lambda: deferred_from_coro(self.beat()))
         self._loop.start(BEAT, now=False)
-        self.crawler.signals.connect(self.stop, signal=signals.spider_closed, weak=False)
+        compat.connect_for_crawl(self.crawler, self.stop, signals.spider_closed)
 
     def stop(self, **_: Any) -> None:
         if self._loop is not None and self._loop.running:

@@ -32,11 +32,12 @@ class UploadStorage(BlockingFeedStorage):
         self.path = Path(urlparse(uri).path)
 
     def _store_in_thread(self, file: IO[bytes]) -> None:
-        if UploadStorage.FAIL:
-            raise OSError("the upload was refused")
-        file.seek(0)
-        with self.path.open("ab") as target:
-            target.write(file.read())
+        with file:  # closed as Scrapy's own storages close it, stored or not
+            if UploadStorage.FAIL:
+                raise OSError("the upload was refused")
+            file.seek(0)
+            with self.path.open("ab") as target:
+                target.write(file.read())
 
 
 def feed_settings(db: str, clock: Clock, feed: Path, **extra: Any) -> dict[str, Any]:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import pytest_twisted
 import scrapy
+from _pytest.logging import LogCaptureHandler
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
@@ -24,6 +28,24 @@ from tests.crawls.test_gone_pages_edges import add_on
 from tests.crawls.test_pipeline_order import PlanSpider as OrderSpider
 
 DAY = 86_400.0
+
+
+@pytest.fixture(autouse=True)
+def _no_debug_records() -> Iterator[None]:
+    """The objects alive are counted: pytest keeps every record it captures, and a
+    DEBUG one (``--log-level DEBUG``, or a root logger another test left there) holds
+    its "Scraped from" response and item, and through them the pages: the harness's
+    hold, not the add-on's. Scrapy's and our loggers at INFO make no such records
+    (pytest resets the root's level for each phase, so the root's cannot be used)."""
+    loggers = [logging.getLogger(name) for name in ("scrapy", "increcrawl_scrapy")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
 #: Page number -> the items its page yields (else one), set by each test.
 PLAN: dict[str, list[dict]] = {}
 KIND: list[str] = ["dict"]  # the item type the spider yields
@@ -192,3 +214,27 @@ async def test_an_item_substituted_after_the_add_on_is_handed_back_to_its_page(
         second, stats, left = await crawl(more, home=home)
         assert second == []  # delivered last time: not again
         assert stats["increcrawl/unchanged"] == 3 and left == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_finished_crawl_is_not_kept_alive_by_the_add_on(
+    tmp_path: Any, clock: Clock
+) -> None:
+    """Nothing of the add-on's keeps a crawler past its crawl: a process running
+    crawl after crawl (a Scrapyd node's, a test suite's) frees each one. The held
+    items were a module-level registry by crawler whose values held their crawler."""
+    more = settings_with(tmp_path, clock, "Stamping")
+    with SampleSite(pages=3) as site:
+        crawler = Crawler(PlanSpider, Settings(more))
+        await crawler.crawl(home=site.url + "/")
+    assert crawler.stats is not None
+    assert crawler.stats.get_value("item_scraped_count") == 3
+    gone = weakref.ref(crawler)
+    del crawler
+    # pytest's log capture keeps every record, and Scrapy's records carry their
+    # crawler in `extra`: that is the harness's reference, not the add-on's.
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LogCaptureHandler):
+            handler.records.clear()
+    gc.collect()
+    assert gone() is None
