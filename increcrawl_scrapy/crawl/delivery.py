@@ -92,8 +92,8 @@ class Delivery:
         #: Fired once the feed exporter closed (every upload done), if a feed is remote.
         self.exporter_closed: Deferred[None] = Deferred()
         exporter = self._feeds = self._exporter()
-        if exporter is not None and hasattr(exporter, "_get_storage"):
-            self._watch_storages(exporter)
+        if exporter is not None and isinstance(getattr(exporter, "storages", None), dict):
+            self._watch_storages(exporter.storages)
             crawler.signals.connect(self._slot_closed, signal=signals.feed_slot_closed)
             crawler.signals.connect(self._exporter_closed, signal=signals.feed_exporter_closed)
         crawler.signals.connect(self.scraped, signal=signals.item_scraped)
@@ -176,43 +176,58 @@ class Delivery:
 
         return compat.component(self.crawler, self.crawler.get_extension, FeedExporter)
 
-    def _watch_storages(self, exporter: Any) -> None:
-        """Every storage the exporter opens from now on: a remote one's upload is
-        watched (its ``store``)."""
+    def _watch_storages(self, storages: dict[str, Any]) -> None:
+        """The exporter's storage classes by URI scheme (``FEED_STORAGES``, loaded):
+        each remote one is replaced by a subclass whose uploads this delivery
+        watches. The exporter builds every slot's storage from this public table."""
         from scrapy.extensions.feedexport import FileFeedStorage, StdoutFeedStorage
 
-        opened = exporter._get_storage
+        for scheme, storage_class in list(storages.items()):
+            if isinstance(storage_class, type) and not issubclass(
+                storage_class, (FileFeedStorage, StdoutFeedStorage)
+            ):
+                storages[scheme] = self._watched(storage_class)
 
-        def get_storage(*args: Any, **kwargs: Any) -> Any:
-            storage = opened(*args, **kwargs)
-            if not isinstance(storage, (FileFeedStorage, StdoutFeedStorage)):
-                self._watch(storage)
-            return storage
+    def _watched(self, storage_class: type) -> type:
+        delivery = self
 
-        exporter._get_storage = get_storage
+        class Watched(storage_class):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                delivery._watch(self)
+
+            def store(self, file: Any) -> Any:
+                return delivery._stored(self, super().store(file))
+
+        # Scrapy's log lines and stats name a storage by its class: still the project's.
+        Watched.__name__ = storage_class.__name__
+        Watched.__qualname__ = storage_class.__qualname__
+        Watched.__module__ = storage_class.__module__
+        return Watched
 
     def _watch(self, storage: Any) -> None:
-        upload = self._uploads[id(storage)] = _Upload(storage)
+        self._uploads[id(storage)] = _Upload(storage)
         self._remote = True
-        store = storage.store
+
+    def _stored(self, storage: Any, result: Any) -> Any:
+        """*result* of *storage*'s ``store`` (a Deferred, an awaitable or a value),
+        marking its upload done once it succeeds."""
+        upload = self._uploads.get(id(storage))
 
         def stored(value: Any) -> Any:
-            upload.ok = True
+            if upload is not None and upload.storage is storage:
+                upload.ok = True
             return value
 
-        def watched(file: Any) -> Any:
-            result = store(file)
-            if isinstance(result, Deferred):
-                return result.addCallback(stored)
-            if inspect.isawaitable(result):
+        if isinstance(result, Deferred):
+            return result.addCallback(stored)
+        if inspect.isawaitable(result):
 
-                async def awaited() -> Any:
-                    return stored(await result)
+            async def awaited() -> Any:
+                return stored(await result)
 
-                return awaited()
-            return stored(result)
-
-        storage.store = watched
+            return awaited()
+        return stored(result)
 
     def _uploads_of_item(self) -> list[_Upload]:
         """The remote uploads an item just exported went to: per feed, the slot that

@@ -97,5 +97,8 @@ async def test_uploads_in_batches_record_each_batch(tmp_path: Path, clock: Clock
         assert len(first.changes("new")) == 6
         files = sorted(tmp_path.glob("items-*.jsonl"))
         assert sum(len(uploaded(path)) for path in files) == 6
+        # Watched through the exporter's public table of storages, the project's
+        # class still names its uploads in Scrapy's stats.
+        assert first.stats["feedexport/success_count/UploadStorage"] == 3
         with StateStore(db) as store:
             assert all(store.get(url).last_fetched is not None for url in site.page_urls())

@@ -284,3 +284,41 @@ def test_an_old_modules_names_asked_of_the_package_that_took_its_name():
     assert (old_iter_sitemap, old_classify) == (iter_sitemap, classify)
     with pytest.raises(ImportError):
         from increcrawl_scrapy.discovery import no_such_name  # noqa: F401
+
+
+def _private_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(defined, reached into): private names a tree defines (functions, classes,
+    assignments, ``self._x = ...``), and those it reads or sets on an object not
+    its own (``other._x``, not ``self._x``/``cls._x``)."""
+    defined, reached = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if own and isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            elif not own:
+                reached.add(node.attr)
+    private = {name for name in defined | reached if name.startswith("_")}
+    dunder = {name for name in private if name.startswith("__") and name.endswith("__")}
+    return defined & private - dunder, reached & private - dunder
+
+
+def test_no_private_attribute_of_scrapy_is_used():
+    """Scrapy's private attributes change without notice (``FeedExporter._get_storage``
+    was replaced here once): what a crawl needs of Scrapy goes through its public
+    names. A private name of ours reached on another of our objects is fine."""
+    import scrapy
+
+    ours, reached = set(), set()
+    for path in modules().values():
+        defined, into = _private_names(ast.parse(path.read_text(encoding="utf-8")))
+        ours |= defined
+        reached |= into
+    theirs = set()
+    for path in Path(scrapy.__file__).parent.rglob("*.py"):
+        theirs |= _private_names(ast.parse(path.read_text(encoding="utf-8")))[0]
+    assert sorted((reached - ours) & theirs) == []
