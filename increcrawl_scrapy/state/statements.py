@@ -21,7 +21,7 @@ FORGET_TARGETS = ("page", "seed")
 
 class DiscoveryStatements(Protocol):
     """A run and its discovery (``runs.py``), date moves (``lastmod.py``), the
-    fetch budget (``budget.py``)."""
+    fetch budget (``queue.py``)."""
 
     insert_run: str
     earlier_run: str  # whether a seed had a run before this one

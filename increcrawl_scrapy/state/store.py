@@ -2,11 +2,12 @@
 the crawl's one door into it: nothing outside ``state/`` reaches its parts.
 
 The parts below it each own one concern: ``database`` (opening, identity,
-migrations, transactions), ``lock`` (one crawl per file), ``upkeep`` (keys and
-fingerprints under changed settings), ``runs`` (a run and its discovery), ``queue``
-(the change queue and buffered results). Time comes from an injected clock so
-tests and the simulator can move it. Thread-safe: every public method holds the
-store's mutex, so discovery can run in a worker thread while the reactor records.
+migrations, transactions, one crawl per file), ``upkeep`` (keys and fingerprints
+under changed settings), ``runs`` (a run and its discovery), ``queue`` (the change
+queue, a fetch budget's choice) and ``results`` (buffered results). Time comes from
+an injected clock so tests and the simulator can move it. Thread-safe: every public
+method holds the store's mutex, so discovery can run in a worker thread while the
+reactor records.
 """
 
 from __future__ import annotations
@@ -25,19 +26,17 @@ from increcrawl_scrapy.schedule.policy import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.backend import Backend, serialized
-from increcrawl_scrapy.state.budget import Budget, choose
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.edits import OperatorEdits
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
-from increcrawl_scrapy.state.lock import CrawlLock
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, ChangeQueue
+from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, Budget, ChangeQueue, choose
 from increcrawl_scrapy.state.readings import StoreReadings
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
-from increcrawl_scrapy.state.sqlite.database import Database
+from increcrawl_scrapy.state.sqlite.database import CrawlLock, Database
 from increcrawl_scrapy.state.upkeep import (
     check_content_scheme,
     check_normalization,
@@ -250,7 +249,7 @@ class StateStore(OperatorEdits, StoreReadings):
     @serialized
     def budget(self, seed: str, limit: int | None) -> Budget:
         """Which due rows of *seed* a run fetching at most *limit* takes: those
-        likeliest to have changed (``state/budget.py``), or the longest overdue."""
+        likeliest to have changed (``state/queue.py``), or the longest overdue."""
         self.results.flush()
         return choose(self.database, seed, self.clock(), limit, self.budget_order)
 

@@ -1,5 +1,5 @@
 """PostgreSQL's statements of a run and its discovery (``runs.py``, ``lastmod.py``,
-``budget.py``), by the names of ``state/statements.py``."""
+``queue.py``'s budget), by the names of ``state/statements.py``."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ class DiscoverySQL:
         "LIMIT %(count)s)"
     )
 
-    # -- budget.py -----------------------------------------------------------
+    # -- queue.py's budget -----------------------------------------------------
     due_count = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ") AS due"
     due_likeliest = (
         "SELECT normalized_url FROM ("

@@ -1,5 +1,5 @@
 """SQLite's statements of a run and its discovery (``runs.py``, ``lastmod.py``,
-``budget.py``), by the names of ``state/statements.py``."""
+``queue.py``'s budget), by the names of ``state/statements.py``."""
 
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ class DiscoverySQL:
         "LIMIT :count)"
     )
 
-    # -- budget.py -----------------------------------------------------------
+    # -- queue.py's budget -----------------------------------------------------
     due_count = "SELECT count(*) FROM (" + _DUE.format(columns="next_check") + ") AS due"
     due_likeliest = (
         "SELECT normalized_url FROM ("
