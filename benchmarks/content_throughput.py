@@ -39,11 +39,15 @@ _SPIDER = textwrap.dedent(
             super().__init__(**kwargs)
             self.sitemap_urls = [sitemap_url]
         def parse(self, response):
+            text = response.css("main ::text, .content ::text, .c7 ::text").getall()
             yield {"url": response.url, "title": response.css("title::text").get(),
-                   "text": " ".join(response.css("main ::text, .content ::text").getall())}
+                   "text": " ".join(text)}
     """
 )
 _WORDS = "the crawler keeps each page with its own state and fetches it again"
+#: The content's container, by shape: one the page names as content (trafilatura's
+#: catalog knows ``content``), and one of no known name (trafilatura's extraction).
+_DIVS = {"none": "content", "bare": "c7"}
 _SETTINGS = [
     "-s",
     "CONCURRENT_REQUESTS=16",
@@ -69,7 +73,7 @@ def write_site(root: Path, base: str, pages: int, shape: str = "main") -> None:
             + (
                 f"<main><h1>Page {i}</h1>{paragraphs}</main>"
                 if shape == "main"
-                else f'<div class="content"><h1>Page {i}</h1>{paragraphs}</div>'
+                else f'<div class="{_DIVS[shape]}"><h1>Page {i}</h1>{paragraphs}</div>'
             )
             + "<footer>(c) 2026</footer></body></html>"
         )
@@ -124,7 +128,8 @@ def main() -> None:
 
 SHAPES = {
     "main": "marking their main element (<main>)",
-    "none": "marking none (a div: trafilatura finds the content)",
+    "none": 'marking none, their content in a <div class="content">',
+    "bare": 'marking none, their content in a <div class="c7"> (trafilatura extracts it)',
 }
 LABELS = {
     "plain": "SitemapSpider (plain Scrapy)",

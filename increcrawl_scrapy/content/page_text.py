@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 #: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
 #: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
-#: page's fingerprint covers only the links of its main content, not its template's).
-SCHEME_VERSION = 4
+#: page's fingerprint covers only the links of its main content, not its template's;
+#: v5: a container the page names as its content is taken whole, as a <main> is).
+SCHEME_VERSION = 5
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 
@@ -119,19 +120,24 @@ def page_text(
     assert text is not None
     if kind is Kind.TEXT:
         return PageText(text, "text")
+    measured: dict[str, str] = {}  # a fragment measured -> its markdown, made once
     try:
-        found = main_content(text, options.selector, partial(_stable_chars, options.volatile))
+        found = main_content(
+            text, options.selector, partial(_stable_chars, options.volatile, measured)
+        )
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
         return PageText(html_to_markdown(text), "page", found.canonical)
-    return PageText(html_to_markdown(found.html), found.how, found.canonical, found.links)
+    markdown = measured.get(found.html) or html_to_markdown(found.html)
+    return PageText(markdown, found.how, found.canonical, found.links)
 
 
-def _stable_chars(patterns: tuple[str, ...], fragment: str) -> int:
+def _stable_chars(patterns: tuple[str, ...], measured: dict[str, str], fragment: str) -> int:
     """The characters of an HTML fragment's text as it is fingerprinted (a user's
-    rule that takes too long on it is left out here: the fingerprint says so)."""
-    markdown = html_to_markdown(fragment)
+    rule that takes too long on it is left out here: the fingerprint says so); its
+    markdown is kept in *measured* for the fragment chosen."""
+    markdown = measured[fragment] = html_to_markdown(fragment)
     try:
         kept = stable_text(markdown, patterns)
     except PatternTimeout:

@@ -38,20 +38,86 @@ def test_one_article_when_no_main() -> None:
     assert how == "article" and "Own text" in html and "Recent" not in html
 
 
-def test_a_page_marking_nothing_is_extracted_by_trafilatura() -> None:
-    paragraphs = "".join(
-        f"<p>This is paragraph {i} of the article, with enough words in it to be read "
-        "as the text of the page rather than as a menu or a footer line.</p>"
-        for i in range(6)
-    )
-    page = (
+PARAGRAPHS = "".join(
+    f"<p>This is paragraph {i} of the article, with enough words in it to be read "
+    "as the text of the page rather than as a menu or a footer line.</p>"
+    for i in range(6)
+)
+
+
+def _divs(content: str, paragraphs: str = PARAGRAPHS) -> str:
+    return (
         '<html><body><div id="menu"><a href="/a">Home</a> | <a href="/b">About</a></div>'
-        f'<div id="content">{paragraphs}</div><div id="foot">Copyright 2026</div></body></html>'
+        f'<div class="sidebar"><a href="/c">Latest post</a></div>{content.format(paragraphs)}'
+        '<div id="foot">Copyright 2026</div></body></html>'
     )
-    html, how, *_ = main_content(page)
+
+
+def test_a_page_marking_nothing_is_extracted_by_trafilatura() -> None:
+    html, how, *_ = main_content(_divs('<div class="c7">{}</div>'))
     assert how == "extracted"
     assert "paragraph 5 of the article" in html
-    assert "Copyright" not in html
+    assert "About" not in html and "Latest post" not in html
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        '<div id="content">{}</div>',
+        '<div class="post">{}</div>',
+        '<section class="entry-content">{}</section>',
+        '<div itemprop="articleBody">{}</div>',
+    ],
+)
+def test_a_container_the_page_names_as_its_content_is_taken_whole(container: str) -> None:
+    """Named in trafilatura's catalog, the container is taken as a ``<main>`` is: its
+    template parts and the catalog's no-content parts (a share box) left out."""
+    share = '<div class="share-buttons"><a href="/s">Share this on Twitter</a></div>'
+    html, how, *_ = main_content(_divs(container, PARAGRAPHS + share))
+    assert how == "named"
+    assert "paragraph 0 of" in html and "paragraph 5 of" in html
+    for template in ("Home", "Latest post", "Copyright", "Share this"):
+        assert template not in html
+
+
+def test_a_named_container_gives_the_text_a_main_element_gives() -> None:
+    """One text per page whatever the way: a theme that moves its content from a
+    named div into a ``<main>`` changes no page's fingerprint."""
+    related = "<h2>Related posts</h2><ul><li><a href='/b'>Another post</a></li></ul>"
+    named = page_text(
+        b"x",
+        "text/html",
+        _divs('<div id="content">{}</div>', f"<h1>The title</h1>{PARAGRAPHS}{related}"),
+        ContentOptions(),
+    )
+    marked = page_text(
+        b"x",
+        "text/html",
+        _divs("<main>{}</main>", f"<h1>The title</h1>{PARAGRAPHS}{related}"),
+        ContentOptions(),
+    )
+    assert (named.how, marked.how) == ("named", "main")
+    assert named.text == marked.text and "\n## Related posts\n" in named.text
+
+
+_LISTING = _divs('<div class="post">{}</div>') + _divs('<div class="post">{}</div>')
+_IN_ASIDE = _divs('<aside><div id="content">{}</div></aside>')
+_SHORT = _divs('<div id="content">{}</div>', "<p>Only a line of text.</p>")
+
+
+@pytest.mark.parametrize(
+    ("page", "why"),
+    [
+        (
+            _LISTING.replace("</body></html><html><body>", ""),
+            "a listing: the first post is not the page",
+        ),
+        (_IN_ASIDE, "inside the site's template"),
+        (_SHORT, "too little text"),
+    ],
+)
+def test_a_named_container_is_not_taken_when_it_may_not_be_the_page(page: str, why: str) -> None:
+    assert main_content(page).how != "named", why
 
 
 @pytest.mark.parametrize("shape", ["divs", "short", "empty", "table"])
@@ -65,7 +131,7 @@ def test_the_extraction_is_trafilaturas_own(shape: str) -> None:
 
     words = " ".join(f"word{i}" for i in range(40))
     bodies = {
-        "divs": "".join(f'<div><h2>Part {i}</h2><p>{words}</p></div>' for i in range(5)),
+        "divs": "".join(f"<div><h2>Part {i}</h2><p>{words}</p></div>" for i in range(5)),
         "short": "<div><p>Only a line.</p></div>",
         "empty": "<div></div>",
         "table": f"<div><table><tr><td>{words}</td><td>cell</td></tr></table><p>{words}</p></div>",
