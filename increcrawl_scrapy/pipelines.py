@@ -69,7 +69,7 @@ class IncrementalStatePipeline:
         self._taken: dict[str, str] = {}
         #: The items on their way from PageItemsMiddleware, each with its page.
         self.pages: OpenPages | None = None
-        #: Taken with the text in the content process (``spiders/page_content.py``).
+        #: Taken with the text on the content thread (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
     def open_spider(self, spider: Spider | None = None) -> None:

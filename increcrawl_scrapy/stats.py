@@ -69,10 +69,6 @@ REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
 ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
 CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_text.py)
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
-#: Pages the content process held when it died (crawl/content_process.py).
-CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
-#: Pages whose text took longer than INCRECRAWL_CONTENT_TIMEOUT (the process is killed).
-CONTENT_TIMEOUT = "increcrawl/pages/content_timeout"
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text
 #: rel=canonical names another page whose text differs, or that is not crawled: the

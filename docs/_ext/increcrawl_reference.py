@@ -63,7 +63,8 @@ def shown_default(name: str) -> str:
         return repr(value)
     number = int(value) if float(value).is_integer() else value
     if name.endswith(("_INTERVAL", "_SECONDS", "_TIMEOUT")) and number >= _DAY:
-        return f"{number} ({number / _DAY:g} days)"
+        days = number / _DAY
+        return f"{number} ({days:g} {'day' if days == 1 else 'days'})"
     if name.endswith("_BYTES") and number >= _MIB:
         return f"{number} ({number / _MIB:g} MiB)"
     return str(number)

@@ -42,7 +42,6 @@ FETCHERS = ("auto", "geonode", "direct", "hybrid")
 POLICIES = ("learned", "adaptive")
 BUDGET_ORDERS = ("change", "oldest")
 EXPORTS = ("changes", "all")
-WORKERS = ("process", "thread")
 _DAY = 86_400.0
 
 #: How a field's value is read: ``read(reader, setting name)``, raising ConfigError.
@@ -170,10 +169,6 @@ class IncrecrawlConfig:
     main_content: bool = setting("INCRECRAWL_MAIN_CONTENT", True, Reader.flag)
     # CSS or XPath of the site's main element
     content_selector: str | None = setting("INCRECRAWL_CONTENT_SELECTOR", None, _selector)
-    # where a page's text is taken: a process of its own, or a thread
-    content_worker: str = setting("INCRECRAWL_CONTENT_WORKER", "process", choice(*WORKERS))
-    # seconds a page's text may take in the content process (0: no limit)
-    content_timeout: float = setting("INCRECRAWL_CONTENT_TIMEOUT", 60.0, number(float, minimum=0))
     max_page_bytes: int = setting(  # decompressed
         "INCRECRAWL_MAX_PAGE_BYTES", 10 * 1024 * 1024, number(int, minimum=1024)
     )

@@ -13,7 +13,16 @@ from increcrawl_scrapy.config import DEFAULTS
 logger = logging.getLogger(__name__)
 
 #: Settings of ours that are not in DEFAULTS but are read (Scrapy's own or the API's).
-_ALSO_KNOWN = frozenset({"GEONODE_API_KEY", "GEONODE_API_URL", "INCRECRAWL_REVIVE_GONE"})
+_ALSO_KNOWN = frozenset({"GEONODE_API_KEY", "GEONODE_API_URL"})
+#: Settings that did something once and do nothing now: why, said when one is set.
+DEPRECATED = {
+    "INCRECRAWL_REVIVE_GONE": "a gone page that is still listed is re-checked on a slow "
+    "schedule and comes back as new",
+    "INCRECRAWL_CONTENT_WORKER": "a page's text is taken on one thread; the content process "
+    "is gone (it did not earn its cost: benchmarks/RESULTS.md)",
+    "INCRECRAWL_CONTENT_TIMEOUT": "it limited the content process, which is gone; a page's "
+    "work is bounded by INCRECRAWL_MAX_PAGE_BYTES and linear rules",
+}
 
 
 def warn_unknown_settings(settings: BaseSettings) -> list[str]:
@@ -21,6 +30,10 @@ def warn_unknown_settings(settings: BaseSettings) -> list[str]:
     known = set(DEFAULTS) | _ALSO_KNOWN
     warnings = []
     for name in sorted(settings.attributes):
+        if name in DEPRECATED:
+            warnings.append(f"{name} is deprecated and does nothing: {DEPRECATED[name]}")
+            logger.warning(warnings[-1])
+            continue
         if not name.startswith(("INCRECRAWL_", "GEONODE_")) or name in known:
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)

@@ -58,11 +58,6 @@ class CrawlState:
                 )
             else:
                 logger.info("INCRECRAWL_DB %r resolved to %s", config.db_path, path)
-        if crawler.settings.get("INCRECRAWL_REVIVE_GONE") is not None:
-            logger.warning(
-                "INCRECRAWL_REVIVE_GONE is deprecated and does nothing: a gone page that "
-                "is still listed is re-checked on a slow schedule and comes back as new"
-            )
         self.crawler = crawler
         self.store = StateStore.from_config(config, exclusive=True)
         stats.inc(crawler.stats, stats.REKEYED, self.store.rekeyed.rekeyed)

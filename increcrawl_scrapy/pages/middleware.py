@@ -38,8 +38,7 @@ from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
-from increcrawl_scrapy.crawl import content_process
-from increcrawl_scrapy.crawl.content_process import main_links, shipped, shipped_links
+from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
 from increcrawl_scrapy.pages.memory import (
@@ -103,7 +102,6 @@ class PageItemsMiddleware:
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
-        self.in_process = self.config.content_worker == "process" and content_process.available()
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -277,15 +275,7 @@ class PageItemsMiddleware:
         if not isinstance(response, TextResponse):
             return links
         try:
-            if self.in_process:
-                main = await content_process.in_content_process(
-                    shipped_links,
-                    shipped(response),
-                    self.options,
-                    timeout=self.config.content_timeout,
-                )
-            else:
-                main = await compat.in_content_thread(main_links, response, self.options)
+            main = await compat.in_content_thread(main_links, response, self.options)
         except UnusablePage:
             return links  # no text to tell them by: every link is the page's
         return links if main is None else links & main

@@ -1,5 +1,5 @@
-"""What the incremental spider does with a fetched page's content: its text (in the
-content process, ``crawl/content_process.py``), the size limit, soft 404s
+"""What the incremental spider does with a fetched page's content: its text (on the
+content thread, ``crawl/response_text.py``), the size limit, soft 404s
 (``content/soft404.py``) and canonical links, for single fetches and batch results
 alike. A page whose ``rel=canonical`` names another URL of the site is an alias: the
 item says ``alias_of`` and the pipeline keeps its row without reporting it."""
@@ -20,8 +20,8 @@ from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
-from increcrawl_scrapy.crawl import content_process, hidden
-from increcrawl_scrapy.crawl.content_process import response_text, shipped, shipped_text, with_print
+from increcrawl_scrapy.crawl import hidden
+from increcrawl_scrapy.crawl.response_text import response_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.spiders.canonical import checked_alias
@@ -54,8 +54,6 @@ class PageContent:
         scope: Scope,
         normalize: Callable[[str], str],
         prints: TakenPrints | None = None,
-        in_process: bool = False,
-        timeout: float = 0.0,
     ) -> None:
         self.crawler = crawler
         self.options = options
@@ -70,13 +68,6 @@ class PageContent:
         #: with the default rules: users' rules may backtrack, the pipeline's threads
         #: take them), or None.
         self.prints = prints
-        #: Where a page's text is taken: the content process, or the content thread.
-        self.in_process = in_process
-        self.work = (
-            partial(content_process.in_content_process, timeout=timeout)
-            if in_process
-            else compat.in_content_thread
-        )
         self._in_hand = 0  # pages given to it and not answered yet
         #: The user's volatile rules (an alias's text is compared under them).
         self.patterns: tuple[str, ...] = ()
@@ -90,9 +81,7 @@ class PageContent:
         ours = not config.volatile_patterns and config.content_field in (None, "", "markdown")
         prints = taken_prints(crawler) if ours else None
         options = ContentOptions.from_config(config)
-        in_process = config.content_worker == "process" and content_process.available()
-        timeout = config.content_timeout
-        made = cls(crawler, options, origin, scope, normalize, prints, in_process, timeout)
+        made = cls(crawler, options, origin, scope, normalize, prints)
         made.patterns = tuple(config.volatile_patterns)
         return made
 
@@ -134,11 +123,9 @@ class PageContent:
 
     async def text_of(self, response: scrapy.http.Response) -> tuple[PageText, str | None]:
         """*response*'s text, and its fingerprint when the default rules take it."""
-        # To the process, what makes the response again; on the thread, itself.
-        take, page = (
-            (shipped_text, shipped(response)) if self.in_process else (response_text, response)
+        return await compat.in_content_thread(
+            with_print, self.prints is not None, response_text, response, self.options
         )
-        return await self.work(with_print, self.prints is not None, take, page, self.options)
 
     def _hold_back(self) -> None:
         self._in_hand += 1
@@ -269,7 +256,7 @@ class PageContent:
             body, kind = fields.get("markdown"), "text/markdown"
         if body is None:
             return None, None
-        return await self.work(
+        return await compat.in_content_thread(
             with_print,
             self.prints is not None,
             page_text,

@@ -347,11 +347,22 @@ async def test_the_api_url_is_read_from_the_environment_like_the_key(
 
 
 @pytest_twisted.ensureDeferred
-async def test_revive_gone_is_a_deprecated_no_op(servers, tmp_path: Path, clock: Clock) -> None:
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"INCRECRAWL_REVIVE_GONE": True},
+        {"INCRECRAWL_CONTENT_WORKER": "process", "INCRECRAWL_CONTENT_TIMEOUT": 5},
+    ],
+)
+async def test_a_deprecated_setting_is_a_no_op_said_once(
+    servers, tmp_path: Path, clock: Clock, setting: dict
+) -> None:
     site, _api = servers
-    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, INCRECRAWL_REVIVE_GONE=True)
+    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **setting)
     result = await crawl(settings, sitemap_url=site.sitemap_url)
-    assert any(
-        line.startswith("WARNING") and "INCRECRAWL_REVIVE_GONE is deprecated" in line
-        for line in result.log
-    )
+    assert len(result.changes("new")) == 8
+    for name in setting:
+        said = [line for line in result.log if f"{name} is deprecated and does nothing" in line]
+        # A warning of its own, repeated in the run summary's warnings.
+        assert len([line for line in said if line.startswith("WARNING")]) == 1, said
+    assert not any("Unknown setting" in line for line in result.log)

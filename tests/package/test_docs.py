@@ -49,6 +49,7 @@ def test_the_check_sees_what_is_missing_and_what_is_unknown(tmp_path: Path) -> N
 def test_defaults_are_shown_from_the_code() -> None:
     assert reference.shown_default("INCRECRAWL_DB") == "'crawl_state.sqlite'"
     assert reference.shown_default("INCRECRAWL_MAX_INTERVAL") == "2592000 (30 days)"
+    assert reference.shown_default("INCRECRAWL_DEFAULT_INTERVAL") == "86400 (1 day)"
     assert reference.shown_default("INCRECRAWL_MAX_PAGE_BYTES") == "10485760 (10 MiB)"
     assert reference.shown_default("GEONODE_API_KEY") == "unset"
     assert reference.shown_default("INCRECRAWL_ALLOW") == "[]"

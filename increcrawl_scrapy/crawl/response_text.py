@@ -1,0 +1,57 @@
+"""A fetched response's text and the links of its main content, for the spider and
+the add-on alike. CPU work (parsing, extraction, conversion, the fingerprint), run on
+the content thread (``compat.in_content_thread``), never on the reactor's.
+
+Once a second Python process took this work: measured beside Scrapy's
+``SitemapSpider`` it gained 3% on pages that mark their ``<main>``, under the 10% it
+had to earn, and cost a child process per crawl (``benchmarks/RESULTS.md``, "The
+content process, measured before its removal")."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urljoin
+
+from scrapy.http import Response, TextResponse
+from scrapy.utils.response import get_base_url
+from w3lib.url import canonicalize_url
+
+from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+
+
+def response_text(response: Response, options: ContentOptions) -> PageText:
+    """The page's text, whoever fetched it, so both paths hash the same text: decoded
+    the way Scrapy decodes it (header, BOM, meta, then detection)."""
+    text = response.text if isinstance(response, TextResponse) else None
+    value = response.headers.get("Content-Type")
+    return page_text(response.body, value.decode("latin-1") if value else None, text, options)
+
+
+def main_links(response: Response, options: ContentOptions) -> frozenset[str] | None:
+    """The links of *response*'s main content, by the rules of its text
+    (``page_text``), as canonical absolute URLs; None when its text has no main
+    content to tell them by (not HTML, the whole page, an unusable body)."""
+    try:
+        found = response_text(response, options)
+    except UnusablePage:
+        return None
+    if found.links is None:
+        return None
+    base = get_base_url(response) if isinstance(response, TextResponse) else response.url
+    links = set()
+    for href in found.links:
+        with contextlib.suppress(ValueError):
+            links.add(canonicalize_url(urljoin(base, href)))
+    return frozenset(links)
+
+
+def with_print(
+    fingerprint: bool, take: Callable[..., PageText], *args: Any
+) -> tuple[PageText, str | None]:
+    """A page's text by *take*, with its fingerprint when asked (the default rules
+    are linear: taken with the text, they spare the reactor's thread)."""
+    found = take(*args)
+    return found, content_fingerprint(found.text) if fingerprint else None
