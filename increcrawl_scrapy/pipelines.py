@@ -216,7 +216,8 @@ class IncrementalStatePipeline:
             delivered = 1 if member is None else member.group.delivered(outcome.change)
             if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
                 if member is not None:  # the page's result waits for its items
-                    self.delivery.expect(page.normalized_url, delivered)
+                    member.group.waiting = delivered
+                    self.delivery.expect(page.normalized_url, member.group)
             else:
                 self.store.deliver(page.normalized_url)  # nothing to report: written now
             if outcome is Outcome.ERROR:

@@ -20,7 +20,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -37,6 +37,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 #: An item's label when its page did not change (``pages/memory.py``).
 UNCHANGED = "unchanged"
+
+
+class Awaiting(Protocol):
+    """What a page whose result waits for several items keeps: how many are still to
+    come (the add-on's ``Page``; a page of the spider has one item, and no count)."""
+
+    waiting: int
 
 
 @dataclass
@@ -83,7 +90,8 @@ class Delivery:
         self.url_field = config_for(crawler).url_field
         #: Items handed on by the pipeline, their signals not come yet (in that order).
         self._held: deque[_Held] = deque()
-        self._expected: dict[str, int] = {}  # a page's row -> its items still to come
+        #: A page's row -> the page, which counts its items still to come.
+        self._expected: dict[str, Awaiting] = {}
         store.write_first(self.flush_feeds)
         self._uploads: dict[int, _Upload] = {}  # id(storage) -> its upload
         self._open: dict[str, Any] = {}  # a feed's URI template -> its current storage
@@ -132,9 +140,9 @@ class Delivery:
         delivery holding none is still the crawl's delivery)."""
         return len(self._held)
 
-    def expect(self, key: str, items: int) -> None:
-        """*key*'s result is written once all its *items* (a page's) are delivered."""
-        self._expected[key] = items
+    def expect(self, key: str, page: Awaiting) -> None:
+        """*key*'s result is written once the items *page* waits for are delivered."""
+        self._expected[key] = page
 
     def settle(self, key: str) -> None:
         """One of *key*'s expected items will not come (it moved to another page)."""
@@ -154,11 +162,12 @@ class Delivery:
             self._count_delivered(key)
 
     def _count_delivered(self, key: str) -> None:
-        left = self._expected.get(key, 1) - 1
-        if left > 0:
-            self._expected[key] = left
-            return
-        self._expected.pop(key, None)
+        page = self._expected.get(key)
+        if page is not None:
+            page.waiting -= 1
+            if page.waiting > 0:
+                return
+            del self._expected[key]
         if not self._awaiting.get(key):
             self.store.deliver(key)
 

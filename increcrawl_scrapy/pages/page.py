@@ -33,6 +33,9 @@ class Page:
     members: list[PageItem] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
     status: int | None = None  # a page gone (404, 410: pages/gone.py); else its items say
+    #: Of its items to deliver, those not delivered yet: its result is written when
+    #: none is left (``crawl/delivery.py``); set once its result is recorded.
+    waiting: int = 0
 
     @property
     def page_text(self) -> str:
