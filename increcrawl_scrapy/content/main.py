@@ -168,7 +168,10 @@ def _catalog() -> tuple[list[Any], list[Any]]:
     parts inside them that are no content."""
     from trafilatura.xpaths import BODY_XPATH, OVERALL_DISCARD_XPATH
 
-    return list(BODY_XPATH), list(OVERALL_DISCARD_XPATH)
+    # Not those that only name the first <article> or <main>: a page's one is taken
+    # before, and the first of several is not the page.
+    names = [x for x in BODY_XPATH if x.path.strip() not in ("(.//article)[1]", "(.//main)[1]")]
+    return names, list(OVERALL_DISCARD_XPATH)
 
 
 def prune_unwanted_nodes(tree: Any, nodelist: list[Any], with_backup: bool) -> Any:
