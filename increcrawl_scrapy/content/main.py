@@ -12,8 +12,8 @@ In this order:
    ``id="content"``, ``itemprop="articleBody"``…: trafilatura's own catalog of such
    names, in its order), less what trafilatura's catalog names as no content (share
    and consent boxes, comment forms, hidden parts), when it holds enough text: the
-   element trafilatura's extraction starts from, taken whole, at the cost of an XPath
-   (a twentieth of the extraction's; ``benchmarks/content_throughput.py``);
+   element trafilatura's extraction starts from, taken whole, at the cost of a few XPaths
+   (about 0.5 ms a page against 1.1-1.3 ms; ``benchmarks/content_throughput.py``);
 4. otherwise trafilatura's extraction (a well-kept library), for pages that name
    nothing;
 5. and where that finds little (a short page), the whole body, less the site's
