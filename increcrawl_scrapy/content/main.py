@@ -45,17 +45,25 @@ HOW = ("selector", "main", "article", "named", "extracted", "whole")
 
 _MAIN = lxml.etree.XPath("//main | //*[@role='main']")
 _ARTICLE = lxml.etree.XPath("//article")
-_TEMPLATE_INSIDE = lxml.etree.XPath(
-    ".//nav | .//aside | .//footer | .//form[@role='search']"
-    " | .//*[@role='navigation' or @role='complementary' or @role='contentinfo'"
-    " or @role='search']"
-)
+#: The site's template: its elements by tag and by ARIA role (one list for each use).
+_TEMPLATE_TAGS = ("nav", "aside", "footer")
+_TEMPLATE_ROLES = ("navigation", "complementary", "contentinfo", "search")
+
+
+def _any_of(tags: tuple[str, ...], roles: tuple[str, ...]) -> str:
+    """An XPath predicate: an element of one of *tags*, or of one of *roles*."""
+    return " or ".join([f"self::{tag}" for tag in tags] + [f"@role='{role}'" for role in roles])
+
+
+_TEMPLATE_INSIDE = lxml.etree.XPath(f".//*[{_any_of(_TEMPLATE_TAGS, _TEMPLATE_ROLES)}]")
 #: In a whole body, the site's header too (inside a main element, or around the
 #: page's title, a header is the article's own).
 _TEMPLATE_OF_BODY = lxml.etree.XPath(
-    ".//header[not(.//h1)] | .//nav | .//aside | .//footer | .//form[@role='search']"
-    " | .//*[@role='banner' or @role='navigation' or @role='complementary'"
-    " or @role='contentinfo' or @role='search']"
+    f".//header[not(.//h1)] | .//*[{_any_of(_TEMPLATE_TAGS, ('banner', *_TEMPLATE_ROLES))}]"
+)
+#: A container the page names as its content is not the page's inside any of these.
+_IN_TEMPLATE = lxml.etree.XPath(
+    f"ancestor::*[{_any_of(('header', *_TEMPLATE_TAGS), ('banner', *_TEMPLATE_ROLES))}]"
 )
 _NOTHING = lxml.etree.XPath("self::nothing-at-all")
 #: trafilatura's own threshold (MIN_EXTRACTED_SIZE): an extraction shorter than this
@@ -145,17 +153,17 @@ def _named(
     """The container the page names as its content, as text, "named" and its links;
     None when it names none, names several alike (a listing's posts: the first is
     not the page), puts it in the site's template, or it holds too little text."""
-    names, discard = _catalog()
+    names, discard, prune = _catalog()
     for xpath in names:
         found = [e for e in xpath(root) if isinstance(e, lxml.etree._Element)]
         # A main or an article is this page's only when it is its one (steps above).
         if not found or found[0].tag not in ("div", "section"):
             continue
         element = found[0]
-        if _twins(root, element) or _in_template(element):
+        if _twins(root, element) or _IN_TEMPLATE(element):
             continue
         kept = deepcopy(element)  # a miss leaves the page whole for the next steps
-        prune_unwanted_nodes(kept, discard, with_backup=True)  # trafilatura's own guard
+        prune(kept, discard, with_backup=True)  # with trafilatura's own guard
         text = _serialize([kept], prune=True)
         if measure(text) >= RESCUE_CHARS:
             return text, "named", _hrefs([kept])
@@ -163,21 +171,16 @@ def _named(
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> tuple[list[Any], list[Any]]:
-    """trafilatura's XPaths of the containers that name a page's content, and of the
-    parts inside them that are no content."""
+def _catalog() -> tuple[list[Any], list[Any], Callable[..., Any]]:
+    """trafilatura's XPaths of the containers that name a page's content, of the
+    parts inside them that are no content, and its step that prunes those."""
+    from trafilatura.htmlprocessing import prune_unwanted_nodes
     from trafilatura.xpaths import BODY_XPATH, OVERALL_DISCARD_XPATH
 
     # Not those that only name the first <article> or <main>: a page's one is taken
     # before, and the first of several is not the page.
     names = [x for x in BODY_XPATH if x.path.strip() not in ("(.//article)[1]", "(.//main)[1]")]
-    return names, list(OVERALL_DISCARD_XPATH)
-
-
-def prune_unwanted_nodes(tree: Any, nodelist: list[Any], with_backup: bool) -> Any:
-    from trafilatura.htmlprocessing import prune_unwanted_nodes as prune
-
-    return prune(tree, nodelist, with_backup=with_backup)
+    return names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes
 
 
 def _twins(root: lxml.etree._Element, element: lxml.etree._Element) -> bool:
@@ -186,14 +189,6 @@ def _twins(root: lxml.etree._Element, element: lxml.etree._Element) -> bool:
     return any(
         other is not element and (other.get("class"), other.get("id")) == name
         for other in root.iter(element.tag)
-    )
-
-
-def _in_template(element: lxml.etree._Element) -> bool:
-    return any(
-        ancestor.tag in ("nav", "aside", "footer", "header")
-        or ancestor.get("role") in ("navigation", "complementary", "contentinfo", "banner")
-        for ancestor in element.iterancestors()
     )
 
 
