@@ -29,6 +29,7 @@ links and "on this page" boxes sit inside the main element on many themes.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from copy import deepcopy
 from functools import lru_cache
@@ -153,34 +154,125 @@ def _named(
     """The container the page names as its content, as text, "named" and its links;
     None when it names none, names several alike (a listing's posts: the first is
     not the page), puts it in the site's template, or it holds too little text."""
-    names, discard, prune = _catalog()
-    for xpath in names:
-        found = [e for e in xpath(root) if isinstance(e, lxml.etree._Element)]
+    catalog = _catalog()
+    for element in catalog.firsts(root):
         # A main or an article is this page's only when it is its one (steps above).
-        if not found or found[0].tag not in ("div", "section"):
+        if element is None or element.tag not in ("div", "section"):
             continue
-        element = found[0]
         if _twins(root, element) or _IN_TEMPLATE(element):
             continue
         kept = deepcopy(element)  # a miss leaves the page whole for the next steps
-        prune(kept, discard, with_backup=True)  # with trafilatura's own guard
+        catalog.prune(kept, catalog.discard, with_backup=True)  # with trafilatura's guard
         text = _serialize([kept], prune=True)
         if measure(text) >= RESCUE_CHARS:
             return text, "named", _hrefs([kept])
     return None
 
 
-@lru_cache(maxsize=1)
-def _catalog() -> tuple[list[Any], list[Any], Callable[..., Any]]:
+#: Every name in trafilatura's catalog is borne by one of these.
+_NAMED_TAGS = ("article", "div", "main", "section")
+_EXSLT = {"re": "http://exslt.org/regular-expressions"}
+
+
+class _Catalog(NamedTuple):
     """trafilatura's XPaths of the containers that name a page's content, of the
     parts inside them that are no content, and its step that prunes those."""
+
+    names: list[Any]
+    discard: list[Any]
+    prune: Callable[..., Any]
+    #: The names as one test of one element (bit i: it bears name i), so that a page
+    #: is read in one pass over its candidates; None when trafilatura writes a name
+    #: in a shape :func:`_as_test` does not know (each name then reads the page).
+    bits: lxml.etree.XPath | None
+    #: Name i names the page's first <main> too (``|(.//main)[1]``).
+    first_main: tuple[bool, ...]
+
+    def firsts(self, root: lxml.etree._Element) -> list[Any]:
+        """For each name, in the catalog's order, the first element of the page
+        (in its order) that bears it, as trafilatura's XPath finds it; or None."""
+        if self.bits is None:
+            return [
+                next((e for e in xpath(root) if isinstance(e, lxml.etree._Element)), None)
+                for xpath in self.names
+            ]
+        # One XPath a candidate rather than one a name over the whole page: on 638
+        # real pages a third of the CPU, and fewer calls that let go of the GIL and
+        # must wait to take it back while the reactor's thread holds it.
+        found: list[Any] = [None] * len(self.names)
+        first_main = next(root.iter("main"), None)
+        mains = sum(1 << i for i, main in enumerate(self.first_main) if main)
+        for element in root.iter(*_NAMED_TAGS):
+            bits = int(self.bits(element)) if element.attrib else 0
+            if element is first_main:
+                bits |= mains
+            for i in range(len(found)):
+                if found[i] is None and bits >> i & 1:
+                    found[i] = element
+            if None not in found:
+                break
+        return found
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> _Catalog:
     from trafilatura.htmlprocessing import prune_unwanted_nodes
     from trafilatura.xpaths import BODY_XPATH, OVERALL_DISCARD_XPATH
 
     # Not those that only name the first <article> or <main>: a page's one is taken
     # before, and the first of several is not the page.
     names = [x for x in BODY_XPATH if x.path.strip() not in ("(.//article)[1]", "(.//main)[1]")]
-    return names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes
+    tests = [_as_test(x.path) for x in names]
+    bits = None
+    if all(tests):
+        bits = lxml.etree.XPath(
+            " + ".join(f"number(boolean({t[0]})) * {1 << i}" for i, t in enumerate(tests) if t),
+            namespaces=_EXSLT,
+        )
+    first_main = tuple(bool(t and t[1]) for t in tests)
+    return _Catalog(names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes, bits, first_main)
+
+
+def _as_test(path: str) -> tuple[str, bool] | None:
+    """A name of trafilatura's, ``.//*[...]`` taking its first match (``[1]`` or
+    ``(...)[1]``, perhaps ``|(.//main)[1]``), as a test of one element
+    (``self::*[...]``) and whether it names the first <main> too; None for any
+    other shape."""
+    path, main = path.strip(), False
+    if path.endswith("|(.//main)[1]"):
+        path, main = path[: -len("|(.//main)[1]")].strip(), True
+    if path.startswith("(") and path.endswith(")[1]"):
+        path = path[1:-4].strip()
+    elif path.endswith("][1]"):
+        path = path[:-3]
+    if not path.startswith(".//*") or not _predicates(path[len(".//*") :]):
+        return None
+    test = "self::*" + path[len(".//*") :]
+    if not set(re.findall(r"self::(\w+)", test)) <= set(_NAMED_TAGS):
+        return None  # a tag the pass over the candidates would not see
+    try:
+        lxml.etree.XPath(test, namespaces=_EXSLT)
+    except lxml.etree.XPathSyntaxError:
+        return None
+    return test, main
+
+
+def _predicates(text: str) -> bool:
+    """Whether *text* is XPath predicates only (``[...][...]``): brackets balanced
+    outside quoted strings, none of it outside a bracket."""
+    depth, quote = 0, ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif depth == 0 and not char.isspace():
+            return False
+    return bool(text.strip()) and depth == 0 and not quote
 
 
 def _twins(root: lxml.etree._Element, element: lxml.etree._Element) -> bool:

@@ -120,6 +120,42 @@ def test_a_named_container_is_not_taken_when_it_may_not_be_the_page(page: str, w
     assert main_content(page).how != "named", why
 
 
+_CATALOG_PAGES = {
+    "named twice, and a name's first bearer an article": (
+        "<body><article class='post'>a</article><div class='post'>b</div>"
+        "<section id='content'><div class='content'>c</div></section></body>"
+    ),
+    "a <main> before the div named main (the last name names the first <main> too)": (
+        "<body><main>m</main><main>n</main><div class='main-col'>d</div></body>"
+    ),
+    "regexes of the catalog, nested": (
+        "<body><div class='x'><section class='entry-content'><div id='story-body'>"
+        "<div itemprop='articleBody'>e</div></div></section></div></body>"
+    ),
+    "nothing named": "<body><div class='c7'><p>f</p></div><section>g</section></body>",
+}
+
+
+@pytest.mark.parametrize("page", _CATALOG_PAGES.values(), ids=list(_CATALOG_PAGES))
+def test_the_catalog_read_in_one_pass_finds_what_trafilaturas_xpaths_find(page: str) -> None:
+    """The names read in one pass over the candidates (one XPath an element) give,
+    for each name, the element its own XPath over the whole page gives first; and a
+    name of a shape not known falls back to that XPath."""
+    import lxml.html
+
+    from increcrawl_scrapy.content import main as content_main
+
+    catalog = content_main._catalog()
+    assert catalog.bits is not None  # trafilatura's names are all of the known shape
+    root = lxml.html.document_fromstring(page)
+    by_xpath = catalog._replace(bits=None).firsts(root)
+    assert catalog.firsts(root) == by_xpath
+    assert any(e is not None for e in by_xpath) != (page == _CATALOG_PAGES["nothing named"])
+    assert content_main._as_test("(.//*[@class='x'])[1] | .//p") is None
+    assert content_main._as_test(".//p[@class='x'][1]") is None
+    assert content_main._as_test("(.//*[@class='a]'])[1]") == ("self::*[@class='a]']", False)
+
+
 @pytest.mark.parametrize("shape", ["divs", "short", "empty", "table"])
 def test_the_extraction_is_trafilaturas_own(shape: str) -> None:
     """The extraction skips ``extract``'s Simhash, not a step of its text: the same
