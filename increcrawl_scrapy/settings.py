@@ -23,3 +23,8 @@ FEED_EXPORT_ENCODING = "utf-8"
 # named by their label and URL, never dumped with their markdown, at any level.
 LOG_LEVEL = "INFO"
 LOG_FORMATTER = "increcrawl_scrapy.log_formatter.ItemSummaryLogFormatter"
+
+# A page gives one item, yet Scrapy starts CONCURRENT_ITEMS output workers for each
+# response, whatever it yields (scrapy/scrapy#5182): at its default of 100 that was
+# over a third of a first run's CPU per page (benchmarks/content_throughput.py).
+CONCURRENT_ITEMS = 8
