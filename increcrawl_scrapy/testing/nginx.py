@@ -1,13 +1,13 @@
 """nginx serving a folder on 127.0.0.1: a real web server as the origin of tests
 and benchmarks (its own ETag, Last-Modified and 304). Neither nginx nor Scrapyd can
-report a port given as 0, so a free port is found first by binding to port 0."""
+report a port given as 0, so a free port is found first (``free_port``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,21 +15,24 @@ from pathlib import Path
 
 import requests
 
+from increcrawl_scrapy.testing.ports import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "nginx", "nginx_binary", "wait_until_up"]
 
 
-def wait_until_up(url: str, process: subprocess.Popen, seconds: float = 30) -> None:
+def wait_until_up(
+    url: str, process: subprocess.Popen, seconds: float = 30, status: int | None = None
+) -> None:
+    """Wait until *url* answers (with *status*, when given: another server on the
+    port answers otherwise, and is never taken for this one)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
         with contextlib.suppress(requests.ConnectionError):
-            requests.get(url, timeout=2)
-            return
+            answer = requests.get(url, timeout=2)
+            if status is None or answer.status_code == status:
+                return
         time.sleep(0.1)
     raise RuntimeError(f"{url} did not come up in {seconds}s")
 
@@ -51,6 +54,7 @@ def nginx(
     port = port or free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     access = workdir / "access.log"
+    alive = f"/.increcrawl-up-{secrets.token_hex(8)}"  # answered by this nginx only
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the test's files
     (workdir / "nginx.conf").write_text(
         f"{user}daemon off;\nworker_processes 1;\npid {workdir / 'nginx.pid'};\n"
@@ -65,7 +69,8 @@ def nginx(
         f"  scgi_temp_path {workdir};\n"
         "  types { text/html html; application/xml xml; text/plain txt; "
         "application/pdf pdf; application/json json; text/css css; }\n"
-        f"  server {{ listen 127.0.0.1:{port}; root {root}; etag on; {extra} }}\n"
+        f"  server {{ listen 127.0.0.1:{port}; root {root}; etag on; "
+        f"location = {alive} {{ access_log off; return 204; }} {extra} }}\n"
         "}\n"
     )
     process = subprocess.Popen(  # noqa: S603 (the nginx binary found on PATH)
@@ -75,7 +80,7 @@ def nginx(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_up(url + "/", process)
+        wait_until_up(url + alive, process, status=204)
         yield url, access
     finally:
         process.terminate()

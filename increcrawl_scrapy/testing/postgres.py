@@ -12,10 +12,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from increcrawl_scrapy.testing.ports import free_port
 
 SUPERUSER = "increcrawl"
 
@@ -37,7 +38,7 @@ class ThrowawayPostgres:
         if bin_dir is None:
             raise RuntimeError("PostgreSQL is not installed (no initdb)")
         self.bin = bin_dir
-        self.port = _free_port()
+        self.port = free_port()
         self._root: str | None = None
 
     def dsn(self, database: str = "postgres") -> str:
@@ -104,9 +105,3 @@ class ThrowawayPostgres:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
