@@ -132,6 +132,9 @@ _CATALOG_PAGES = {
         "<body><div class='x'><section class='entry-content'><div id='story-body'>"
         "<div itemprop='articleBody'>e</div></div></section></div></body>"
     ),
+    "a div named main before the first <main>, which bears a name too": (
+        "<body><div class='main-col'>d</div><main class='post'>m</main><main>n</main></body>"
+    ),
     "nothing named": "<body><div class='c7'><p>f</p></div><section>g</section></body>",
 }
 
@@ -151,9 +154,19 @@ def test_the_catalog_read_in_one_pass_finds_what_trafilaturas_xpaths_find(page: 
     by_xpath = catalog._replace(bits=None).firsts(root)
     assert catalog.firsts(root) == by_xpath
     assert any(e is not None for e in by_xpath) != (page == _CATALOG_PAGES["nothing named"])
-    assert content_main._as_test("(.//*[@class='x'])[1] | .//p") is None
-    assert content_main._as_test(".//p[@class='x'][1]") is None
-    assert content_main._as_test("(.//*[@class='a]'])[1]") == ("self::*[@class='a]']", False)
+    for shape in (
+        "(.//*[self::div][@class='x'])[1] | .//p",  # a union
+        ".//p[@class='x'][1]",  # not any element
+        "(.//*[@class='x'])[1]",  # elements the candidates leave out (a <p>)
+        "(.//*[self::div or self::p][@id])[1]",
+        "(.//*[self::div][2])[1]",  # a position: another thing on one element
+        "(.//*[self::div][last()])[1]",
+    ):
+        assert content_main._as_test(shape) is None, shape
+    assert content_main._as_test("(.//*[self::div][@class='a]'])[1]|(.//main)[1]") == (
+        "self::*[self::div][@class='a]']",
+        True,
+    )
 
 
 @pytest.mark.parametrize("shape", ["divs", "short", "empty", "table"])
