@@ -1,7 +1,7 @@
 """Real programs started on 127.0.0.1 for deployment tests: Scrapyd and nginx.
 
-Neither can report a port it was given as 0, so a free port is found first by
-binding to port 0 (the one place the tests pick a port).
+Neither can report a port it was given as 0, so a free port is found first
+(``increcrawl_scrapy.testing.ports``, the one place the tests pick a port).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def scrapyd(workdir: Path, env: dict[str, str]) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        wait_until_up(url + "daemonstatus.json", process)
+        wait_until_up(url + "daemonstatus.json", process, status=200)
         yield url
     finally:
         process.terminate()

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing.nginx import nginx, nginx_binary
-from increcrawl_scrapy.testing.ports import free_port
+from increcrawl_scrapy.testing.ports import ephemeral_ports, free_port
 
 
+@pytest.mark.e2e
 def test_nginx_never_takes_another_server_on_its_port_for_itself(tmp_path: Path) -> None:
     """A port found free can be taken before nginx binds it (another test's server,
     while this one builds its site): nginx then fails to start, and must say so,
@@ -32,7 +33,7 @@ def test_nginx_never_takes_another_server_on_its_port_for_itself(tmp_path: Path)
 def test_a_free_port_is_outside_the_range_the_kernel_hands_out() -> None:
     """Ports bound to 0 and outgoing connections come from the ephemeral range: a
     port drawn there is soon handed to another test's server too."""
-    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    low, high = ephemeral_ports()
     ports = {free_port() for _ in range(20)}
     assert not any(low <= port <= high for port in ports)
     assert len(ports) > 1
