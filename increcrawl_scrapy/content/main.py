@@ -186,8 +186,8 @@ class _Catalog(NamedTuple):
     #: is read in one pass over its candidates; None when trafilatura writes a name
     #: in a shape :func:`_as_test` does not know (each name then reads the page).
     bits: lxml.etree.XPath | None
-    #: Name i names the page's first <main> too (``|(.//main)[1]``).
-    first_main: tuple[bool, ...]
+    #: The bits of the names that name the page's first <main> too (``|(.//main)[1]``).
+    mains: int
 
     def firsts(self, root: lxml.etree._Element) -> list[Any]:
         """For each name, in the catalog's order, the first element of the page
@@ -202,11 +202,10 @@ class _Catalog(NamedTuple):
         # must wait to take it back while the reactor's thread holds it.
         found: list[Any] = [None] * len(self.names)
         first_main = next(root.iter("main"), None)
-        mains = sum(1 << i for i, main in enumerate(self.first_main) if main)
         for element in root.iter(*_NAMED_TAGS):
             bits = int(self.bits(element)) if element.attrib else 0
             if element is first_main:
-                bits |= mains
+                bits |= self.mains
             for i in range(len(found)):
                 if found[i] is None and bits >> i & 1:
                     found[i] = element
@@ -226,19 +225,19 @@ def _catalog() -> _Catalog:
     tests = [_as_test(x.path) for x in names]
     bits = None
     if all(tests):
-        bits = lxml.etree.XPath(
-            " + ".join(f"number(boolean({t[0]})) * {1 << i}" for i, t in enumerate(tests) if t),
-            namespaces=_EXSLT,
-        )
         # Elements without attributes are not read: no name may be borne without one
-        # (and every name must run, its functions' prefixes known).
+        # (and every name must compile and run, its functions' prefixes known).
         try:
+            bits = lxml.etree.XPath(
+                " + ".join(f"number(boolean({t[0]})) * {1 << i}" for i, t in enumerate(tests) if t),
+                namespaces=_EXSLT,
+            )
             if any(bits(lxml.etree.Element(tag)) for tag in _NAMED_TAGS):
                 bits = None
-        except lxml.etree.XPathError:
+        except lxml.etree.XPathError:  # its syntax errors too
             bits = None
-    first_main = tuple(bool(t and t[1]) for t in tests)
-    return _Catalog(names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes, bits, first_main)
+    mains = sum(1 << i for i, t in enumerate(tests) if t and t[1])
+    return _Catalog(names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes, bits, mains)
 
 
 def _as_test(path: str) -> tuple[str, bool] | None:
@@ -258,17 +257,12 @@ def _as_test(path: str) -> tuple[str, bool] | None:
     predicates = _predicates(path[len(".//*") :])
     if not predicates:
         return None
-    tags = re.fullmatch(r"self::(\w+)(\s+or\s+self::\w+)*", " ".join(predicates[0].split()))
+    tags = re.fullmatch(r"self::\w+(\s+or\s+self::\w+)*", " ".join(predicates[0].split()))
     if not tags or not set(re.findall(r"self::(\w+)", predicates[0])) <= set(_NAMED_TAGS):
         return None  # an element the pass over the candidates would not see
     if any(re.fullmatch(r"\s*\d+\s*", p) or "position(" in p or "last(" in p for p in predicates):
         return None  # a position means another thing on one element
-    test = "self::*" + "".join(f"[{p}]" for p in predicates)
-    try:
-        lxml.etree.XPath(test, namespaces=_EXSLT)
-    except lxml.etree.XPathSyntaxError:
-        return None
-    return test, main
+    return "self::*" + "".join(f"[{p}]" for p in predicates), main
 
 
 def _predicates(text: str) -> list[str] | None:
