@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import requests
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.commands.opening import config_of
@@ -19,6 +18,8 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
         print("No GEONODE_API_KEY (setting or environment variable): crawls fetch pages directly.")
         return 1
     url = f"{config.api_url}/v1/usage/concurrency"
+    import requests  # this command only (outside any reactor): not every command's import
+
     try:
         answer = requests.get(url, headers={"X-Api-Key": config.api_key}, timeout=30)
     except requests.RequestException as exc:

@@ -9,8 +9,6 @@ from typing import Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from increcrawl_scrapy.commands import check, demo, migrate, pages, report, state
-
 SUBCOMMANDS = (
     "check",
     "demo",
@@ -82,6 +80,10 @@ class Command(ScrapyCommand):
             raise UsageError(f"choose one of: {', '.join(SUBCOMMANDS)}")
         assert self.settings is not None
         name, url = args[0], (args[1] if len(args) > 1 else None)
+        # Imported here: Scrapy loads this command for every ``scrapy`` command run
+        # where the package is installed, and most never read a state.
+        from increcrawl_scrapy.commands import check, demo, migrate, pages, report, state
+
         if name in ("due", "forget"):
             self.exitcode = state.edit(name, self.settings, opts, url)
         elif name == "diff":

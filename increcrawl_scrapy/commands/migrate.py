@@ -8,14 +8,19 @@ import argparse
 from increcrawl_scrapy.state import StateError, copy_state, driver_errors, shown
 
 
+def _reported() -> tuple[type[Exception], ...]:
+    """What a copy can raise that is told in one line (read when raised: psycopg is
+    imported by the copy itself)."""
+    return (StateError, *driver_errors())
+
+
 def run(opts: argparse.Namespace) -> int:
     if not opts.source or not opts.target:
         print("migrate needs --from SOURCE and --to TARGET (a SQLite file or postgresql://...)")
         return 2
-    reported: tuple[type[Exception], ...] = (StateError, *driver_errors())
     try:
         report = copy_state(opts.source, opts.target, sample=opts.sample)
-    except reported as exc:
+    except _reported() as exc:
         print(f"Not migrated: {exc}")
         return 1
     print(f"Copied {shown(opts.source)} to {shown(opts.target)}:")

@@ -12,7 +12,7 @@ import time
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
-from increcrawl_scrapy.state import StateError, StateReader, driver_errors, is_postgres
+from increcrawl_scrapy.state import StateError, StateReader, is_postgres
 
 
 def read_config(settings: BaseSettings) -> IncrecrawlConfig:
@@ -47,10 +47,6 @@ def exists(config: IncrecrawlConfig) -> bool:
 def read_only(config: IncrecrawlConfig) -> StateReader:
     """The state's read-only door: one method a question (``state.StateReader``)."""
     return StateReader.open(config.db_path)
-
-
-#: What reading a state can raise: the drivers' errors.
-ERRORS = driver_errors()
 
 
 def now(config: IncrecrawlConfig) -> float:

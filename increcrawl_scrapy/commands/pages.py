@@ -16,9 +16,9 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, read_only
+from increcrawl_scrapy.commands.opening import config_of, exists, read_only
 from increcrawl_scrapy.content.noise import differing_lines, propose
-from increcrawl_scrapy.state import KeptVersions, StateReader, shown
+from increcrawl_scrapy.state import KeptVersions, StateReader, driver_errors, shown
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
 NO_CONTENT = "set INCRECRAWL_KEEP_CONTENT=True: each page's text is kept from its next fetch on"
@@ -37,7 +37,7 @@ def diff(settings: BaseSettings, url: str | None) -> int:
     try:
         reader = read_only(config)
         key = stored_key(reader, config, url)
-    except ERRORS as exc:
+    except driver_errors() as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     except ValueError as exc:
@@ -47,7 +47,7 @@ def diff(settings: BaseSettings, url: str | None) -> int:
         known = reader.page(key)
         kept = reader.last_change(key) if known else None
         row = reader.pages_by_ids([known[0]]).get(known[0]) if known else None
-    except ERRORS as exc:
+    except driver_errors() as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if not known:
@@ -121,7 +121,7 @@ def noisy(settings: BaseSettings, opts: argparse.Namespace) -> int:
             return 1
         rows = reader.noisy_pages(opts.min_streak, opts.seed)
         pages = [_page(row, reader.last_change(row["normalized_url"]), config) for row in rows]
-    except ERRORS as exc:
+    except driver_errors() as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     pairs = [page.pop("_pair") for page in pages]

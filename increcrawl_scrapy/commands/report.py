@@ -16,13 +16,13 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
 from increcrawl_scrapy.commands.pages import stored_key
 from increcrawl_scrapy.commands.report_changes import changes
 from increcrawl_scrapy.commands.state import UNREACHED_SHOWN
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.run_summary import counted
-from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, is_postgres, shown
+from increcrawl_scrapy.state import SCHEMA_VERSION, StateReader, driver_errors, is_postgres, shown
 
 HOUR, DAY = 3_600.0, 86_400.0
 #: The interval histogram's buckets: (label, upper bound in seconds).
@@ -61,7 +61,7 @@ def write(settings: BaseSettings, opts: argparse.Namespace, url: str | None = No
         data = (
             gather(reader, now(config), seed=opts.seed, page=page, **plan) if behind is None else {}
         )
-    except ERRORS as exc:
+    except driver_errors() as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     except ValueError as exc:

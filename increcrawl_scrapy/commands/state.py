@@ -19,11 +19,18 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import ERRORS, config_of, exists, now, read_only
+from increcrawl_scrapy.commands.opening import config_of, exists, now, read_only
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.run_summary import counted, saved
 from increcrawl_scrapy.schedule.token_plan import TokenFigures
-from increcrawl_scrapy.state import StateError, StateLockedError, StateReader, StateStore, shown
+from increcrawl_scrapy.state import (
+    StateError,
+    StateLockedError,
+    StateReader,
+    StateStore,
+    driver_errors,
+    shown,
+)
 
 DAY = 86_400.0
 
@@ -79,7 +86,7 @@ def status(settings: BaseSettings, opts: argparse.Namespace) -> int:
         report = _status(
             read_only(config), now(config), config.tokens_reset_day, config.monthly_tokens
         )
-    except ERRORS as exc:
+    except driver_errors() as exc:
         print(f"Cannot read {shown(config.db_path)}: {exc}")
         return 1
     if opts.seed:

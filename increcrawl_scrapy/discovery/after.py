@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: What stops a discovery on the state's side (the run then fetches the queue).
-STOPPED: tuple[type[Exception], ...] = (*driver_errors(), StateError, RunOver)
+
+def stopped() -> tuple[type[Exception], ...]:
+    """What stops a discovery on the state's side (the run then fetches the queue)."""
+    return (*driver_errors(), StateError, RunOver)
 
 
 def discovery_stopped(state: Any, error: Exception, collector: StatsCollector | None) -> bool:

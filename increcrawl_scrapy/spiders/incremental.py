@@ -27,7 +27,7 @@ from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.discovery.after import STOPPED, after_discovery, discovery_stopped
+from increcrawl_scrapy.discovery.after import after_discovery, discovery_stopped, stopped
 from increcrawl_scrapy.discovery.sources import (
     Discoverer,
     DiscoveryInputs,
@@ -187,7 +187,7 @@ class IncrementalSpider(scrapy.Spider):
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
                 await self._discover_and_judge(run, state)
-            except STOPPED as exc:
+            except stopped() as exc:
                 self.discovery_complete = discovery_stopped(state, exc, self.crawler.stats)
             finally:
                 await compat.in_thread(state.store.end_discovery, self.increcrawl_seed)

@@ -51,3 +51,27 @@ def test_modules_stay_small() -> None:
         if "testing" not in path.parts  # the stand-in and the sample site
     }
     assert {name: n for name, n in sizes.items() if n > 430} == {}
+
+
+#: Every ``scrapy`` command in a project where this package is installed loads its
+#: ``increcrawl`` command (an entry point), and a crawl in this project its ``crawl``.
+COMMAND_IMPORTS = """
+import sys
+import increcrawl_scrapy.commands.increcrawl, increcrawl_scrapy.commands.crawl
+import increcrawl_scrapy.spiders.incremental
+print(" ".join(sorted(m for m in ("psycopg", "requests") if m in sys.modules)))
+"""
+
+
+def test_commands_do_not_import_what_only_some_of_them_use() -> None:
+    """psycopg (a PostgreSQL state only) and requests (``increcrawl check`` only) cost
+    every ``scrapy`` command about 0.1 s to import; they wait until they are used."""
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_IMPORTS],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == []
