@@ -53,11 +53,14 @@ def test_modules_stay_small() -> None:
     assert {name: n for name, n in sizes.items() if n > 430} == {}
 
 
-#: Every ``scrapy`` command in a project where this package is installed loads its
-#: ``increcrawl`` command (an entry point), and a crawl in this project its ``crawl``.
+#: Every ``scrapy`` command where this package is installed loads its ``increcrawl``
+#: command (an entry point); in a project on its settings (``COMMANDS_MODULE``) Scrapy
+#: imports every module of ``increcrawl_scrapy.commands``, as here, and a crawl the spider.
 COMMAND_IMPORTS = """
-import sys
-import increcrawl_scrapy.commands.increcrawl, increcrawl_scrapy.commands.crawl
+import importlib, pkgutil, sys
+import increcrawl_scrapy.commands as commands
+for module in pkgutil.iter_modules(commands.__path__):
+    importlib.import_module(f"{commands.__name__}.{module.name}")
 import increcrawl_scrapy.spiders.incremental
 print(" ".join(sorted(m for m in ("psycopg", "requests") if m in sys.modules)))
 """
