@@ -37,6 +37,7 @@ from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
+from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
@@ -102,6 +103,7 @@ class PageItemsMiddleware:
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
+        follow_log_level(crawler.settings)
 
     def _active(self) -> bool:
         spider = self.crawler.spider

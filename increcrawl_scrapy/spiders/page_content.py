@@ -18,6 +18,7 @@ from scrapy.http.request import NO_CALLBACK
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
+from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import hidden
@@ -81,6 +82,7 @@ class PageContent:
         ours = not config.volatile_patterns and config.content_field in (None, "", "markdown")
         prints = taken_prints(crawler) if ours else None
         options = ContentOptions.from_config(config)
+        follow_log_level(crawler.settings)
         made = cls(crawler, options, origin, scope, normalize, prints)
         made.patterns = tuple(config.volatile_patterns)
         return made
