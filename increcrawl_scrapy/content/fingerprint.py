@@ -153,7 +153,12 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
 
 def content_fingerprint(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
     """SHA-256 hex digest of :func:`stable_text`."""
-    return hashlib.sha256(stable_text(markdown, extra_patterns).encode("utf-8")).hexdigest()
+    return digest(stable_text(markdown, extra_patterns))
+
+
+def digest(stable: str) -> str:
+    """The fingerprint of a text :func:`stable_text` gave."""
+    return hashlib.sha256(stable.encode("utf-8")).hexdigest()
 
 
 class TakenPrints:

@@ -102,6 +102,9 @@ class PageText(NamedTuple):
     #: The hrefs of the links in an HTML page's main content, as written (None: not
     #: HTML, or the whole page is its text): the links that are the page's own.
     links: tuple[str, ...] | None = None
+    #: Its text as the default rules fingerprint it, when taken already (a page
+    #: without ``<main>`` is measured so): not taken twice.
+    stable: str | None = None
 
 
 def page_text(
@@ -120,7 +123,9 @@ def page_text(
     assert text is not None
     if kind is Kind.TEXT:
         return PageText(text, "text")
-    measured: dict[str, str] = {}  # a fragment measured -> its markdown, made once
+    # A fragment measured -> its markdown, made once, and its text as the default
+    # rules fingerprint it (None under a user's rules).
+    measured: dict[str, tuple[str, str | None]] = {}
     try:
         found = main_content(
             text, options.selector, partial(_stable_chars, options.volatile, measured)
@@ -129,19 +134,23 @@ def page_text(
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
         return PageText(html_to_markdown(text), "page", found.canonical)
-    markdown = measured.get(found.html) or html_to_markdown(found.html)
-    return PageText(markdown, found.how, found.canonical, found.links)
+    markdown, stable = measured.get(found.html) or (html_to_markdown(found.html), None)
+    return PageText(markdown, found.how, found.canonical, found.links, stable)
 
 
-def _stable_chars(patterns: tuple[str, ...], measured: dict[str, str], fragment: str) -> int:
+def _stable_chars(
+    patterns: tuple[str, ...], measured: dict[str, tuple[str, str | None]], fragment: str
+) -> int:
     """The characters of an HTML fragment's text as it is fingerprinted (a user's
     rule that takes too long on it is left out here: the fingerprint says so); its
-    markdown is kept in *measured* for the fragment chosen."""
-    markdown = measured[fragment] = html_to_markdown(fragment)
+    markdown and, under the default rules, that text are kept in *measured* for the
+    fragment chosen."""
+    markdown = html_to_markdown(fragment)
     try:
         kept = stable_text(markdown, patterns)
     except PatternTimeout:
         kept = stable_text(markdown)
+    measured[fragment] = (markdown, None if patterns else kept)
     return len("".join(kept.split()))
 
 

@@ -18,7 +18,7 @@ from scrapy.http import Response, TextResponse
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
-from increcrawl_scrapy.content.fingerprint import content_fingerprint
+from increcrawl_scrapy.content.fingerprint import content_fingerprint, digest
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
 
 
@@ -54,4 +54,8 @@ def with_print(
     """A page's text by *take*, with its fingerprint when asked (the default rules
     are linear: taken with the text, they spare the reactor's thread)."""
     found = take(*args)
-    return found, content_fingerprint(found.text) if fingerprint else None
+    if not fingerprint:
+        return found, None
+    if found.stable is not None:  # measured already (a page without <main>)
+        return found, digest(found.stable)
+    return found, content_fingerprint(found.text)

@@ -375,3 +375,42 @@ def test_a_soft_404_verdict_an_older_version_kept_still_judges() -> None:
     assert again == learned
     assert again.answers("Not found: /other.html is not here", "http://s.test/other.html")
     assert NotFound.loads("") is None and NotFound.loads("not json") is None
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        PAGE,  # its <main>: never measured
+        _divs('<div class="post">{}</div>'),  # named
+        _divs('<div class="c7">{}</div>'),  # trafilatura's extraction
+        _divs('<div class="c7"><p>A short note.</p></div>', ""),  # the whole body
+    ],
+)
+def test_the_text_measured_is_fingerprinted_once(
+    page: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page without ``<main>`` is measured by its text as fingerprinted: that text
+    is the fingerprint's, not taken a second time (a percent of such a first run)."""
+    from increcrawl_scrapy.content import fingerprint
+    from increcrawl_scrapy.content import page_text as page_text_module
+    from increcrawl_scrapy.crawl.response_text import with_print
+
+    calls: list[str] = []
+
+    def counted(markdown: str, extra_patterns: tuple[str, ...] = ()) -> str:
+        calls.append(markdown)
+        return stable_text(markdown, extra_patterns)
+
+    monkeypatch.setattr(fingerprint, "stable_text", counted)
+    monkeypatch.setattr(page_text_module, "stable_text", counted)
+    options = ContentOptions()
+    found, taken = with_print(True, page_text, page.encode(), "text/html", page, options)
+    assert calls.count(found.text) == 1, found.how
+    assert taken == content_fingerprint(found.text)  # the same fingerprint
+
+    # Under a user's rules the measure is theirs: the default rules' text is taken apart.
+    calls.clear()
+    options = ContentOptions(volatile=(r"never-in-these-pages",))
+    found, taken = with_print(True, page_text, page.encode(), "text/html", page, options)
+    assert taken == content_fingerprint(found.text)
+    assert found.stable is None
