@@ -14,20 +14,25 @@ import subprocess
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-
-from scrapy.settings import BaseSettings
+from typing import TYPE_CHECKING
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.testing.clock import SHIFT_VARIABLE
-from increcrawl_scrapy.testing.geonode import GeonodeStandIn
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
-from increcrawl_scrapy.testing.site import SampleSite
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+    # Imported by the demo alone (Scrapy imports every command for every command).
+    from increcrawl_scrapy.testing.geonode import GeonodeStandIn
+    from increcrawl_scrapy.testing.site import SampleSite
 
 DEMO_KEY = "demo-key-not-secret"
 TWO_DAYS = 2 * 86400
 
 
 def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
+    from increcrawl_scrapy.testing.geonode import GeonodeStandIn
+    from increcrawl_scrapy.testing.site import SampleSite
+
     workdir = Path(opts.dir or tempfile.mkdtemp(prefix="increcrawl-demo-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "crawl_state.sqlite"
@@ -74,6 +79,9 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
 def _crawl(
     site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path, shift: float
 ) -> list[dict] | None:
+    from increcrawl_scrapy.testing.clock import SHIFT_VARIABLE
+    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+
     env = crawl_env(DEMO_KEY, **{SHIFT_VARIABLE: str(shift)})
     command = crawl_command(
         site.sitemap_url,

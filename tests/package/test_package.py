@@ -62,14 +62,17 @@ import increcrawl_scrapy.commands as commands
 for module in pkgutil.iter_modules(commands.__path__):
     importlib.import_module(f"{commands.__name__}.{module.name}")
 import increcrawl_scrapy.spiders.incremental
-print(" ".join(sorted(m for m in ("psycopg", "requests") if m in sys.modules)))
+only = ("psycopg", "requests", "increcrawl_scrapy.testing.geonode",
+        "increcrawl_scrapy.testing.site")
+print(" ".join(sorted(m for m in only if m in sys.modules)))
 """
 
 
 def test_commands_do_not_import_what_only_some_of_them_use() -> None:
     """psycopg (a PostgreSQL state only) costs every ``scrapy`` command about 60 ms to
     import: it waits until it is used. So does requests (``increcrawl check`` only),
-    though a crawl loads it anyway (Scrapy's tldextract)."""
+    though a crawl loads it anyway (Scrapy's tldextract), and the stand-in API and
+    sample site (``increcrawl demo`` only, about 25 ms)."""
     done = subprocess.run(
         [sys.executable, "-c", COMMAND_IMPORTS],
         capture_output=True,
