@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -47,12 +48,17 @@ def shared(postgres_dsn: str):
 
 def test_concurrent_workers_claim_disjoint_batches(shared) -> None:
     taken: dict[str, list[str]] = {}
+    # Connected first, claiming together: on a busy machine the first thread started
+    # once took all 100 before the others had connected.
+    ready = threading.Barrier(4)
 
     def worker(name: str) -> None:
         connection = shared()
         mine = taken.setdefault(name, [])
+        ready.wait(timeout=60)
         while batch := claim(connection, SEED, name, 7, now=T, seconds=MINUTE):
             mine.extend(lease.key for lease in batch)
+            time.sleep(0.005)  # a worker's own work between claims lets the others in
 
     threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
     for thread in threads:
