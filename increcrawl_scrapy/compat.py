@@ -108,6 +108,17 @@ async def close_spider(crawler: Crawler, reason: str) -> None:
         await maybe_deferred_to_future(crawler.engine.close_spider(crawler.spider, reason))
 
 
+def wake_engine(crawler: Crawler) -> None:
+    """Have the engine look now whether the crawl is done, as it does after each
+    response, rather than at its next heartbeat (every 5 s): for work that kept an
+    idle crawl open (``DontCloseSpider``) and ended with nothing to schedule. Through
+    the engine's slot (no public way); where a Scrapy has none, the heartbeat does."""
+    slot = getattr(crawler.engine, "_slot", None) or getattr(crawler.engine, "slot", None)
+    nextcall = getattr(slot, "nextcall", None)
+    if nextcall is not None:
+        nextcall.schedule()
+
+
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:
     """Run CPU-bound or blocking work off the reactor thread, with any reactor."""
     return await maybe_deferred_to_future(threads.deferToThread(function, *args))

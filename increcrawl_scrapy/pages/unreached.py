@@ -50,6 +50,13 @@ class UnreachedPages:
 
     async def _check(self) -> None:
         try:
+            await self._request_unreached()
+        finally:
+            if self.crawler.engine is not None:
+                compat.wake_engine(self.crawler)  # nothing requested: the crawl ends now
+
+    async def _request_unreached(self) -> None:
+        try:
             state = crawl_state(self.crawler)
         except StateLockedError:
             return

@@ -1,0 +1,66 @@
+"""An add-on crawl ends when its work does. Its check of the pages the last runs did
+not reach (``pages/unreached.py``) starts when the crawl is first idle and keeps it
+open; when it found nothing, the crawl waited for Scrapy's engine heartbeat (5 s) to
+look again: every add-on run ended 5 s after its last page. Here the heartbeat is an
+hour: the crawl must end by itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+import scrapy
+from scrapy.core.engine import ExecutionEngine
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+
+from tests.conftest import Clock
+from tests.servers import nginx, nginx_binary
+
+pytestmark = pytest.mark.skipif(
+    nginx_binary() is None, reason="nginx is not installed (.ci/run installs it)"
+)
+
+
+class _Pages(scrapy.Spider):
+    name = "pages"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = urls
+
+    def parse(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ExecutionEngine, "_SLOT_HEARTBEAT_INTERVAL", 3600.0)
+    root = tmp_path / "www"
+    root.mkdir()
+    for i in range(3):
+        (root / f"p{i}.html").write_text(f"<html><body><h1>Page {i}</h1></body></html>")
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        settings = {
+            "ADDONS": {"increcrawl_scrapy.Addon": 300},
+            "INCRECRAWL_DB": str(tmp_path / "s.sqlite"),
+            "INCRECRAWL_CLOCK": clock,
+            "TELNETCONSOLE_ENABLED": False,
+        }
+        for run in range(2):  # the first run (no state) and a later one
+            crawler = Crawler(_Pages, Settings(settings))
+            crawl = Deferred.fromCoroutine(_crawl(crawler, [f"{url}/p{i}.html" for i in range(3)]))
+            await crawl.addTimeout(60, reactor)  # old: TimeoutError (waiting the hour)
+            assert crawler.stats is not None
+            assert crawler.stats.get_value("finish_reason") == "finished", run
+            clock.advance(40 * 86400.0)
+
+
+async def _crawl(crawler: Crawler, urls: list[str]) -> None:
+    await crawler.crawl(urls=urls)
