@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-#: trafilatura and the libraries it logs through.
-LIBRARIES = ("trafilatura", "htmldate", "courlan", "justext")
+#: trafilatura and the libraries it calls on every page (htmldate's logger is set to
+#: WARNING by trafilatura itself, when imported: left as it is).
+LIBRARIES = ("trafilatura", "courlan", "justext")
 
 #: The loggers whose level this module set (and the level): a user's own is kept.
 _set: dict[str, int] = {}

@@ -53,7 +53,7 @@ class UnreachedPages:
             await self._request_unreached()
         finally:
             if self.crawler.engine is not None:
-                compat.wake_engine(self.crawler)  # nothing requested: the crawl ends now
+                compat.wake_engine(self.crawler)  # whatever it found: not at the heartbeat
 
     async def _request_unreached(self) -> None:
         try:

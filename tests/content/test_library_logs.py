@@ -17,6 +17,7 @@ import scrapy
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
+from increcrawl_scrapy.content import library_logs
 from increcrawl_scrapy.content.library_logs import LIBRARIES
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
@@ -66,6 +67,19 @@ def _site(root: Path, base: str, pages: int = 3) -> str:
     return f"{base}/sitemap.xml"
 
 
+@pytest.fixture(autouse=True)
+def _levels_as_found() -> Iterator[None]:
+    """The libraries' levels and what the module set, as before the test: other tests
+    in the process see them as a first crawl does."""
+    levels = {name: logging.getLogger(name).level for name in LIBRARIES}
+    remembered = dict(library_logs._set)
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    library_logs._set.clear()
+    library_logs._set.update(remembered)
+
+
 class _Counted(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -78,16 +92,15 @@ class _Counted(logging.Handler):
 @contextmanager
 def _trafilatura_records() -> Iterator[_Counted]:
     """The records trafilatura's logger makes, the root logger at NOTSET as Scrapy's
-    CrawlerProcess leaves it (``install_scrapy_root_handler``); both as found, after."""
+    CrawlerProcess leaves it (``install_scrapy_root_handler``), as found after."""
     logger, root = logging.getLogger("trafilatura"), logging.getLogger()
-    handler, level, root_level = _Counted(), logger.level, root.level
+    handler, root_level = _Counted(), root.level
     logger.addHandler(handler)
     root.setLevel(logging.NOTSET)
     try:
         yield handler
     finally:
         logger.removeHandler(handler)
-        logger.setLevel(level)
         root.setLevel(root_level)
 
 
@@ -127,8 +140,6 @@ async def test_the_extraction_library_logs_at_the_crawls_level(
         assert mine.stats.get("increcrawl/content/extracted") == 3
         assert logging.getLogger("trafilatura").level == logging.DEBUG
         assert any(r.levelno == logging.DEBUG for r in made.records)
-    for name in LIBRARIES[1:]:
-        logging.getLogger(name).setLevel(logging.NOTSET)
 
 
 class _Pages(scrapy.Spider):

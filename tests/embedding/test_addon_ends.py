@@ -56,7 +56,8 @@ async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
         for run in range(2):  # the first run (no state) and a later one
             crawler = Crawler(_Pages, Settings(settings))
             crawl = Deferred.fromCoroutine(_crawl(crawler, [f"{url}/p{i}.html" for i in range(3)]))
-            await crawl.addTimeout(60, reactor)  # old: TimeoutError (waiting the hour)
+            # Before the fix: still open after a minute (cancelled, no finish_reason).
+            await crawl.addTimeout(60, reactor, onTimeoutCancel=_stopped(crawler))
             assert crawler.stats is not None
             assert crawler.stats.get_value("finish_reason") == "finished", run
             clock.advance(40 * 86400.0)
@@ -64,3 +65,16 @@ async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
 
 async def _crawl(crawler: Crawler, urls: list[str]) -> None:
     await crawler.crawl(urls=urls)
+
+
+def _stopped(crawler: Crawler) -> Any:
+    """On the timeout, the crawl stopped too (not left open for the hour)."""
+
+    def stop(result: Any, timeout: float) -> Any:
+        if hasattr(crawler, "stop_async"):  # Scrapy 2.14 and later
+            Deferred.fromCoroutine(crawler.stop_async())
+        else:
+            crawler.stop()
+        return result
+
+    return stop
