@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import scrapy
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
@@ -120,3 +121,18 @@ async def run_crawl(
     ours = [key for key in result.stats if key.startswith(("increcrawl/", "geonode/"))]
     assert all(stats.is_known(key) for key in ours), sorted(ours)
     return result
+
+
+class PagesSpider(scrapy.Spider):
+    """A project's spider, for the add-on: an item of each page (its URL and title),
+    its links followed (the add-on tells the page's own from the site's)."""
+
+    name = "pages"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = urls
+
+    def parse(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+        yield from response.follow_all(css="a")

@@ -9,18 +9,16 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_twisted
-import scrapy
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
 from increcrawl_scrapy.content import library_logs
 from increcrawl_scrapy.content.library_logs import LIBRARIES
 from tests.conftest import Clock
-from tests.crawling import crawl_settings, run_crawl
+from tests.crawling import PagesSpider, crawl_settings, run_crawl
 from tests.servers import nginx, nginx_binary
 
 pytestmark = [
@@ -142,21 +140,6 @@ async def test_the_extraction_library_logs_at_the_crawls_level(
         assert any(r.levelno == logging.DEBUG for r in made.records)
 
 
-class _Pages(scrapy.Spider):
-    """A project's spider: an item of each page, its links followed (the add-on
-    tells the page's own from the site's by the page's main content)."""
-
-    name = "pages"
-
-    def __init__(self, urls: list[str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = urls
-
-    def parse(self, response: Any) -> Any:
-        yield {"url": response.url, "title": response.css("h1::text").get()}
-        yield from response.follow_all(css="a")
-
-
 @pytest_twisted.ensureDeferred
 async def test_in_the_add_on_too(tmp_path: Path, clock: Clock) -> None:
     root = tmp_path / "www"
@@ -170,7 +153,7 @@ async def test_in_the_add_on_too(tmp_path: Path, clock: Clock) -> None:
             "TELNETCONSOLE_ENABLED": False,
             "LOG_LEVEL": "INFO",
         }
-        crawler = Crawler(_Pages, Settings(settings))
+        crawler = Crawler(PagesSpider, Settings(settings))
         await crawler.crawl(urls=[f"{url}/p{i}.html" for i in range(3)])
         assert crawler.stats is not None
         assert crawler.stats.get_value("item_scraped_count", 0) >= 3

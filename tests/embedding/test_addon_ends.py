@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-import scrapy
 from scrapy.core.engine import ExecutionEngine
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
@@ -19,22 +18,12 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
 from tests.conftest import Clock
+from tests.crawling import PagesSpider
 from tests.servers import nginx, nginx_binary
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None, reason="nginx is not installed (.ci/run installs it)"
 )
-
-
-class _Pages(scrapy.Spider):
-    name = "pages"
-
-    def __init__(self, urls: list[str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = urls
-
-    def parse(self, response: Any) -> Any:
-        yield {"url": response.url, "title": response.css("h1::text").get()}
 
 
 @pytest_twisted.ensureDeferred
@@ -54,7 +43,7 @@ async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
             "TELNETCONSOLE_ENABLED": False,
         }
         for run in range(2):  # the first run (no state) and a later one
-            crawler = Crawler(_Pages, Settings(settings))
+            crawler = Crawler(PagesSpider, Settings(settings))
             crawl = Deferred.fromCoroutine(_crawl(crawler, [f"{url}/p{i}.html" for i in range(3)]))
             # Before the fix: still open after a minute (cancelled, no finish_reason).
             await crawl.addTimeout(60, reactor, onTimeoutCancel=_stopped(crawler))
