@@ -112,9 +112,8 @@ def wake_engine(crawler: Crawler) -> None:
     """Have the engine look now whether the crawl is done, as it does after each
     response, rather than at its next heartbeat (every 5 s): for work that kept an
     idle crawl open (``DontCloseSpider``) and ended with nothing to schedule. Through
-    the engine's slot (no public way); where a Scrapy has none, the heartbeat does."""
-    slot = getattr(crawler.engine, "_slot", None) or getattr(crawler.engine, "slot", None)
-    nextcall = getattr(slot, "nextcall", None)
+    the engine's slot (no public way; none once it closed): else the heartbeat does."""
+    nextcall = getattr(getattr(crawler.engine, "_slot", None), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
 

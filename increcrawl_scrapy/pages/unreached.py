@@ -52,8 +52,7 @@ class UnreachedPages:
         try:
             await self._request_unreached()
         finally:
-            if self.crawler.engine is not None:
-                compat.wake_engine(self.crawler)  # whatever it found: not at the heartbeat
+            compat.wake_engine(self.crawler)  # whatever it found: not at the heartbeat
 
     async def _request_unreached(self) -> None:
         try:
