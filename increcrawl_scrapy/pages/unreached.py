@@ -39,19 +39,23 @@ class UnreachedPages:
         self.crawler = crawler
         self.runs = runs
         self.asked = False
+        self.checking = False  # its query running: the state must stay open
         crawler.signals.connect(self.idle, signal=signals.spider_idle)
 
     def idle(self) -> None:
-        if self.asked or self.crawler.engine is None:
+        if self.crawler.engine is None:
             return
-        self.asked = True
-        deferred_from_coro(self._check())
-        raise DontCloseSpider  # the next idle, once the checks are in, ends the crawl
+        if not self.asked:
+            self.asked = self.checking = True
+            deferred_from_coro(self._check())
+        if self.checking:  # another look meanwhile (a held item's release) waits too
+            raise DontCloseSpider  # the next idle, once the checks are in, ends the crawl
 
     async def _check(self) -> None:
         try:
             await self._request_unreached()
         finally:
+            self.checking = False
             compat.wake_engine(self.crawler)  # whatever it found: not at the heartbeat
 
     async def _request_unreached(self) -> None:

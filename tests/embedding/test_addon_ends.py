@@ -6,16 +6,19 @@ hour: the crawl must end by itself."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_twisted
+from scrapy import signals
 from scrapy.core.engine import ExecutionEngine
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.threads import deferToThread
 
 from tests.conftest import Clock
 from tests.crawling import PagesSpider
@@ -67,3 +70,53 @@ def _stopped(crawler: Crawler) -> Any:
         return result
 
     return stop
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_crawl_stays_open_while_the_check_reads_the_state(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine looks again while the check's query runs (a held item's release, a
+    last response): the crawl is still idle then, but must not close the state under
+    the query ("Cannot operate on a closed database", seen once in CI)."""
+    from increcrawl_scrapy import compat
+    from increcrawl_scrapy.state.readings import StoreReadings
+
+    crawlers: list[Crawler] = []
+    unreached = StoreReadings.unreached
+    errors: list[Exception] = []
+
+    closed, read = threading.Event(), threading.Event()
+
+    def woken_meanwhile(self: Any, *args: Any) -> list[str]:  # on the state's thread
+        reactor.callFromThread(compat.wake_engine, crawlers[-1])
+        closed.wait(2)  # the crawl closing meanwhile (it must not: then 2 s)
+        try:
+            return unreached(self, *args)
+        except Exception as exc:  # the state closed under it
+            errors.append(exc)
+            raise
+        finally:
+            read.set()
+
+    monkeypatch.setattr(StoreReadings, "unreached", woken_meanwhile)
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "p0.html").write_text("<html><body><h1>Page 0</h1></body></html>")
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        settings = {
+            "ADDONS": {"increcrawl_scrapy.Addon": 300},
+            "INCRECRAWL_DB": str(tmp_path / "s.sqlite"),
+            "INCRECRAWL_CLOCK": clock,
+            "TELNETCONSOLE_ENABLED": False,
+        }
+        crawler = Crawler(PagesSpider, Settings(settings))
+        crawlers.append(crawler)
+        crawler.signals.connect(
+            lambda: reactor.callLater(0.5, closed.set), signal=signals.spider_closed, weak=False
+        )
+        await crawler.crawl(urls=[f"{url}/p0.html"])
+        assert await deferToThread(read.wait, 10)  # the check's query, whenever it ended
+        assert crawler.stats is not None
+        assert crawler.stats.get_value("finish_reason") == "finished"
+        assert errors == []
