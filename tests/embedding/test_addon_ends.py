@@ -39,12 +39,7 @@ async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
     for i in range(3):
         (root / f"p{i}.html").write_text(f"<html><body><h1>Page {i}</h1></body></html>")
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        settings = {
-            "ADDONS": {"increcrawl_scrapy.Addon": 300},
-            "INCRECRAWL_DB": str(tmp_path / "s.sqlite"),
-            "INCRECRAWL_CLOCK": clock,
-            "TELNETCONSOLE_ENABLED": False,
-        }
+        settings = _add_on(tmp_path, clock)
         for run in range(2):  # the first run (no state) and a later one
             crawler = Crawler(PagesSpider, Settings(settings))
             crawl = Deferred.fromCoroutine(_crawl(crawler, [f"{url}/p{i}.html" for i in range(3)]))
@@ -53,6 +48,15 @@ async def test_an_add_on_crawl_ends_without_waiting_for_the_engines_heartbeat(
             assert crawler.stats is not None
             assert crawler.stats.get_value("finish_reason") == "finished", run
             clock.advance(40 * 86400.0)
+
+
+def _add_on(tmp_path: Path, clock: Clock) -> dict[str, Any]:
+    return {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": str(tmp_path / "s.sqlite"),
+        "INCRECRAWL_CLOCK": clock,
+        "TELNETCONSOLE_ENABLED": False,
+    }
 
 
 async def _crawl(crawler: Crawler, urls: list[str]) -> None:
@@ -104,12 +108,7 @@ async def test_the_crawl_stays_open_while_the_check_reads_the_state(
     root.mkdir()
     (root / "p0.html").write_text("<html><body><h1>Page 0</h1></body></html>")
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        settings = {
-            "ADDONS": {"increcrawl_scrapy.Addon": 300},
-            "INCRECRAWL_DB": str(tmp_path / "s.sqlite"),
-            "INCRECRAWL_CLOCK": clock,
-            "TELNETCONSOLE_ENABLED": False,
-        }
+        settings = _add_on(tmp_path, clock)
         crawler = Crawler(PagesSpider, Settings(settings))
         crawlers.append(crawler)
         crawler.signals.connect(
