@@ -60,9 +60,9 @@ def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
     if page is None or not page.fetch_count:
         return None  # never produced items: not a page with state
     memory = unpack(response.meta[GONE_MEMORY] if read_ahead else store.memory(response.url))
-    if memory is not None and memory.requests is None:
-        # Its items came from another response (a listing's, by their URL field), or
-        # its requests could not be kept: that page, not this answer, says they are gone.
+    if memory is not None and not memory.own:
+        # Its items came from another response (a listing's, by their URL field):
+        # that page, not this answer, says they are gone.
         return None
     response.meta[_TAKEN] = True
     if memory is not None and memory.items and not page.gone:

@@ -80,9 +80,17 @@ class Memory:
     #: The response's requests; None when one could not be kept (its callback not a
     #: spider method, say, or too many): the page is then never skipped.
     requests: list[dict[str, Any]] | None = field(default_factory=list)
+    #: Its items came with the page's own response (not a listing's, by their URL
+    #: field): the page's 404 says they are gone. Kept apart from ``requests``, which
+    #: may be None for a page of its own too (too many, or not plain data).
+    own: bool = True
 
     def pack(self) -> bytes:
-        body = {"items": [p.as_json() for p in self.items], "requests": self.requests}
+        body = {
+            "items": [p.as_json() for p in self.items],
+            "requests": self.requests,
+            "own": self.own,
+        }
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -93,9 +101,11 @@ def unpack(blob: bytes | None) -> Memory | None:
         body = json.loads(zlib.decompress(blob).decode("utf-8"))
         items = [ItemPrint(whole, fields, values) for whole, fields, values in body["items"]]
         requests = body["requests"]
+        # Kept before "own" was: requests were kept only for a page's own items.
+        own = bool(body.get("own", requests is not None))
     except (ValueError, KeyError, TypeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
-    return Memory(items, requests)
+    return Memory(items, requests, own)
 
 
 @dataclass

@@ -209,14 +209,17 @@ class PageItemsMiddleware:
             by_page[page_url].append(item)
             at[page_url].append(index)
             free.append(page_url is not url)
-        if links and response.url in by_page:
+        # The response's own page: its URL however its item spells it (a trailing
+        # slash, another percent-encoding), as the state's keys are.
+        own_url = self._own_page(response.url, by_page)
+        if links and own_url is not None:
             links = await self._own_links(response, links)
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[tuple[Any, PageItem]] = []
         placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
-            own = url == response.url  # the response's own page keeps its requests
+            own = url == own_url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
             if keys:
                 members = [(item, _key(item, keys), item_text(item, skip)) for item in group]
@@ -232,7 +235,7 @@ class PageItemsMiddleware:
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
-            page.memory = Memory(prints[:MAX_ITEMS], requests if own else None).pack()
+            page.memory = Memory(prints[:MAX_ITEMS], requests if own else None, own).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
@@ -259,6 +262,23 @@ class PageItemsMiddleware:
         ]
         self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
+
+    def _own_page(self, url: str, by_page: dict[str, list[Any]]) -> str | None:
+        """Of *by_page*'s URLs, the one naming the page at *url* (None: none does)."""
+        if url in by_page:
+            return url
+        try:
+            store = crawl_state(self.crawler).store
+            key = store.normalize(url)
+        except (StateLockedError, ValueError):
+            return None
+        for page_url in by_page:
+            try:
+                if store.normalize(page_url) == key:
+                    return page_url
+            except ValueError:
+                continue  # not a page URL
+        return None
 
     def _item_text(self, item: Any) -> str:
         """An item's part of its page's text: its content field, if the project named

@@ -108,3 +108,17 @@ def test_a_request_that_cannot_be_kept_is_said() -> None:
         request_data(scrapy.Request("http://127.0.0.1/", callback=lambda r: None), spider) is None
     )
     assert request_data(scrapy.Request("http://127.0.0.1/", meta={"o": object()}), spider) is None
+
+
+def test_a_memory_kept_before_it_said_whose_items_it_holds() -> None:
+    """Kept before ``own`` was: requests were kept only with a page's own items."""
+    import json
+    import zlib
+
+    def old(requests: list | None) -> bytes:
+        return zlib.compress(json.dumps({"items": [], "requests": requests}).encode())
+
+    assert unpack(old([])).own is True  # type: ignore[union-attr]
+    assert unpack(old(None)).own is False  # type: ignore[union-attr]
+    # Now a page's own items whose requests could not be kept say so apart.
+    assert unpack(Memory([], None, own=True).pack()).own is True  # type: ignore[union-attr]
