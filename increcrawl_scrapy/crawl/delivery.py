@@ -26,7 +26,7 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from twisted.internet.defer import Deferred
 
-from increcrawl_scrapy import compat
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 
 if TYPE_CHECKING:
@@ -150,6 +150,9 @@ class Delivery:
             self._count_delivered(key)
 
     def scraped(self, item: Any, response: Any = None, **_: Any) -> None:
+        change = ItemAdapter(item).get("change") if ItemAdapter.is_item(item) else None
+        if change in stats.BY_CHANGE:  # what the feeds got, by their label
+            stats.inc(self.crawler.stats, stats.ITEMS_DELIVERED, change=change)
         uploads = self._uploads_of_item()  # the remote feeds the item went to
         held = self._take(item, response)
         # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =

@@ -35,7 +35,8 @@ def run_summary(
     fetched = sum(changes.values()) + errors
     code = close_reasons.exit_code([reason])
     fetches = (
-        f"{fetched:,} fetched: "
+        # A project's own spider: its pages, and its items on the line after.
+        (f"{counted(fetched, 'page')} fetched: " if embedded else f"{fetched:,} fetched: ")
         + ", ".join(f"{n:,} {label}" for label, n in changes.items())
         + f", {counted(errors, 'error')}"
     )
@@ -49,6 +50,13 @@ def run_summary(
         f"Run summary for {seed}: ended {reason} (exit code {code} from scrapy crawl)",
         f"  {queue}{fetches}",
     ]
+    if embedded:  # what the feeds got, by their labels
+        delivered = {label: count(stats.ITEMS_DELIVERED.format(change=label)) for label in changes}
+        lines.append(
+            "  items delivered: "
+            + ", ".join(f"{delivered[label]:,} {label}" for label in ("new", "changed", "gone"))
+            + (f", {delivered['unchanged']:,} unchanged" if delivered["unchanged"] else "")
+        )
     waiting = {
         "INCRECRAWL_MAX_FETCHES": count(stats.BUDGET_LEFT),
         "INCRECRAWL_MAX_TOKENS": count(stats.TOKENS_LEFT),
