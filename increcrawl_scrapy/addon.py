@@ -47,6 +47,14 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", SkipNotDueMiddleware, SKIP_PRIORITY
         )
+        # Items the add-on does not deliver are named in the log, not dumped; a
+        # project's own formatter is left as it is.
+        if settings.get("LOG_FORMATTER") == "scrapy.logformatter.LogFormatter":
+            settings.set(
+                "LOG_FORMATTER",
+                "increcrawl_scrapy.log_formatter.NotDeliveredLogFormatter",
+                priority="addon",
+            )
         # A page's several items: its state follows all of them (not the incremental
         # spider, whose items are one a page).
         settings.setdefault_in_component_priority_dict(

@@ -21,6 +21,7 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.log_formatter import NotDelivered
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import open_pages
 from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_change
@@ -211,7 +212,7 @@ class IncrementalStatePipeline:
             self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
             stats.inc(self.crawler.stats, stats.ALIASES)
             state.hidden.fired(hidden.ALIAS, url)
-            raise DropItem(f"{url} is {adapter.get('alias_of')} (rel=canonical)", log_level="DEBUG")
+            raise NotDelivered(f"{url} is {adapter.get('alias_of')} (rel=canonical)")
         if first:
             delivered = 1 if member is None else member.group.delivered(outcome.change)
             if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
@@ -229,7 +230,7 @@ class IncrementalStatePipeline:
         if member is not None and member.moved and not first:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
         if change == MOVED:  # gone from here, on another page (pages/moved.py)
-            raise DropItem(f"{url}: an item that moved to another page", log_level="DEBUG")
+            raise NotDelivered(f"{url}: an item that moved to another page")
         keyed = member is not None and member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
@@ -240,7 +241,7 @@ class IncrementalStatePipeline:
             own = self._record_item(item, url, page.normalized_url, member)
             change, content_hash = own.outcome.change, own.page.content_hash
         if change is None:  # gone from a page that is new again: nothing to say
-            raise DropItem(f"{url}: an item of a version not kept", log_level="DEBUG")
+            raise NotDelivered(f"{url}: an item of a version not kept")
         if change == "unchanged" and member is not None:
             stats.inc(self.crawler.stats, stats.ITEMS_UNCHANGED)
         _label(
@@ -256,7 +257,7 @@ class IncrementalStatePipeline:
         if change == "changed" and member is not None and member.changed_fields:
             _label(adapter, changed_fields=member.changed_fields)
         if self.config.export == "changes" and change == "unchanged":
-            raise DropItem(f"{url} unchanged", log_level="DEBUG")
+            raise NotDelivered(f"{url} unchanged")
         return item
 
     def _record(

@@ -40,3 +40,22 @@ def test_the_summary_counts_the_items_the_feed_got(tmp_path: Path) -> None:
         assert "items delivered: 5 new, 1 changed, 1 gone" in summary
         # The pages' line says it counts pages.
         assert any(line.startswith("11 pages fetched: ") for line in summary), summary
+
+
+def test_items_not_delivered_are_named_in_the_log_not_dumped(tmp_path: Path) -> None:
+    """The add-on's minimal setup logs at Scrapy's default DEBUG: an unchanged item
+    it drops is one line naming it, not the whole item (two thirds of a later run's
+    log were unchanged items dumped field by field). The project's own items are
+    logged as Scrapy logs them."""
+    with QuotesSite(quotes=30) as site:
+        project = Project(tmp_path, site, "quotes")
+        project.crawl()
+        assert project.log.count("Scraped from <200") == 30
+        assert "'author':" in project.log  # the project's items, as Scrapy logs them
+        site.edit(14, "\u201cAn edited quote.\u201d")
+        assert len(project.crawl(advance=2 * DAY)) == 1
+        lines = project.log.splitlines()
+        dropped = [i for i, line in enumerate(lines) if "Dropped: " in line]
+        assert len(dropped) == project.stat("increcrawl/items/unchanged") == 9
+        # Each on its own line: the next line starts a log record of its own.
+        assert all(lines[i + 1][:4].isdigit() for i in dropped), lines[dropped[0] + 1]
