@@ -89,6 +89,10 @@ REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new ba
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.
 ITEMS_MOVED = "increcrawl/items/moved"
+#: Listings (pages that yield requests and no items: ``pages/listing.py``) fetched,
+#: by their result: pages with state, not counted with the pages whose items the
+#: feeds get.
+LISTINGS = "increcrawl/listings/{change}"
 #: Items that reached the feeds (``item_scraped``), by their ``change`` label.
 ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
 #: Requests a skipped (not due, or 304) page produced last time, made again.

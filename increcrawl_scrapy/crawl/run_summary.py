@@ -80,7 +80,8 @@ def run_summary(
     if tokens is not None and (tokens.week or tokens.month or tokens.budget):
         lines.append(f"  {tokens.line()}")
     if embedded:
-        lines.extend(_embedded(count, fetched, listed))
+        listings = sum(count(stats.LISTINGS.format(change=label)) for label in changes)
+        lines.extend(_embedded(count, fetched + listings, listed))
     elif listed:
         lines.append(f"  {saved(fetched, listed)}")
     for host in verdicts:
@@ -101,6 +102,13 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     page it knows (else no claim of requests saved)."""
     not_due = count(stats.SKIPPED.format(reason="not_due"))
     lines = []
+    listings = {label: count(stats.LISTINGS.format(change=label)) for label in stats.BY_CHANGE}
+    if any(listings.values()):  # pages of links only: no item of theirs in the feeds
+        lines.append(
+            f"  {counted(sum(listings.values()), 'listing')} fetched (pages of links, no "
+            f"items): {listings['new']:,} new, {listings['changed']:,} changed, "
+            f"{listings['unchanged']:,} unchanged"
+        )
     if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
         moved = count(stats.ITEMS_MOVED)
         lines.append(

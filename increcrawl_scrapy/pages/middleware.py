@@ -42,6 +42,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.listing import is_listing, record_listing
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -189,8 +190,19 @@ class PageItemsMiddleware:
                 if requests is not None and data is not None:
                     requests.append(data)
             yield output  # requests go on at once
+        if not items and self._lists(response, links):
+            own = await self._own_links(response, links)
+            await record_listing(
+                self.crawler, response, own, requests, self.config.volatile_patterns
+            )
+            return
         for item in await self._grouped(response, items, requests, links):
             yield item
+
+    def _lists(self, response: Response, links: set[str]) -> bool:
+        """Whether *response*, without items, is a listing with a schedule of its own
+        (``pages/listing.py``; the incremental spider's subclasses queue their own)."""
+        return is_listing(response, links) and not is_incremental(self.crawler.spider)
 
     async def _grouped(
         self,

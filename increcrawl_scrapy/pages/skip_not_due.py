@@ -11,8 +11,8 @@ Skipping never cuts the crawl: the requests the page's response produced last ti
 so pages reached only through it are still requested when they are due. A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
-request skipped says so in the log. Pages that produced only requests (listings,
-pagination) have no state, so they are always fetched and new items are still found.
+request skipped says so in the log. A listing (a page that produced only requests)
+has a schedule of its own (``listing.py``): skipped while not due, as a page is.
 ``request.meta["increcrawl_always"] = True`` opts a request out;
 ``-a increcrawl_reset=1`` makes every page of the spider due again.
 
@@ -66,6 +66,7 @@ class SkipNotDueMiddleware:
         self.config = config_for(crawler)
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
+        self.started = self.config.clock()  # the run's start: what it fetched is after
 
     def _active(self) -> bool:
         spider = self.crawler.spider
@@ -80,7 +81,7 @@ class SkipNotDueMiddleware:
         if state is None:
             return None
         if state.in_hand and canonicalize_url(request.url) in state.in_hand:
-            self._count_skipped(canonicalize_url(request.url))
+            # Not counted as skipped: the page is the one fetched just now.
             raise IgnoreRequest("fetched just now (increcrawl)")
         if state.store.shared:
             try:
@@ -110,6 +111,11 @@ class SkipNotDueMiddleware:
         if memory is None or memory.requests is None:
             return
         if page.next_check > self.config.clock():
+            if page.last_fetched is not None and page.last_fetched >= self.started:
+                # Another URL of a page this run fetched (``/`` and ``/index.html``):
+                # its requests were made then. Not a page skipped: the run summary
+                # counts every page it reached once.
+                raise IgnoreRequest("fetched by this run already (increcrawl)")
             self._skip(request, page, memory)
         headers = conditions(page)
         if headers:
