@@ -89,6 +89,9 @@ REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new ba
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.
 ITEMS_MOVED = "increcrawl/items/moved"
+#: New and gone items still held at a close (``pages/moved.py``): their pages stay
+#: due, and their next fetch delivers them.
+ITEMS_HELD_OVER = "increcrawl/items/held_over"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"

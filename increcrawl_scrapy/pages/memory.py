@@ -80,9 +80,17 @@ class Memory:
     #: The response's requests; None when one could not be kept (its callback not a
     #: spider method, say, or too many): the page is then never skipped.
     requests: list[dict[str, Any]] | None = field(default_factory=list)
+    #: A run closed with new or gone items of the page held (``pages/moved.py``):
+    #: the next fetch delivers them at once.
+    held: bool = False
 
     def pack(self) -> bytes:
-        body = {"items": [p.as_json() for p in self.items], "requests": self.requests}
+        body: dict[str, Any] = {
+            "items": [p.as_json() for p in self.items],
+            "requests": self.requests,
+        }
+        if self.held:
+            body["held"] = True
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -93,9 +101,10 @@ def unpack(blob: bytes | None) -> Memory | None:
         body = json.loads(zlib.decompress(blob).decode("utf-8"))
         items = [ItemPrint(whole, fields, values) for whole, fields, values in body["items"]]
         requests = body["requests"]
-    except (ValueError, KeyError, TypeError, zlib.error):
+        held = bool(body.get("held", False))
+    except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
-    return Memory(items, requests)
+    return Memory(items, requests, held)
 
 
 @dataclass
