@@ -126,8 +126,8 @@ def test_a_run_closed_with_nothing_to_carry_them_leaves_them_to_the_next(
         expected = [("changed", "\u201cEdited on page one.\u201d")]
         expected += _swap(site, 5, "\u201cNew on page one.\u201d")
         slow = (
-            "-s", "CLOSESPIDER_TIMEOUT=2",
-            "-s", "DOWNLOAD_DELAY=3",
+            "-s", "CLOSESPIDER_TIMEOUT=3",
+            "-s", "DOWNLOAD_DELAY=5",
             "-s", "RANDOMIZE_DOWNLOAD_DELAY=False",
         )  # fmt: skip
         assert ledger.crawl(*slow, advance=2 * DAY) == expected[:1]  # delivered at once
