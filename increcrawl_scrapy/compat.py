@@ -108,14 +108,28 @@ async def close_spider(crawler: Crawler, reason: str) -> None:
         await maybe_deferred_to_future(crawler.engine.close_spider(crawler.spider, reason))
 
 
+def _engine_slot(crawler: Crawler) -> Any:
+    """The engine's slot of the open spider (no public way; None once it closed), as
+    Scrapy 2.13 and later name it."""
+    return getattr(crawler.engine, "_slot", None)
+
+
 def wake_engine(crawler: Crawler) -> None:
     """Have the engine look now whether the crawl is done, as it does after each
     response, rather than at its next heartbeat (every 5 s): for work that kept an
     idle crawl open (``DontCloseSpider``) and ended with nothing to schedule. Through
-    the engine's slot (no public way; none once it closed): else the heartbeat does."""
-    nextcall = getattr(getattr(crawler.engine, "_slot", None), "nextcall", None)
+    the engine's slot: else the heartbeat does."""
+    nextcall = getattr(_engine_slot(crawler), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
+
+
+def engine_closing(crawler: Crawler) -> bool:
+    """Whether the crawl is closing (``CLOSESPIDER_*``, a shutdown, any reason):
+    the engine then waits for the requests in progress, sends no more, and no
+    ``spider_idle`` comes. No signal says it before the pipelines close: the slot's
+    ``closing``, set as the close starts."""
+    return bool(getattr(_engine_slot(crawler), "closing", None))
 
 
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:

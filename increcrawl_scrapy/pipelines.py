@@ -23,7 +23,7 @@ from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.log_formatter import NotDelivered
 from increcrawl_scrapy.pages.memory import MOVED
-from increcrawl_scrapy.pages.middleware import open_pages
+from increcrawl_scrapy.pages.middleware import held_items, open_pages
 from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
@@ -87,6 +87,9 @@ class IncrementalStatePipeline:
 
     def close_spider(self, spider: Spider | None = None) -> None:
         self.close_spider_counts()
+        held = held_items(self.crawler)
+        if held is not None and self.store is not None:  # no item is coming any more
+            held.hold_over(self.store)
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
             with contextlib.suppress(StateLockedError):  # said and handled at close

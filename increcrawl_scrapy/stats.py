@@ -95,6 +95,9 @@ ITEMS_MOVED = "increcrawl/items/moved"
 LISTINGS = "increcrawl/listings/{change}"
 #: Items that reached the feeds (``item_scraped``), by their ``change`` label.
 ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
+#: New and gone items still held at a close (``pages/moved.py``): their pages stay
+#: due, and their next fetch delivers them.
+ITEMS_HELD_OVER = "increcrawl/items/held_over"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"

@@ -84,13 +84,18 @@ class Memory:
     #: field): the page's 404 says they are gone. Kept apart from ``requests``, which
     #: may be None for a page of its own too (too many, or not plain data).
     own: bool = True
+    #: A run closed with new or gone items of the page held (``pages/moved.py``):
+    #: the next fetch delivers them at once.
+    held: bool = False
 
     def pack(self) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "items": [p.as_json() for p in self.items],
             "requests": self.requests,
             "own": self.own,
         }
+        if self.held:
+            body["held"] = True
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -103,9 +108,10 @@ def unpack(blob: bytes | None) -> Memory | None:
         requests = body["requests"]
         # Kept before "own" was: requests were kept only for a page's own items.
         own = bool(body.get("own", requests is not None))
-    except (ValueError, KeyError, TypeError, zlib.error):
+        held = bool(body.get("held", False))
+    except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
-    return Memory(items, requests, own)
+    return Memory(items, requests, own=own, held=held)
 
 
 @dataclass

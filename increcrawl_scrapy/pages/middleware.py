@@ -80,6 +80,12 @@ def open_pages(crawler: Crawler) -> OpenPages | None:
     return middleware.open if middleware is not None else None
 
 
+def held_items(crawler: Crawler) -> HeldItems | None:
+    """The crawl's items held for move detection (None without the middleware)."""
+    middleware = compat.component(crawler, crawler.get_spider_middleware, PageItemsMiddleware)
+    return middleware.held if middleware is not None else None
+
+
 def _rules_of(spider: Spider) -> bool:
     return bool(getattr(spider, "page_rules", ()))
 
@@ -254,7 +260,7 @@ class PageItemsMiddleware:
             if not keys:
                 previous = await self._memory(url)
                 if previous is not None and len(group) <= MAX_ITEMS:
-                    page.matched = True
+                    page.matched, page.held_over = True, previous.held
                     found = match(previous.items, prints)
                     for member, (label, fields) in zip(grouped, found.labels, strict=True):
                         member.label, member.changed_fields = label, fields
@@ -272,6 +278,13 @@ class PageItemsMiddleware:
             for item, member, moves in entries + [(i, m, True) for i, m in gone]
             if not moves or not held.hold(item, member)
         ]
+        return self._expected(out, response)
+
+    def _expected(self, out: list[tuple[Any, PageItem]], response: Response) -> list[Any]:
+        """*out*, a response's items, on their way; once the crawl is closing, with
+        every item held (``pages/moved.py``): no idle comes, this response carries them."""
+        if self.held.items and compat.engine_closing(self.crawler):
+            out = out + self.held.release()
         self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
 
@@ -319,7 +332,7 @@ class PageItemsMiddleware:
     ) -> tuple[Any, PageItem]:
         """An item of *page*'s previous version, gone: the fields that identified it."""
         item = dict(old.values)
-        grouped.append(PageItem(page, None, label=GONE, whole=old.whole, item=item))
+        grouped.append(PageItem(page, None, label=GONE, whole=old.whole, old=old, item=item))
         return item, grouped[-1]
 
     def process_spider_exception(
@@ -341,7 +354,7 @@ class PageItemsMiddleware:
         if memory is None:
             return False, []
         page = Page(url=response.url, size=0, text="", status=response.status)
-        page.memory, page.matched = left_by_gone_page(), True
+        page.memory, page.matched, page.held_over = left_by_gone_page(), True, memory.held
         gone = [self._gone_item(page, old, page.members) for old in memory.items]
         page.size = len(page.members)
         logger.info(
@@ -352,8 +365,7 @@ class PageItemsMiddleware:
         )
         held = self.held  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
-        self.open.expect([member for _, member in out], response)
-        return True, [item for item, _ in out]
+        return True, self._expected(out, response)
 
     async def _memory(self, url: str) -> Memory | None:
         """The page's previous memory (read off the reactor's thread on a shared state)."""

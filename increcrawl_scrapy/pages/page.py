@@ -17,6 +17,7 @@ from itemadapter import ItemAdapter
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
 
 if TYPE_CHECKING:
+    from increcrawl_scrapy.pages.memory import ItemPrint
     from increcrawl_scrapy.schedule.rows import Recorded
 
 
@@ -36,6 +37,9 @@ class Page:
     #: Of its items to deliver, those not delivered yet: its result is written when
     #: none is left (``crawl/delivery.py``); set once its result is recorded.
     waiting: int = 0
+    #: A run before closed with its new or gone items held: not held again
+    #: (``pages/moved.py``).
+    held_over: bool = False
 
     @property
     def page_text(self) -> str:
@@ -68,6 +72,7 @@ class PageItem:
     label: str = NEW  # against the page's previous version (pages/memory.match)
     changed_fields: list[str] = field(default_factory=list)
     whole: str = ""  # its print's hash: moves between pages (pages/moved.py), copies
+    old: ItemPrint | None = None  # a gone item's print, as the previous version kept it
     moved: bool = False  # relabelled once the run's pages were in (pages/moved.py)
     item: Any = None  # the object the spider yielded (Scrapy's signals name it)
     seen_as: str = ""  # the print of that object, as a copy of it would show it

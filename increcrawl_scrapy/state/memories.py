@@ -1,7 +1,8 @@
 """What a page's last fetch leaves for the next one (``pages/memory.py`` says what is
 in it): one compressed blob a page, written in the transaction of the page's
 result, so a result never delivered (``delivery.py``) leaves the page's memory as
-it was too."""
+it was too. But for one a run kept alone: the memory of a page whose items a close
+left held (``pages/moved.py``), written without its result."""
 
 from __future__ import annotations
 
@@ -15,9 +16,21 @@ class Memories:
 
     def __init__(self) -> None:
         self._pending: dict[str, bytes] = {}
+        self._alone: dict[str, bytes] = {}  # written without their results (keep_alone)
+        self._taken_alone: set[str] = set()  # of the batch being written
 
     def add(self, key: str, body: bytes) -> None:
         self._pending[key] = body
+
+    @property
+    def alone(self) -> bool:
+        """Whether a memory waits to be written alone (a flush has work)."""
+        return bool(self._alone)
+
+    def keep(self, key: str, body: bytes) -> None:
+        """*body* is written alone (``keep_alone``)."""
+        self._pending.pop(key, None)
+        self._alone[key] = body
 
     def get(self, key: str) -> bytes | None:
         return self._pending.get(key)
@@ -26,13 +39,29 @@ class Memories:
         self._pending.pop(key, None)
 
     def take(self, keys: list[str]) -> list[tuple[str, bytes]]:
-        """The rows of *keys*' memories (the results being written), out of the buffer."""
-        return [(key, self._pending.pop(key)) for key in keys if key in self._pending]
+        """The rows of *keys*' memories (the results being written), out of the
+        buffer, and those written alone (their keys not among *keys*)."""
+        rows = [(key, self._pending.pop(key)) for key in keys if key in self._pending]
+        alone, self._alone = self._alone, {}
+        self._taken_alone = set(alone)
+        return rows + list(alone.items())
 
     def restore(self, rows: list[tuple[str, bytes]]) -> None:
         """Memories whose write failed: back in the buffer, unless a later one came."""
         for key, body in rows:
-            self._pending.setdefault(key, body)
+            (self._alone if key in self._taken_alone else self._pending).setdefault(key, body)
+
+
+def keep_alone(results: Any, key: str, body: bytes, *, recorded: bool) -> bool:
+    """Write *body* as *key*'s memory with the next flush (the store's ``Results``),
+    without its result, which stays unwritten: the page stays due. A result
+    *recorded* this run must still be held (its items not all delivered; not given
+    up when one was lost: ``delivery.py``). Whether it is written."""
+    with results.database.mutex:
+        if not results.discard(key) and recorded:
+            return False
+        results.memories.keep(key, body)
+        return True
 
 
 def lookup(results: Any, database: Session, key: str) -> bytes | None:

@@ -353,7 +353,7 @@ class Results(RowLoads):
     def _take(self) -> Batch | None:
         """The pending results and what is written beside them, out of the buffers."""
         self._last_flush = time.monotonic()
-        if not self._pending:
+        if not self._pending and not self.memories.alone:
             return None
         if self.before_write:
             self.before_write()

@@ -334,6 +334,9 @@ class StateStore(OperatorEdits, StoreReadings):
     def discard(self, key: str) -> bool:
         return self.results.discard(key)
 
+    def keep_memory(self, key: str, body: bytes, *, recorded: bool) -> bool:
+        return memories.keep_alone(self.results, key, body, recorded=recorded)
+
     def flush(self) -> int:
         """Write buffered results in one transaction. Returns how many rows."""
         return self.results.flush()

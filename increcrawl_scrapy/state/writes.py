@@ -79,7 +79,8 @@ def write_batch(
         rows = [row for row in batch.contents if row[0] in written]
         if rows:
             db.executemany(db.sql.keep_content, rows)
-        remembered = [row for row in batch.memories if row[0] in written]
+        # A page's with its result; one kept alone (memories.py) without.
+        remembered = [r for r in batch.memories if r[0] in written or r[0] not in batch.pages]
         if remembered:
             db.executemany(db.sql.remember, remembered)
         checks = [row for row in batch.checks if row[-1] in written]

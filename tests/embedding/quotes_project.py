@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,9 @@ class Project:
         self.log = ""
         self.db = str(tmp_path / "state.sqlite")  # or a PostgreSQL DSN
 
-    def crawl(self, *args: str, advance: float = 0) -> list[dict]:
+    def crawl(self, *args: str, advance: float = 0, stop_at: str = "") -> list[dict]:
+        """One run; with *stop_at*, sent SIGTERM (a graceful shutdown, as a service
+        manager stops it) once its log has a line with that text."""
         self.now += advance
         (self.tmp / "now").write_text(str(self.now))
         self.runs += 1
@@ -55,11 +58,14 @@ class Project:
         if self.api is not None:  # pages fetched through the Geonode API
             env["GEONODE_API_KEY"] = KEY
             command += ["-s", f"GEONODE_API_URL={self.api.url}"]
-        done = subprocess.run(
-            command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        self.log = done.stderr
+        if stop_at:
+            returncode, self.log = _stopped(command, env, stop_at)
+        else:
+            done = subprocess.run(
+                command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=120
+            )
+            returncode, self.log = done.returncode, done.stderr
+        assert returncode == 0, self.log[-3000:]
         return [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
 
     def stat(self, name: str) -> int:
@@ -72,6 +78,20 @@ class Project:
     def fetched(self) -> int:
         """Pages the site answered in full this run (not 304)."""
         return sum(self.site.requested.values()) - sum(self.site.not_modified.values())
+
+
+def _stopped(command: list[str], env: dict[str, str], stop_at: str) -> tuple[int, str]:
+    with subprocess.Popen(
+        command, cwd=QUOTES, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    ) as crawl:
+        assert crawl.stderr is not None
+        lines, sent = [], False
+        for line in crawl.stderr:
+            lines.append(line)
+            if not sent and stop_at in line:
+                crawl.send_signal(signal.SIGTERM)  # once: a second is not graceful
+                sent = True
+        return crawl.wait(timeout=120), "".join(lines)
 
 
 def delivered(items: list[dict]) -> list[tuple[str, str]]:
