@@ -155,7 +155,7 @@ class IncrementalStatePipeline:
         if not url or not isinstance(url, str):
             return []
         try:
-            page = adapter.get("normalized_url") or self.store.normalize(url)
+            page = adapter.get("normalized_url") or _key(member) or self.store.normalize(url)
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
@@ -275,14 +275,14 @@ class IncrementalStatePipeline:
         # Only direct fetches see the origin's headers (hybrid: its probe's, kept).
         if adapter.get("fetcher") in ("direct", "hybrid"):
             validators = (adapter.get("etag"), adapter.get("last_modified"))
-        elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
-            validators = self.validators.pop(url, None)
+        elif self.validators and not _key(member):  # seen by SkipNotDueMiddleware
+            validators = self.validators.pop(url, None)  # on the page's response
         try:
             return self.store.record(
                 url,
                 status,
                 seed=self.seed,
-                key=adapter.get("normalized_url") or None,
+                key=adapter.get("normalized_url") or _key(member),
                 content_hash=content_hash,
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
@@ -343,6 +343,11 @@ class IncrementalStatePipeline:
                 self.without_url,
                 self.config.url_field,
             )
+
+
+def _key(member: PageItem | None) -> str | None:
+    """The row of the item's page when it is not its URL's (a postback's)."""
+    return member.group.key if member is not None else None
 
 
 def _status(adapter: ItemAdapter, member: PageItem | None) -> Any:

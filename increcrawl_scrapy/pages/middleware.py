@@ -55,6 +55,7 @@ from increcrawl_scrapy.pages.memory import (
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
+from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_key
 from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
@@ -141,9 +142,9 @@ class PageItemsMiddleware:
                 return
             result = as_async_generator(outputs)
         in_hand = self._in_hand()
-        own = canonicalize_url(response.url)
+        own = fingerprint(self.crawler, response.request) if response.request else b""
         if in_hand is not None:
-            in_hand.add(own)  # fetched just now: a request for it is not sent again
+            in_hand.add(own)  # fetched just now: the same request is not sent again
         try:
             async for output in self._page_output(response, result):
                 yield output
@@ -165,7 +166,7 @@ class PageItemsMiddleware:
         if delivery is not None:
             never_came(member, delivery.settle)
 
-    def _in_hand(self) -> set[str] | None:
+    def _in_hand(self) -> set[bytes] | None:
         try:
             return crawl_state(self.crawler).in_hand
         except StateLockedError:
@@ -211,6 +212,7 @@ class PageItemsMiddleware:
             free.append(page_url is not url)
         if links and response.url in by_page:
             links = await self._own_links(response, links)
+        postback = self._postback_key(response) if response.url in by_page else None
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[tuple[Any, PageItem]] = []
@@ -228,7 +230,7 @@ class PageItemsMiddleware:
             else:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(self._item_text(item) for item in group))
-            page = Page(url=url, size=len(group), text=text)
+            page = Page(url=url, size=len(group), text=text, key=postback if own else None)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
@@ -237,7 +239,7 @@ class PageItemsMiddleware:
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
             if not keys:
-                previous = await self._memory(url)
+                previous = await self._memory(url, page.key)
                 if previous is not None and len(group) <= MAX_ITEMS:
                     page.matched = True
                     found = match(previous.items, prints)
@@ -305,6 +307,8 @@ class PageItemsMiddleware:
         its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
+        if is_postback(response.request):
+            return False, []  # a form's answer, not the page (postbacks.py)
         memory = gone_memory(self.crawler, response)
         if memory is None:
             return False, []
@@ -323,18 +327,31 @@ class PageItemsMiddleware:
         self.open.expect([member for _, member in out], response)
         return True, [item for item, _ in out]
 
-    async def _memory(self, url: str) -> Memory | None:
-        """The page's previous memory (read off the reactor's thread on a shared state)."""
+    async def _memory(self, url: str, key: str | None = None) -> Memory | None:
+        """The page's previous memory (read off the reactor's thread on a shared
+        state); *key*: its row's, when not its URL's (a postback's)."""
         try:
             store = crawl_state(self.crawler).store
         except StateLockedError:
             return None
         try:
             if store.shared:
-                return unpack(await compat.in_thread(store.memory, url))
-            return unpack(store.memory(url))
+                return unpack(await compat.in_thread(store.memory, url, key))
+            return unpack(store.memory(url, key))
         except ValueError:
             return None  # not a page URL
+
+    def _postback_key(self, response: Response) -> str | None:
+        """The row of a postback's items for its own URL (``postbacks.py``); None
+        for the page's own GET, or a URL that is no page's."""
+        request = response.request
+        if request is None or not is_postback(request):
+            return None
+        try:
+            page_key = crawl_state(self.crawler).store.normalize(response.url)
+        except (StateLockedError, ValueError):
+            return None
+        return postback_key(self.crawler, page_key, request)
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

@@ -36,6 +36,8 @@ class Page:
     #: Of its items to deliver, those not delivered yet: its result is written when
     #: none is left (``crawl/delivery.py``); set once its result is recorded.
     waiting: int = 0
+    #: Its row's key when it is not the URL's: a postback's items (``postbacks.py``).
+    key: str | None = None
 
     @property
     def page_text(self) -> str:

@@ -11,7 +11,11 @@ Skipping never cuts the crawl: the requests the page's response produced last ti
 so pages reached only through it are still requested when they are due. A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
-request skipped says so in the log. Pages that produced only requests (listings,
+request skipped says so in the log. Skipping never drops what Scrapy would send:
+only the page's own GET stands for the page, a form posted to its URL is sent as
+Scrapy sends it (``postbacks.py``); while a response is in hand, a request Scrapy
+takes for the same one (its request fingerprint) is not sent again, unless it is
+``dont_filter``. Pages that produced only requests (listings,
 pagination) have no state, so they are always fetched and new items are still found.
 ``request.meta["increcrawl_always"] = True`` opts a request out;
 ``-a increcrawl_reset=1`` makes every page of the spider due again.
@@ -33,6 +37,7 @@ from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
+from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
@@ -79,9 +84,15 @@ class SkipNotDueMiddleware:
         state = self._state()
         if state is None:
             return None
-        if state.in_hand and canonicalize_url(request.url) in state.in_hand:
+        if (
+            state.in_hand
+            and not request.dont_filter  # Scrapy sends it again: so do we
+            and fingerprint(self.crawler, request) in state.in_hand
+        ):
             self._count_skipped(canonicalize_url(request.url))
             raise IgnoreRequest("fetched just now (increcrawl)")
+        if is_postback(request):
+            return None  # not its URL's page: sent as Scrapy sends it (postbacks.py)
         if state.store.shared:
             try:
                 key = state.store.normalize(request.url)
@@ -178,11 +189,12 @@ class SkipNotDueMiddleware:
             if state.store.shared:
                 return self._not_modified_shared(request, state, key)
             self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
+        gone = gone and not is_postback(request)  # a postback's 404 is not the page's
         if gone and state.store.shared:  # skipping or not, the page may be gone
             page_key = key or request.meta.get(_META_PAGE) or _key_of(state, request.url)
             if page_key:
                 return self._read_ahead(request, response, state, page_key)
-        if response.status == 200:
+        if response.status == 200 and not is_postback(request):
             etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
                 # For the pipeline: the validators of the page its items come from
