@@ -94,6 +94,8 @@ class IncrementalStatePipeline:
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         # One of a page's items (the object yielded, or a copy of it), or an item alone.
         member = self.pages.take(item) if self.pages is not None else None
+        if member is not None and member.group.cached:
+            return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
         if self.store is None:
             return self._process(item, member)
         keys = self._unread(item, member) if self.store.shared else []

@@ -42,6 +42,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -213,6 +214,8 @@ class PageItemsMiddleware:
         if links and response.url in by_page:
             links = await self._own_links(response, links)
         postback = self._postback_key(response) if response.url in by_page else None
+        # Not recorded, so neither matched nor held (http_cache.py).
+        cached = is_cached(response)
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[tuple[Any, PageItem]] = []
@@ -231,6 +234,7 @@ class PageItemsMiddleware:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(self._item_text(item) for item in group))
             page = Page(url=url, size=len(group), text=text, key=postback if own else None)
+            page.cached = cached
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
@@ -238,7 +242,7 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
-            if not keys:
+            if not keys and not cached:
                 previous = await self._memory(url, page.key)
                 if previous is not None and len(group) <= MAX_ITEMS:
                     page.matched = True
@@ -257,7 +261,7 @@ class PageItemsMiddleware:
         out = [
             (item, member)
             for item, member, moves in entries + [(i, m, True) for i, m in gone]
-            if not moves or not held.hold(item, member)
+            if not moves or cached or not held.hold(item, member)
         ]
         self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
@@ -307,8 +311,8 @@ class PageItemsMiddleware:
         its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
-        if is_postback(response.request):
-            return False, []  # a form's answer, not the page (postbacks.py)
+        if is_postback(response.request) or is_cached(response):
+            return False, []  # a form's answer (postbacks.py), or no fetch (http_cache.py)
         memory = gone_memory(self.crawler, response)
         if memory is None:
             return False, []

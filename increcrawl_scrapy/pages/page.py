@@ -38,6 +38,8 @@ class Page:
     waiting: int = 0
     #: Its row's key when it is not the URL's: a postback's items (``postbacks.py``).
     key: str | None = None
+    #: Answered by Scrapy's HTTP cache: not recorded (``http_cache.py``).
+    cached: bool = False
 
     @property
     def page_text(self) -> str:
