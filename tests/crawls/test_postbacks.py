@@ -13,6 +13,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qs
 
+import pytest
 import pytest_twisted
 import scrapy
 from scrapy.http import FormRequest
@@ -20,6 +21,7 @@ from scrapy.http import FormRequest
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 from tests.conftest import Clock
 from tests.crawling import CrawlResult, run_crawl
+from tests.crawls.test_postgres_reactor import StatementThreads
 
 DAY = 86_400.0
 ROWS_A_PAGE = 3
@@ -189,11 +191,20 @@ def not_due(result: CrawlResult) -> int:
     return int(result.stats.get("increcrawl/skipped/not_due", 0))
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def state_db(request: Any, tmp_path: Any) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "state.sqlite")
+    return str(request.getfixturevalue("postgres_dsn"))
+
+
 @pytest_twisted.ensureDeferred
 async def test_postbacks_and_reloads_are_sent_and_their_edits_delivered(
-    tmp_path: Any, clock: Clock
+    state_db: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = add_on(str(tmp_path / "state.sqlite"), clock)
+    shared = not state_db.endswith(".sqlite")
+    threads = StatementThreads(monkeypatch) if shared else None
+    settings = add_on(state_db, clock)
     with PostbackSite() as site:
         first = await run_crawl(settings, spider_class=PostbackSpider, site=site.url)
         listed = [(name, price, "new") for name, price in site.prices.items()]
@@ -226,3 +237,6 @@ async def test_postbacks_and_reloads_are_sent_and_their_edits_delivered(
         assert delivered(third) == [("product-8", "28.00", "changed")]
         assert not_due(third) == 2  # the listing's first page and the report, only they
         assert len(site.posts) == 12  # every postback and search, each run
+    if threads is not None:  # a shared state is read off the reactor's thread
+        threads.watching = False
+        assert threads.on_reactor == []
