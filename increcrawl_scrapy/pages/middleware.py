@@ -143,15 +143,15 @@ class PageItemsMiddleware:
                 return
             result = as_async_generator(outputs)
         in_hand = self._in_hand()
-        own = fingerprint(self.crawler, response.request) if response.request else b""
+        request = fingerprint(self.crawler, response.request) if response.request else b""
         if in_hand is not None:
-            in_hand.add(own)  # fetched just now: the same request is not sent again
+            in_hand.add(request)  # fetched just now: the same request is not sent again
         try:
             async for output in self._page_output(response, result):
                 yield output
         finally:
             if in_hand is not None:
-                in_hand.discard(own)
+                in_hand.discard(request)
 
     def _lost(self, item: Any, response: Any = None, **_: Any) -> None:
         """Scrapy's signal of an item dropped or failed (named as yielded, with its
@@ -233,8 +233,8 @@ class PageItemsMiddleware:
             else:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(self._item_text(item) for item in group))
-            page = Page(url=url, size=len(group), text=text, key=postback if own else None)
-            page.cached = cached
+            row = postback if own else None  # a postback's items: a row of their own
+            page = Page(url=url, size=len(group), text=text, key=row, cached=cached)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
