@@ -98,6 +98,8 @@ class IncrementalStatePipeline:
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         # One of a page's items (the object yielded, or a copy of it), or an item alone.
         member = self.pages.take(item) if self.pages is not None else None
+        if member is not None and member.group.cached:
+            return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
         if self.store is None:
             return self._process(item, member)
         keys = self._unread(item, member) if self.store.shared else []
@@ -159,7 +161,7 @@ class IncrementalStatePipeline:
         if not url or not isinstance(url, str):
             return []
         try:
-            page = adapter.get("normalized_url") or self.store.normalize(url)
+            page = adapter.get("normalized_url") or _key(member) or self.store.normalize(url)
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
@@ -279,14 +281,14 @@ class IncrementalStatePipeline:
         # Only direct fetches see the origin's headers (hybrid: its probe's, kept).
         if adapter.get("fetcher") in ("direct", "hybrid"):
             validators = (adapter.get("etag"), adapter.get("last_modified"))
-        elif self.validators:  # seen by SkipNotDueMiddleware on the page's response
-            validators = self.validators.pop(url, None)
+        elif self.validators and not _key(member):  # seen by SkipNotDueMiddleware
+            validators = self.validators.pop(url, None)  # on the page's response
         try:
             return self.store.record(
                 url,
                 status,
                 seed=self.seed,
-                key=adapter.get("normalized_url") or None,
+                key=adapter.get("normalized_url") or _key(member),
                 content_hash=content_hash,
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
@@ -347,6 +349,11 @@ class IncrementalStatePipeline:
                 self.without_url,
                 self.config.url_field,
             )
+
+
+def _key(member: PageItem | None) -> str | None:
+    """The row of the item's page when it is not its URL's (a postback's)."""
+    return member.group.key if member is not None else None
 
 
 def _status(adapter: ItemAdapter, member: PageItem | None) -> Any:

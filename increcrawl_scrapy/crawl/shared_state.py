@@ -77,9 +77,10 @@ class CrawlState:
         #: Page URL -> (ETag, Last-Modified) of its last 200, for the pipeline
         #: (SkipNotDueMiddleware; the incremental spider's items carry their own).
         self.validators: dict[str, tuple[str | None, str | None]] = {}
-        #: Pages whose response is in hand, its items not recorded yet (canonical
-        #: URLs): a request for one is not fetched again (SkipNotDueMiddleware).
-        self.in_hand: set[str] = set()
+        #: The requests whose response is in hand, its items not recorded yet
+        #: (Scrapy's request fingerprints): the same request is not sent again
+        #: unless it is ``dont_filter`` (SkipNotDueMiddleware).
+        self.in_hand: set[bytes] = set()
         #: Says why the Geonode API is down at the end of the run, or None (set by
         #: the spider: its client's breaker).
         self.api_down: Callable[[], str | None] | None = None

@@ -7,7 +7,9 @@ due, and its learned schedule follows how often its links move. Without state it
 was fetched on every run, however seldom its links changed.
 
 Only HTML pages: a sitemap (which the ``SitemapSpider`` reads) is read every run,
-and a page that yields nothing at all has no state, as before.
+and a page that yields nothing at all has no state, as before; nor is a page whose
+state holds items (a page of items answering without them keeps their memory), a
+postback's answer or the HTTP cache's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from scrapy.http import HtmlResponse
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.memory import Memory
+from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -54,6 +56,12 @@ async def record_listing(
         return
     if store.shared and not store.known(key):
         await compat.in_thread(store.load, [key])
+    kept = await compat.in_thread(store.memory, response.url) if store.shared else None
+    previous = unpack(kept if store.shared else store.memory(response.url))
+    if previous is not None and previous.items:
+        # A page of items that answered without them (a page still loading, a page
+        # emptied): its items' memory is kept, as before listings had state.
+        return
     text = listing_text(links)
     # A user's volatile rules may backtrack: off the reactor's thread, as pages' are.
     content_hash = (

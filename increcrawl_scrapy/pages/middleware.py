@@ -42,6 +42,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.listing import is_listing, record_listing
 from increcrawl_scrapy.pages.memory import (
     GONE,
@@ -56,6 +57,7 @@ from increcrawl_scrapy.pages.memory import (
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
+from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_key
 from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
@@ -148,15 +150,15 @@ class PageItemsMiddleware:
                 return
             result = as_async_generator(outputs)
         in_hand = self._in_hand()
-        own = canonicalize_url(response.url)
+        request = fingerprint(self.crawler, response.request) if response.request else b""
         if in_hand is not None:
-            in_hand.add(own)  # fetched just now: a request for it is not sent again
+            in_hand.add(request)  # fetched just now: the same request is not sent again
         try:
             async for output in self._page_output(response, result):
                 yield output
         finally:
             if in_hand is not None:
-                in_hand.discard(own)
+                in_hand.discard(request)
 
     def _lost(self, item: Any, response: Any = None, **_: Any) -> None:
         """Scrapy's signal of an item dropped or failed (named as yielded, with its
@@ -172,7 +174,7 @@ class PageItemsMiddleware:
         if delivery is not None:
             never_came(member, delivery.settle)
 
-    def _in_hand(self) -> set[str] | None:
+    def _in_hand(self) -> set[bytes] | None:
         try:
             return crawl_state(self.crawler).in_hand
         except StateLockedError:
@@ -208,6 +210,8 @@ class PageItemsMiddleware:
     def _lists(self, response: Response, links: set[str]) -> bool:
         """Whether *response*, without items, is a listing with a schedule of its own
         (``pages/listing.py``; the incremental spider's subclasses queue their own)."""
+        if is_postback(response.request) or is_cached(response):
+            return False  # not the page's own answer (postbacks.py, http_cache.py)
         return is_listing(response, links) and not is_incremental(self.crawler.spider)
 
     async def _grouped(
@@ -232,6 +236,9 @@ class PageItemsMiddleware:
         own_url = self._own_page(response.url, by_page)
         if links and own_url is not None:
             links = await self._own_links(response, links)
+        postback = self._postback_key(response) if response.url in by_page else None
+        # Not recorded, so neither matched nor held (http_cache.py).
+        cached = is_cached(response)
         keys = self.config.item_key
         skip = self.config.volatile_fields
         gone: list[tuple[Any, PageItem]] = []
@@ -249,7 +256,8 @@ class PageItemsMiddleware:
             else:
                 members = [(item, None, "") for item in group]
                 text = "\n".join(sorted(self._item_text(item) for item in group))
-            page = Page(url=url, size=len(group), text=text)
+            row = postback if own else None  # a postback's items: a row of their own
+            page = Page(url=url, size=len(group), text=text, key=row, cached=cached)
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
@@ -257,8 +265,8 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
-            if not keys:
-                previous = await self._memory(url)
+            if not keys and not cached:
+                previous = await self._memory(url, page.key)
                 if previous is not None and len(group) <= MAX_ITEMS:
                     page.matched, page.held_over = True, previous.held
                     found = match(previous.items, prints)
@@ -276,7 +284,7 @@ class PageItemsMiddleware:
         out = [
             (item, member)
             for item, member, moves in entries + [(i, m, True) for i, m in gone]
-            if not moves or not held.hold(item, member)
+            if not moves or cached or not held.hold(item, member)
         ]
         return self._expected(out, response)
 
@@ -350,6 +358,8 @@ class PageItemsMiddleware:
         its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
+        if is_postback(response.request) or is_cached(response):
+            return False, []  # a form's answer (postbacks.py), or no fetch (http_cache.py)
         memory = gone_memory(self.crawler, response)
         if memory is None:
             return False, []
@@ -367,18 +377,31 @@ class PageItemsMiddleware:
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
         return True, self._expected(out, response)
 
-    async def _memory(self, url: str) -> Memory | None:
-        """The page's previous memory (read off the reactor's thread on a shared state)."""
+    async def _memory(self, url: str, key: str | None = None) -> Memory | None:
+        """The page's previous memory (read off the reactor's thread on a shared
+        state); *key*: its row's, when not its URL's (a postback's)."""
         try:
             store = crawl_state(self.crawler).store
         except StateLockedError:
             return None
         try:
             if store.shared:
-                return unpack(await compat.in_thread(store.memory, url))
-            return unpack(store.memory(url))
+                return unpack(await compat.in_thread(store.memory, url, key))
+            return unpack(store.memory(url, key))
         except ValueError:
             return None  # not a page URL
+
+    def _postback_key(self, response: Response) -> str | None:
+        """The row of a postback's items for its own URL (``postbacks.py``); None
+        for the page's own GET, or a URL that is no page's."""
+        request = response.request
+        if request is None or not is_postback(request):
+            return None
+        try:
+            page_key = crawl_state(self.crawler).store.normalize(response.url)
+        except (StateLockedError, ValueError):
+            return None
+        return postback_key(self.crawler, page_key, request)
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

@@ -40,6 +40,10 @@ class Page:
     #: A run before closed with its new or gone items held: not held again
     #: (``pages/moved.py``).
     held_over: bool = False
+    #: Its row's key when it is not the URL's: a postback's items (``postbacks.py``).
+    key: str | None = None
+    #: Answered by Scrapy's HTTP cache: not recorded (``http_cache.py``).
+    cached: bool = False
 
     @property
     def page_text(self) -> str:

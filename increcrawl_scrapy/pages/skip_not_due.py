@@ -11,9 +11,16 @@ Skipping never cuts the crawl: the requests the page's response produced last ti
 so pages reached only through it are still requested when they are due. A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
-request skipped says so in the log. A listing (a page that produced only requests)
-has a schedule of its own (``listing.py``): skipped while not due, as a page is.
-``request.meta["increcrawl_always"] = True`` opts a request out;
+request skipped says so in the log. Skipping never drops what Scrapy would send:
+only the page's own GET stands for the page, a form posted to its URL is sent as
+Scrapy sends it (``postbacks.py``); while a response is in hand, a request Scrapy
+takes for the same one (its request fingerprint) is not sent again, unless it is
+``dont_filter``. A listing (a page that produced only requests) has a schedule of
+its own (``listing.py``): skipped while not due, as a page is.
+With Scrapy's HTTP cache on, the spider's requests neither read nor fill it, and
+due pages with state are asked conditionally, skipping or not (``http_cache.py``).
+``request.meta["increcrawl_always"] = True`` opts a request out (not of the cache's
+bypass);
 ``-a increcrawl_reset=1`` makes every page of the spider due again.
 
 The ``incremental`` spider queues only due pages itself: this middleware leaves it
@@ -25,14 +32,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
-from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.pages import http_cache
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
+from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
+from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.spiders.page_items import conditions, header_of
@@ -67,22 +77,51 @@ class SkipNotDueMiddleware:
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
         self.started = self.config.clock()  # the run's start: what it fetched is after
+        #: Scrapy's HTTP cache is on: it is bypassed (http_cache.py).
+        self.cache = crawler.settings.getbool("HTTPCACHE_ENABLED")
+        if self.cache:
+            crawler.signals.connect(self._say_cache, signal=signals.spider_opened)
+
+    def _embedded(self) -> bool:
+        """A project's own spider (the incremental spider has its own queue)."""
+        spider = self.crawler.spider
+        return spider is not None and not is_incremental(spider)
 
     def _active(self) -> bool:
+        """Skipping the pages not due."""
         spider = self.crawler.spider
-        if spider is None or is_incremental(spider):
-            return False  # the incremental spider has its own queue
+        if not self._embedded():
+            return False
         return bool(getattr(spider, "increcrawl_skip_not_due", self.config.skip_not_due))
 
+    def _asking(self) -> bool:
+        """Asking pages with state conditionally: when skipping, and in place of
+        Scrapy's HTTP cache (``http_cache.py``)."""
+        return self._active() or (self.cache and self._embedded())
+
+    def _say_cache(self) -> None:
+        if self._embedded():
+            http_cache.say(self.crawler, self)
+
     def process_request(self, request: Request, spider: Spider | None = None) -> Any:
-        if not self._active() or request.meta.get(META_ALWAYS):
+        if self.cache and self._embedded():
+            http_cache.bypass(request)
+        if not self._asking() or request.meta.get(META_ALWAYS):
             return None
         state = self._state()
         if state is None:
             return None
-        if state.in_hand and canonicalize_url(request.url) in state.in_hand:
+        skipping = self._active()
+        if (
+            skipping
+            and state.in_hand
+            and not request.dont_filter  # Scrapy sends it again: so do we
+            and fingerprint(self.crawler, request) in state.in_hand
+        ):
             # Not counted as skipped: the page is the one fetched just now.
             raise IgnoreRequest("fetched just now (increcrawl)")
+        if is_postback(request):
+            return None  # not its URL's page: sent as Scrapy sends it (postbacks.py)
         if state.store.shared:
             try:
                 key = state.store.normalize(request.url)
@@ -91,7 +130,7 @@ class SkipNotDueMiddleware:
             return self._after_loading(request, state, key)
         page = self._page(request, state)
         if page is not None:
-            self._decide(request, page, unpack(state.store.memory(request.url)))
+            self._decide(request, page, unpack(state.store.memory(request.url)), skipping)
         return None
 
     async def _after_loading(self, request: Request, state: CrawlState, key: str) -> None:
@@ -102,15 +141,17 @@ class SkipNotDueMiddleware:
         if page is not None:
             request.meta[_META_PAGE] = key  # a 404 of it is read ahead (_read_ahead)
             memory = unpack(await compat.in_thread(state.store.memory, request.url))
-            self._decide(request, page, memory)
+            self._decide(request, page, memory, self._active())
 
-    def _decide(self, request: Request, page: PageState, memory: Memory | None) -> None:
-        """Skip the request while its page is not due, once the requests its page led
-        to are made again; ask a due one conditionally. A page without kept requests
-        is fetched whole (skipping it, or a 304, could cut the crawl)."""
+    def _decide(
+        self, request: Request, page: PageState, memory: Memory | None, skipping: bool
+    ) -> None:
+        """Skip the request while its page is not due (*skipping*), once the requests
+        its page led to are made again; ask a due one conditionally. A page without
+        kept requests is fetched whole (skipping it, or a 304, could cut the crawl)."""
         if memory is None or memory.requests is None:
             return
-        if page.next_check > self.config.clock():
+        if skipping and page.next_check > self.config.clock():
             if page.last_fetched is not None and page.last_fetched >= self.started:
                 # Another URL of a page this run fetched (``/`` and ``/index.html``):
                 # its requests were made then. Not a page skipped: the run summary
@@ -177,18 +218,19 @@ class SkipNotDueMiddleware:
     ) -> Any:
         key = request.meta.get(_META_KEY)
         gone = response.status in GONE_STATUSES and not is_incremental(self.crawler.spider)
-        state = self._state() if key or gone or self._active() else None
+        state = self._state() if key or gone or self._asking() else None
         if state is None:
             return response
         if key and response.status == 304:
             if state.store.shared:
                 return self._not_modified_shared(request, state, key)
             self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
+        gone = gone and not is_postback(request)  # a postback's 404 is not the page's
         if gone and state.store.shared:  # skipping or not, the page may be gone
             page_key = key or request.meta.get(_META_PAGE) or _key_of(state, request.url)
             if page_key:
                 return self._read_ahead(request, response, state, page_key)
-        if response.status == 200:
+        if response.status == 200 and not is_postback(request) and not is_cached(response):
             etag, modified = header_of(response, "ETag"), header_of(response, "Last-Modified")
             if etag or modified:
                 # For the pipeline: the validators of the page its items come from

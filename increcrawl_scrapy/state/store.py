@@ -323,10 +323,10 @@ class StateStore(OperatorEdits, StoreReadings):
         self.results.spending = (run_id, charged)
 
     @serialized
-    def memory(self, url: str) -> bytes | None:
-        """What *url*'s last fetch left for the next one (``pages/memory.py``);
-        on a shared state a read: call it off the reactor's thread."""
-        return memories.lookup(self.results, self.database, self.normalize(url))
+    def memory(self, url: str, key: str | None = None) -> bytes | None:
+        """What *url*'s (or the row *key*'s) last fetch left for the next one
+        (``pages/memory.py``); shared: a read, off the reactor's thread."""
+        return memories.lookup(self.results, self.database, key or self.normalize(url))
 
     def deliver(self, key: str) -> None:
         self.results.deliver(key)

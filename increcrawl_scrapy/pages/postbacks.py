@@ -1,0 +1,49 @@
+"""Postbacks: the requests to a page's URL that are not the page.
+
+A page with state is the answer to its URL's GET. A form posted to the same URL
+(an ASP.NET pager's ``__EVENTTARGET``, a search form posting to its own page), or
+any request with a body, asks that URL something else: Scrapy's dupefilter and HTTP
+cache tell it apart by its request fingerprint, and so does the add-on. Such a
+request is never skipped nor asked conditionally (``skip_not_due.py``), and its
+answer never stands for the page (its 404 is not the page gone, its validators
+are not the page's). The items it yields for its own URL (without a URL field, or
+naming it) are a page of their own, keyed by the URL and the request's fingerprint
+(``PAGE#item:request=FINGERPRINT``): matched against that same request's last
+answer, so an edit on page 2 of a postback listing is ``changed`` there, and never
+mixed with the GET page's items. Like an item row, that row is never due on its
+own (it is fetched whenever the spider sends the request) and never requested
+directly. A form whose hidden fields change with the page's content (ASP.NET's
+``__VIEWSTATE``) is another request after each such change, to Scrapy's dupefilter
+as to this key: its items come ``new`` again, so give them a URL field where the
+site has one (their detail page).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from increcrawl_scrapy.schedule.rows import ITEM_MARK
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+#: The key of a postback's page: its URL's key, this, the request's fingerprint.
+POSTBACK_MARK = f"{ITEM_MARK}request="
+
+
+def is_postback(request: Request | None) -> bool:
+    """Whether *request* is not its URL's page: another method than GET, or a body."""
+    return request is not None and (request.method != "GET" or bool(request.body))
+
+
+def fingerprint(crawler: Crawler, request: Request) -> bytes:
+    """Scrapy's own fingerprint of *request* (its dupefilter's, its HTTP cache's)."""
+    fingerprinter = crawler.request_fingerprinter
+    assert fingerprinter is not None  # set once the crawler is configured
+    return fingerprinter.fingerprint(request)
+
+
+def postback_key(crawler: Crawler, page_key: str, request: Request) -> str:
+    """The row of the items *request* (a postback) yields for its own URL."""
+    return f"{page_key}{POSTBACK_MARK}{fingerprint(crawler, request).hex()[:16]}"
