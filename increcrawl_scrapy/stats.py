@@ -92,6 +92,7 @@ ITEMS_MOVED = "increcrawl/items/moved"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"
+UNREACHED_REPLAYED = "increcrawl/unreached/replayed_only"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

@@ -104,13 +104,15 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
         )
     if not listed:
         return lines
-    reached = min(fetched + not_due, listed)
+    # A page skipped for a replayed request only: no response of the run showed it.
+    shown = max(0, not_due - count(stats.UNREACHED_REPLAYED))
+    reached = min(fetched + shown, listed)
     if reached < listed:
         lines.append(
             f"  reached {reached:,} of the {counted(listed, 'page')} with state "
-            f"({fetched:,} fetched, {not_due:,} skipped): {listed - reached:,} not reached "
-            "by this run (`scrapy increcrawl status` names them; checked directly once "
-            "INCRECRAWL_UNREACHED_RUNS runs have not reached them)"
+            f"({fetched:,} fetched, {shown:,} skipped): {listed - reached:,} not reached "
+            "by this run (no response led to them; checked directly once "
+            "INCRECRAWL_UNREACHED_RUNS runs have not fetched them)"
         )
     else:
         lines.append(f"  {saved(fetched, listed, listing=False)}")

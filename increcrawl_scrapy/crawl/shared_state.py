@@ -80,6 +80,11 @@ class CrawlState:
         #: Pages whose response is in hand, its items not recorded yet (canonical
         #: URLs): a request for one is not fetched again (SkipNotDueMiddleware).
         self.in_hand: set[str] = set()
+        #: Pages a response of this run (or a start request) led to, and pages skipped
+        #: as not due for a replayed request (canonical URLs): a replay shows nothing
+        #: of the page it leads to (``pages/unreached.py``).
+        self.linked: set[str] = set()
+        self.replay_skipped: set[str] = set()
         #: Says why the Geonode API is down at the end of the run, or None (set by
         #: the spider: its client's breaker).
         self.api_down: Callable[[], str | None] | None = None

@@ -8,7 +8,9 @@ a 304 is recorded as unchanged without calling the spider.
 
 Skipping never cuts the crawl: the requests the page's response produced last time
 (kept in its memory, ``pages/memory.py``) are made again (``increcrawl/replayed``),
-so pages reached only through it are still requested when they are due. A page
+so pages reached only through it are still requested when they are due (a page
+skipped for such a request only is not reached: no response showed it,
+``pages/unreached.py``). A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
 request skipped says so in the log. Pages that produced only requests (listings,
@@ -52,6 +54,9 @@ PRIORITY = 90
 META_ALWAYS = "increcrawl_always"
 _META_KEY = "increcrawl_conditional"  # the row a conditional request was sent for
 _META_PAGE = "increcrawl_page"  # the row of a page with state, on a shared state
+#: A request made again from a skipped page's memory: it shows nothing of the page
+#: it leads to (a page it alone leads to is not reached: ``pages/unreached.py``).
+REPLAYED = "increcrawl_replayed"
 NOT_DUE, NOT_MODIFIED = "not_due", "not_modified"
 VALIDATORS_KEPT = 10_000
 
@@ -130,6 +135,10 @@ class SkipNotDueMiddleware:
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
         replayed = self._replay(memory)
         self._count_skipped(page.normalized_url)
+        if request.meta.get(REPLAYED):
+            state = self._state()
+            if state is not None:
+                state.replay_skipped.add(canonicalize_url(request.url))
         if request.meta.get("is_start_request"):
             self.start_skipped += 1
             if self.start_skipped == 1:
@@ -161,6 +170,7 @@ class SkipNotDueMiddleware:
                 request = request_of(data, spider)
             except (ValueError, KeyError, TypeError):
                 continue  # the spider no longer has its callback
+            request.meta[REPLAYED] = True
             engine.crawl(request)
             replayed += 1
         stats.inc(self.crawler.stats, stats.REPLAYED, replayed)

@@ -155,7 +155,7 @@ async def test_a_page_no_link_leads_to_any_more_is_checked_directly_and_gone(
     for _ in range(2):  # runs 2 and 3 do not reach it: no request for it, nothing said yet
         done = await docs.crawl(LATER)
         assert done.changes("gone") == set()
-        assert "1 not reached by this run (`scrapy increcrawl status` names" in summary(done.log)
+        assert "1 not reached by this run (no response led to them" in summary(done.log)
         # The operator is told which page the crawl no longer reaches.
         assert deleted in status(db)
         assert [seed["unreached"] for seed in report(db, tmp_path / "report.html")] == [[deleted]]
