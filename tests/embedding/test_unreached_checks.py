@@ -43,6 +43,8 @@ class Api:
         self.listed = set(range(1, items + 1))
         self.deleted: set[int] = set()
         self.forbidden: set[int] = set()
+        self.failing: set[int] = set()  # answer 500
+        self.disallowed: set[int] = set()  # by robots.txt
         self.moved: dict[int, int] = {}
         self.related: dict[int, list[int]] = {}
         self.asked: Counter[str] = Counter()  # path -> requests with the key
@@ -70,6 +72,9 @@ class Api:
 
     def answer(self, handler: BaseHTTPRequestHandler) -> None:
         path = handler.path
+        if path == "/robots.txt":
+            rules = "".join(f"Disallow: /item/{n}\n" for n in sorted(self.disallowed))
+            return self._send_text(handler, f"User-agent: *\n{rules}")
         if self.key_required and handler.headers.get("Authorization") != TOKEN:
             self.bare[path] += 1
             return self._send(handler, 404, "<h1>Not Found</h1>")
@@ -82,11 +87,22 @@ class Api:
             return self._send(handler, 404, "<h1>Not Found</h1>")
         if number in self.forbidden:
             return self._send(handler, 403, "<h1>Forbidden</h1>")
+        if number in self.failing:
+            return self._send(handler, 500, "<h1>Internal Server Error</h1>")
         if number in self.moved:
             target = f"/item/{self.moved[number]}"
             return self._send(handler, 301, "", location=target)
         links = "".join(f'<a href="/item/{n}">{n}</a>' for n in self.related.get(number, []))
         self._send(handler, 200, f"<h1>Item {number}</h1>{links}")
+
+    @staticmethod
+    def _send_text(handler: BaseHTTPRequestHandler, text: str) -> None:
+        data = text.encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
 
     @staticmethod
     def _send(
@@ -171,18 +187,22 @@ async def test_a_page_that_leaves_its_listing_is_asked_with_the_crawls_key_not_g
     assert found == {api.item(2)}
 
 
+@pytest.mark.parametrize("blocked", ["forbidden", "failing", "disallowed"])
 @pytest_twisted.ensureDeferred
-async def test_moved_and_forbidden_rows_do_not_starve_a_later_deletion(
-    settings: dict[str, Any], clock: Clock, monkeypatch: pytest.MonkeyPatch
+async def test_moved_and_blocked_rows_do_not_starve_a_later_deletion(
+    settings: dict[str, Any], clock: Clock, monkeypatch: pytest.MonkeyPatch, blocked: str
 ) -> None:
+    """A row that moved, and one whose check tells nothing (403, a 500 on every
+    try, robots.txt's refusal): a deletion after them is still checked."""
+    settings.update(ROBOTSTXT_OBEY=True, RETRY_TIMES=1)
     monkeypatch.setattr(unreached, "MAX_CHECKS", 2)  # the cap (1,000), small
     with Api(items=6, key_required=False) as api:  # a bare request is answered too
         await run_crawl(settings, spider_class=ApiSpider, api=api.url)
         # Item 3 moves within the site (a slug change: 301 to item 7, the listing
-        # links item 7); item 4 is forbidden now and leaves the listing.
+        # links item 7); item 4 leaves the listing and is *blocked*.
         api.moved[3] = 7
         api.listed = (api.listed - {3, 4}) | {7}
-        api.forbidden.add(4)
+        getattr(api, blocked).add(4)
         moved: list[str] = []
         for _ in range(4):
             clock.advance(DAY)
@@ -199,6 +219,12 @@ async def test_moved_and_forbidden_rows_do_not_starve_a_later_deletion(
         # The moved URL's items were delivered gone once; it is not asked again.
         assert moved == [api.item(3)]
         assert api.asked["/item/3"] == 2  # the first crawl's fetch, its check
+        # The blocked row: its failed checks recorded (behind the rows never checked).
+        with sqlite3.connect(settings["INCRECRAWL_DB"]) as connection:
+            row = connection.execute(
+                "SELECT gone, error_streak FROM pages WHERE url = ?", (api.item(4),)
+            ).fetchone()
+        assert row[0] == 0 and row[1] >= 2
 
 
 @pytest_twisted.ensureDeferred
