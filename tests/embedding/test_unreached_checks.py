@@ -22,9 +22,11 @@ import pytest_twisted
 import scrapy
 
 from increcrawl_scrapy.pages import unreached
+from increcrawl_scrapy.state import StateStore
 from tests.conftest import Clock
 from tests.crawling import run_crawl
 from tests.crawls.test_gone_pages_edges import add_on
+from tests.crawls.test_postgres_reactor import StatementThreads
 
 pytestmark = pytest.mark.e2e
 
@@ -194,37 +196,60 @@ async def test_moved_and_blocked_rows_do_not_starve_a_later_deletion(
 ) -> None:
     """A row that moved, and one whose check tells nothing (403, a 500 on every
     try, robots.txt's refusal): a deletion after them is still checked."""
-    settings.update(ROBOTSTXT_OBEY=True, RETRY_TIMES=1)
     monkeypatch.setattr(unreached, "MAX_CHECKS", 2)  # the cap (1,000), small
     with Api(items=6, key_required=False) as api:  # a bare request is answered too
-        await run_crawl(settings, spider_class=ApiSpider, api=api.url)
-        # Item 3 moves within the site (a slug change: 301 to item 7, the listing
-        # links item 7); item 4 leaves the listing and is *blocked*.
-        api.moved[3] = 7
-        api.listed = (api.listed - {3, 4}) | {7}
-        getattr(api, blocked).add(4)
-        moved: list[str] = []
-        for _ in range(4):
-            clock.advance(DAY)
-            done = await run_crawl(settings, spider_class=ApiSpider, api=api.url)
-            moved += [item["url"] for item in done.items if item.get("change") == "gone"]
-        # Two deletions later: each is still checked, and gone.
-        api.deleted |= {5, 6}
-        api.listed -= {5, 6}
-        found: set[str] = set()
-        for _ in range(7):
-            clock.advance(DAY)
-            found |= gone_items(await run_crawl(settings, spider_class=ApiSpider, api=api.url))
-        assert found == {api.item(5), api.item(6)}
-        # The moved URL's items were delivered gone once; it is not asked again.
-        assert moved == [api.item(3)]
-        assert api.asked["/item/3"] == 2  # the first crawl's fetch, its check
-        # The blocked row: its failed checks recorded (behind the rows never checked).
-        with sqlite3.connect(settings["INCRECRAWL_DB"]) as connection:
-            row = connection.execute(
-                "SELECT gone, error_streak FROM pages WHERE url = ?", (api.item(4),)
-            ).fetchone()
-        assert row[0] == 0 and row[1] >= 2
+        await moved_and_blocked(api, settings, clock, blocked)
+        blocked_row_behind(settings["INCRECRAWL_DB"], api.item(4))
+
+
+@pytest_twisted.ensureDeferred
+async def test_on_a_shared_state_the_checks_send_no_statement_from_the_reactor(
+    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on PostgreSQL, the API's key required: rows and memories read off
+    the reactor's thread."""
+    threads = StatementThreads(monkeypatch)
+    monkeypatch.setattr(unreached, "MAX_CHECKS", 2)
+    settings = add_on(postgres_dsn, clock, LOG_LEVEL="INFO", INCRECRAWL_FLUSH_ITEMS=3)
+    with Api(items=6) as api:
+        await moved_and_blocked(api, settings, clock, "forbidden")
+        threads.watching = False
+        blocked_row_behind(postgres_dsn, api.item(4))
+    assert threads.on_reactor == []
+    assert api.bare == Counter()
+
+
+def blocked_row_behind(db: str, url: str) -> None:
+    """The blocked row: its failed checks recorded (behind the rows never checked)."""
+    with StateStore(db) as store:
+        page = store.get(url)
+    assert page is not None and not page.gone and page.error_streak >= 2
+
+
+async def moved_and_blocked(api: Api, settings: dict[str, Any], clock: Clock, blocked: str) -> None:
+    settings.update(ROBOTSTXT_OBEY=True, RETRY_TIMES=1)
+    await run_crawl(settings, spider_class=ApiSpider, api=api.url)
+    # Item 3 moves within the site (a slug change: 301 to item 7, the listing links
+    # item 7); item 4 leaves the listing and is *blocked*.
+    api.moved[3] = 7
+    api.listed = (api.listed - {3, 4}) | {7}
+    getattr(api, blocked).add(4)
+    moved: list[str] = []
+    for _ in range(4):
+        clock.advance(DAY)
+        done = await run_crawl(settings, spider_class=ApiSpider, api=api.url)
+        moved += [item["url"] for item in done.items if item.get("change") == "gone"]
+    # Two deletions later: each is still checked, and gone.
+    api.deleted |= {5, 6}
+    api.listed -= {5, 6}
+    found: set[str] = set()
+    for _ in range(7):
+        clock.advance(DAY)
+        found |= gone_items(await run_crawl(settings, spider_class=ApiSpider, api=api.url))
+    assert found == {api.item(5), api.item(6)}
+    # The moved URL's items were delivered gone once; it is not asked again.
+    assert moved == [api.item(3)]
+    assert api.asked["/item/3"] == 2  # the first crawl's fetch, its check
 
 
 @pytest_twisted.ensureDeferred
