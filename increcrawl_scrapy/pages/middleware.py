@@ -280,9 +280,8 @@ class PageItemsMiddleware:
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
-            memory = Memory(prints[:MAX_ITEMS], requests if own else None)
-            memory.request = asked if own else None
-            page.memory = memory.pack()
+            kept = (requests, asked) if own else (None, None)
+            page.memory = Memory(prints[:MAX_ITEMS], *kept).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole

@@ -155,14 +155,18 @@ class SkipNotDueMiddleware:
             self.skipped.add(key)
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
 
-    def _replay(self, memory: Memory) -> int:
-        """Make the requests of *memory* again; how many could be."""
+    def _replay(self, memory: Memory, shown: bool = False) -> int:
+        """Make the requests of *memory* again; how many could be. *shown*: the page
+        answered 304, unchanged, so its links are still there (they reach their
+        pages); else they are marked REPLAYED."""
         spider, engine = self.crawler.spider, self.crawler.engine
         assert engine is not None
         replayed = 0
         # Kept as Scrapy's spider middlewares left them (depth in meta); a limit
         # lowered since is DepthMiddleware's to apply, which a replay bypasses.
         limit = self.crawler.settings.getint("DEPTH_LIMIT")
+        state = self._state() if shown else None
+        linked = state.linked if state is not None else None
         for data in memory.requests or ():
             if limit and int((data.get("meta") or {}).get("depth", 0)) > limit:
                 continue
@@ -170,7 +174,10 @@ class SkipNotDueMiddleware:
                 request = request_of(data, spider)
             except (ValueError, KeyError, TypeError):
                 continue  # the spider no longer has its callback
-            request.meta[REPLAYED] = True
+            if not shown:
+                request.meta[REPLAYED] = True
+            elif linked is not None:
+                linked.add(canonicalize_url(request.url))
             engine.crawl(request)
             replayed += 1
         stats.inc(self.crawler.stats, stats.REPLAYED, replayed)
@@ -225,7 +232,7 @@ class SkipNotDueMiddleware:
         stats.inc(self.crawler.stats, stats.UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
         if memory is not None:
-            self._replay(memory)
+            self._replay(memory, shown=True)
         raise IgnoreRequest("not modified since the last fetch (increcrawl)")
 
     def _state(self) -> CrawlState | None:

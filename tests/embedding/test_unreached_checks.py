@@ -46,11 +46,13 @@ class Api:
         self.deleted: set[int] = set()
         self.forbidden: set[int] = set()
         self.failing: set[int] = set()  # answer 500
+        self.edited: set[int] = set()
         self.disallowed: set[int] = set()  # by robots.txt
         self.moved: dict[int, int] = {}
         self.related: dict[int, list[int]] = {}
         self.asked: Counter[str] = Counter()  # path -> requests with the key
         self.bare: Counter[str] = Counter()  # path -> requests without it
+        self.not_modified: Counter[str] = Counter()  # path -> 304s
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -95,7 +97,12 @@ class Api:
             target = f"/item/{self.moved[number]}"
             return self._send(handler, 301, "", location=target)
         links = "".join(f'<a href="/item/{n}">{n}</a>' for n in self.related.get(number, []))
-        self._send(handler, 200, f"<h1>Item {number}</h1>{links}")
+        title = f"Item {number}" + (" (edited)" if number in self.edited else "")
+        etag = f'"{title}-{len(links)}"'  # an item's page carries its validator
+        if handler.headers.get("If-None-Match") == etag:
+            self.not_modified[path] += 1
+            return self._send(handler, 304, "", etag=etag)
+        self._send(handler, 200, f"<h1>{title}</h1>{links}", etag=etag)
 
     @staticmethod
     def _send_text(handler: BaseHTTPRequestHandler, text: str) -> None:
@@ -108,10 +115,16 @@ class Api:
 
     @staticmethod
     def _send(
-        handler: BaseHTTPRequestHandler, status: int, body: str, location: str | None = None
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        body: str,
+        location: str | None = None,
+        etag: str | None = None,
     ) -> None:
-        data = f"<html><body>{body}</body></html>".encode()
+        data = f"<html><body>{body}</body></html>".encode() if status != 304 else b""
         handler.send_response(status)
+        if etag:
+            handler.send_header("ETag", etag)
         handler.send_header("Content-Type", "text/html; charset=utf-8")
         handler.send_header("Content-Length", str(len(data)))
         if location:
@@ -280,6 +293,31 @@ async def test_a_deleted_page_with_a_long_interval_is_gone_within_a_week(
     assert days is not None and days <= 7
     assert replayed_only == [1] * (days - 1)
     assert said == [True] * (days - 1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_link_of_a_page_that_answered_304_reaches_its_page(
+    api: Api, settings: dict[str, Any], clock: Clock
+) -> None:
+    """A page unchanged (304) still links what it linked: a page skipped for its
+    replayed link is reached."""
+    settings["INCRECRAWL_DEFAULT_INTERVAL"] = 20 * DAY
+    api.related[1] = [5]
+    await run_crawl(settings, spider_class=ApiSpider, api=api.url)
+    # Twenty days later, every page due: item 1 changed (checked again sooner), the
+    # others did not (later); item 5 leaves the listing.
+    clock.advance(20 * DAY + 3600)
+    api.edited.add(1)
+    await run_crawl(settings, spider_class=ApiSpider, api=api.url)
+    api.listed.discard(5)
+    # Item 1 is due again and answers 304; item 5 is not due: skipped for item 1's
+    # link, made again from its memory, of a page unchanged: reached.
+    clock.advance(10 * DAY + 3600)
+    done = await run_crawl(settings, spider_class=ApiSpider, api=api.url)
+    assert api.not_modified["/item/1"] == 1
+    assert done.stats.get("increcrawl/skipped/not_due") == 5  # 2 to 6
+    assert done.stats.get("increcrawl/unreached/replayed_only", 0) == 0
+    assert "not reached by this run" not in "\n".join(done.log)
 
 
 def _forget_kept_requests(db: str) -> None:
