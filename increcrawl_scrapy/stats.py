@@ -89,10 +89,6 @@ REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new ba
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.
 ITEMS_MOVED = "increcrawl/items/moved"
-#: Listings (pages that yield requests and no items: ``pages/listing.py``) fetched,
-#: by their result: pages with state, not counted with the pages whose items the
-#: feeds get.
-LISTINGS = "increcrawl/listings/{change}"
 #: Items that reached the feeds (``item_scraped``), by their ``change`` label.
 ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
 #: New and gone items still held at a close (``pages/moved.py``): their pages stay
@@ -101,6 +97,7 @@ ITEMS_HELD_OVER = "increcrawl/items/held_over"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"
+UNREACHED_REPLAYED = "increcrawl/unreached/replayed_only"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

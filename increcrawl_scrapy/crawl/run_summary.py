@@ -80,8 +80,7 @@ def run_summary(
     if tokens is not None and (tokens.week or tokens.month or tokens.budget):
         lines.append(f"  {tokens.line()}")
     if embedded:
-        listings = sum(count(stats.LISTINGS.format(change=label)) for label in changes)
-        lines.extend(_embedded(count, fetched + listings, listed))
+        lines.extend(_embedded(count, fetched, listed))
     elif listed:
         lines.append(f"  {saved(fetched, listed)}")
     for host in verdicts:
@@ -102,13 +101,6 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     page it knows (else no claim of requests saved)."""
     not_due = count(stats.SKIPPED.format(reason="not_due"))
     lines = []
-    listings = {label: count(stats.LISTINGS.format(change=label)) for label in stats.BY_CHANGE}
-    if any(listings.values()):  # pages of links only: no item of theirs in the feeds
-        lines.append(
-            f"  {counted(sum(listings.values()), 'listing')} fetched (pages of links, no "
-            f"items): {listings['new']:,} new, {listings['changed']:,} changed, "
-            f"{listings['unchanged']:,} unchanged"
-        )
     if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
         moved = count(stats.ITEMS_MOVED)
         lines.append(
@@ -127,13 +119,15 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
         )
     if not listed:
         return lines
-    reached = min(fetched + not_due, listed)
+    # A page skipped for a replayed request only: no response of the run showed it.
+    shown = max(0, not_due - count(stats.UNREACHED_REPLAYED))
+    reached = min(fetched + shown, listed)
     if reached < listed:
         lines.append(
             f"  reached {reached:,} of the {counted(listed, 'page')} with state "
-            f"({fetched:,} fetched, {not_due:,} skipped): {listed - reached:,} not reached "
-            "by this run (`scrapy increcrawl status` names them; checked directly once "
-            "INCRECRAWL_UNREACHED_RUNS runs have not reached them)"
+            f"({fetched:,} fetched, {shown:,} skipped): {listed - reached:,} not reached "
+            "by this run (no response led to them; checked directly once "
+            "INCRECRAWL_UNREACHED_RUNS runs have not fetched them)"
         )
     else:
         lines.append(f"  {saved(fetched, listed, listing=False)}")

@@ -10,7 +10,9 @@ slowly from then on (``schedule/policy.py``), ``new`` again if it answers. A pag
 already gone, or whose memory holds no items, is recorded at once, nothing
 delivered. A request that was not a page with state is left as it was, and so is a
 spider that handles the status itself (``HTTPERROR_ALLOWED_CODES``,
-``handle_httpstatus_list``): it gets its response as before.
+``handle_httpstatus_list``): it gets its response as before. A page the check of
+unreached pages found moved (``pages/unreached.py``: a permanent redirect within the
+site) is gone from its URL the same way, recorded as a 410.
 """
 
 from __future__ import annotations
@@ -33,19 +35,25 @@ if TYPE_CHECKING:
 
 #: Set in the request's meta once its gone page was taken care of (an errback's
 #: output and an exception could both bring it).
-_TAKEN = "increcrawl_gone_taken"
+TAKEN = "increcrawl_gone_taken"
+#: The status a moved page is recorded with: gone from its URL (a 301 or 308 would
+#: be an error to the schedule, ``schedule/policy.py``).
+MOVED_STATUS = 410
 #: The page's memory, read ahead off the reactor's thread on a shared state
 #: (``skip_not_due.py``): there the row is loaded too.
 GONE_MEMORY = "increcrawl_gone_memory"
 
 
-def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
+def gone_memory(crawler: Crawler, response: Response, moved: bool = False) -> Memory | None:
     """The memory whose items are to be delivered gone, when *response* is a 404 or
-    410 of a page with state, not gone yet, that Scrapy ignores; None otherwise (a
-    page already gone, or without items, is recorded here)."""
-    if response.status not in GONE_STATUSES or response.meta.get(_TAKEN):
+    410 of a page with state, not gone yet, that Scrapy ignores (or the answer of a
+    page *moved*); None otherwise (a page already gone, or without items, is
+    recorded here, and TAKEN set in the meta)."""
+    if response.meta.get(TAKEN):
         return None
-    if not ignored_by_scrapy(crawler, response):
+    if not moved and response.status not in GONE_STATUSES:
+        return None
+    if not moved and not ignored_by_scrapy(crawler, response):
         return None  # the spider handles the status itself
     try:
         state = crawl_state(crawler)
@@ -64,11 +72,12 @@ def gone_memory(crawler: Crawler, response: Response) -> Memory | None:
         # Its items came from another response (a listing's, by their URL field):
         # that page, not this answer, says they are gone.
         return None
-    response.meta[_TAKEN] = True
+    response.meta[TAKEN] = True
     if memory is not None and memory.items and not page.gone:
         return memory
+    status = MOVED_STATUS if moved else response.status
     recorded = store.record(
-        response.url, response.status, seed=state.seed, key=key, memory=left_by_gone_page()
+        response.url, status, seed=state.seed, key=key, memory=left_by_gone_page()
     )
     stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
     return None

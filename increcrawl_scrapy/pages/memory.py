@@ -5,7 +5,11 @@ A page's memory holds a print of each of its items (the hash of the whole item, 
 hash of each field, and the short values that identify it when it is gone) and the
 requests its response produced (Scrapy's ``request_to_dict``, as ``JOBDIR`` keeps
 them), so that a page skipped as not due, or answered 304, still leads where it led.
-Both are bounded: ``MAX_ITEMS`` prints and ``MAX_REQUESTS`` requests a page.
+Both are bounded: ``MAX_ITEMS`` prints and ``MAX_REQUESTS`` requests a page. It
+also keeps the request that reached the page (``kept_request``: its method,
+headers, body, cookies and plain meta, as the crawl sent it), so that a page no link
+leads to any more is asked as the crawl asked (``pages/unreached.py``); a memory
+stored before it was kept has none.
 
 The matching rule, between the page's items now and its previous version's:
 
@@ -87,6 +91,9 @@ class Memory:
     #: A run closed with new or gone items of the page held (``pages/moved.py``):
     #: the next fetch delivers them at once.
     held: bool = False
+    #: The request that reached the page (``kept_request``); None when it could not
+    #: be kept, or the memory is older than this field.
+    request: dict[str, Any] | None = None
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -96,6 +103,8 @@ class Memory:
         }
         if self.held:
             body["held"] = True
+        if self.request is not None:
+            body["request"] = self.request
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -109,9 +118,11 @@ def unpack(blob: bytes | None) -> Memory | None:
         # Kept before "own" was: requests were kept only for a page's own items.
         own = bool(body.get("own", requests is not None))
         held = bool(body.get("held", False))
+        request = body.get("request")
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
-    return Memory(items, requests, own=own, held=held)
+    request = request if isinstance(request, dict) else None
+    return Memory(items, requests, own=own, held=held, request=request)
 
 
 @dataclass
@@ -180,6 +191,62 @@ def request_data(request: Any, spider: Any) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         return None
     return data
+
+
+#: Headers of the request that reached a page that are not the crawl's way of asking:
+#: the cookies of that moment (Scrapy's cookie jar adds the current ones, the
+#: request's own ``cookies`` are kept), the validators of a conditional request, a
+#: proxy's credentials (HttpProxyMiddleware sets them again from the meta's proxy).
+_NOT_KEPT_HEADERS = frozenset(
+    {"cookie", "if-none-match", "if-modified-since", "proxy-authorization"}
+)
+#: Meta keys Scrapy's components set on the way (download, redirect, retry, depth),
+#: and the check's own choices (``pages/unreached.py``).
+_NOT_KEPT_META = frozenset(
+    {
+        "depth",
+        "download_latency",
+        "download_slot",
+        "redirect_times",
+        "redirect_ttl",
+        "redirect_urls",
+        "redirect_reasons",
+        "retry_times",
+        "is_start_request",
+        "dont_redirect",
+        "handle_httpstatus_list",
+        "handle_httpstatus_all",
+    }
+)
+
+
+def kept_request(request: Any, spider: Any) -> dict[str, Any] | None:
+    """The request that reached a page, to ask for it again as the crawl did
+    (``request_data``, with neither callback nor errback): its method, URL, headers,
+    body, cookies and the meta that is plain data, less what Scrapy's components set
+    on the way (``_NOT_KEPT_HEADERS``, ``_NOT_KEPT_META``, private ``_`` keys and
+    ours). None when it cannot be kept."""
+    meta = {}
+    for name, value in request.meta.items():
+        if name in _NOT_KEPT_META or name.startswith(("_", "increcrawl_")):
+            continue
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            continue  # not plain data (a proxy's objects, a browser's page...)
+        meta[name] = value
+    headers = {
+        name: values
+        for name, values in request.headers.items()
+        if _text(name).lower() not in _NOT_KEPT_HEADERS
+    }
+    try:
+        cleaned = request.replace(
+            callback=None, errback=None, cb_kwargs={}, meta=meta, headers=headers
+        )
+    except (TypeError, ValueError):
+        return None
+    return request_data(cleaned, spider)
 
 
 def request_of(data: dict[str, Any], spider: Any) -> Any:

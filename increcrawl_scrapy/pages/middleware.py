@@ -13,9 +13,11 @@ a page that answers 404 or 410 (``pages/gone.py``); new and gone ones wait for t
 run's other pages, where they may have moved (``pages/moved.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
-the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
-and its fingerprint covers their URLs with its items: a listing whose links change
-is a page that changes, so its learned schedule checks it as often as they move.
+the request that reached it (sent again when no page leads to it any more:
+``unreached.py``, whose answers are told apart here) and the requests it produced,
+to be replayed when it is skipped (``skip_not_due.py``), and its fingerprint covers
+their URLs with its items: a listing whose links change is a page that changes, so
+its learned schedule checks it as often as they move.
 """
 
 from __future__ import annotations
@@ -41,9 +43,8 @@ from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.gone import gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.gone import MOVED_STATUS, TAKEN, gone_memory, left_by_gone_page
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.listing import is_listing, record_listing
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -51,14 +52,24 @@ from increcrawl_scrapy.pages.memory import (
     ItemPrint,
     Memory,
     item_print,
+    kept_request,
     match,
     request_data,
     unpack,
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
-from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
-from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_key
-from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
+from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came, own_page
+from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
+from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
+from increcrawl_scrapy.pages.unreached import (
+    MOVED,
+    SEEN,
+    UNREACHED,
+    UnreachedPages,
+    answer_of,
+    failed,
+    seen,
+)
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -133,9 +144,8 @@ class PageItemsMiddleware:
                 for item, _ in released:
                     yield item
             return
-        if response.meta.get(UNREACHED) and response.status not in GONE_STATUSES:
-            await seen(self.crawler, response)  # a page no link leads to, still there
-            async for output in result:
+        if response.meta.get(UNREACHED):
+            async for output in self._checked(response, result):
                 yield output
             return
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
@@ -160,6 +170,31 @@ class PageItemsMiddleware:
             if in_hand is not None:
                 in_hand.discard(request)
 
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in start:
+            if isinstance(request, Request) and self._active():
+                linked = self._linked()
+                if linked is not None:
+                    linked.add(canonicalize_url(request.url))  # the spider asks for it
+            yield request
+
+    async def _checked(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The answer to a direct check of a page no link leads to any more
+        (``pages/unreached.py``): the page seen, gone, moved, or nothing known."""
+        answer = answer_of(response)
+        outputs = [output async for output in result]  # the check's own: none
+        if answer == SEEN:
+            await seen(self.crawler, response)  # a page no link leads to, still there
+        elif answer in (GONE_ANSWER, MOVED):
+            taken, gone = self._gone(response, moved=answer == MOVED)
+            outputs += gone
+            if not taken and not response.meta.get(TAKEN):  # nor recorded at once
+                failed(self.crawler, response.url, response.status)
+        else:
+            failed(self.crawler, response.url, response.status)
+        for output in outputs:
+            yield output
+
     def _lost(self, item: Any, response: Any = None, **_: Any) -> None:
         """Scrapy's signal of an item dropped or failed (named as yielded, with its
         response): one a pipeline before ours dropped never reaches it, and its page
@@ -174,6 +209,12 @@ class PageItemsMiddleware:
         if delivery is not None:
             never_came(member, delivery.settle)
 
+    def _linked(self) -> set[str] | None:
+        try:
+            return crawl_state(self.crawler).linked
+        except StateLockedError:
+            return None
+
     def _in_hand(self) -> set[bytes] | None:
         try:
             return crawl_state(self.crawler).in_hand
@@ -186,33 +227,23 @@ class PageItemsMiddleware:
         items: list[Any] = []
         requests: list[dict[str, Any]] | None = []
         links: set[str] = set()
+        linked = self._linked()  # the run's, for the check of unreached pages
         async for output in result:
             if is_item(output):
                 items.append(output)
                 continue
             if isinstance(output, Request):
                 links.add(canonicalize_url(output.url))
+                if linked is not None:
+                    linked.add(canonicalize_url(output.url))
             if isinstance(output, Request) and requests is not None:
                 data = request_data(output, self.crawler.spider)
                 requests = None if data is None or len(requests) >= MAX_REQUESTS else requests
                 if requests is not None and data is not None:
                     requests.append(data)
             yield output  # requests go on at once
-        if not items and self._lists(response, links):
-            own = await self._own_links(response, links)
-            await record_listing(
-                self.crawler, response, own, requests, self.config.volatile_patterns
-            )
-            return
         for item in await self._grouped(response, items, requests, links):
             yield item
-
-    def _lists(self, response: Response, links: set[str]) -> bool:
-        """Whether *response*, without items, is a listing with a schedule of its own
-        (``pages/listing.py``; the incremental spider's subclasses queue their own)."""
-        if is_postback(response.request) or is_cached(response):
-            return False  # not the page's own answer (postbacks.py, http_cache.py)
-        return is_listing(response, links) and not is_incremental(self.crawler.spider)
 
     async def _grouped(
         self,
@@ -233,14 +264,17 @@ class PageItemsMiddleware:
             free.append(page_url is not url)
         # The response's own page: its URL however its item spells it (a trailing
         # slash, another percent-encoding), as the state's keys are.
-        own_url = self._own_page(response.url, by_page)
+        own_url = own_page(self.crawler, response.url, by_page)
         if links and own_url is not None:
             links = await self._own_links(response, links)
-        postback = self._postback_key(response) if response.url in by_page else None
+        postback = postback_row(self.crawler, response) if response.url in by_page else None
         # Not recorded, so neither matched nor held (http_cache.py).
         cached = is_cached(response)
         keys = self.config.item_key
         skip = self.config.volatile_fields
+        asked = None  # how the crawl asked for the response's own page
+        if own_url is not None and response.request is not None:
+            asked = kept_request(response.request, self.crawler.spider)
         gone: list[tuple[Any, PageItem]] = []
         placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
@@ -261,7 +295,10 @@ class PageItemsMiddleware:
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
             prints = [item_print(item, skip) for item in group] if not keys else []
-            page.memory = Memory(prints[:MAX_ITEMS], requests if own else None, own).pack()
+            if own:
+                page.memory = Memory(prints[:MAX_ITEMS], requests, own=True, request=asked).pack()
+            else:
+                page.memory = Memory(prints[:MAX_ITEMS], None, own=False).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
@@ -295,23 +332,6 @@ class PageItemsMiddleware:
             out = out + self.held.release()
         self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
-
-    def _own_page(self, url: str, by_page: dict[str, list[Any]]) -> str | None:
-        """Of *by_page*'s URLs, the one naming the page at *url* (None: none does)."""
-        if url in by_page:
-            return url
-        try:
-            store = crawl_state(self.crawler).store
-            key = store.normalize(url)
-        except (StateLockedError, ValueError):
-            return None
-        for page_url in by_page:
-            try:
-                if store.normalize(page_url) == key:
-                    return page_url
-            except ValueError:
-                continue  # not a page URL
-        return None
 
     def _item_text(self, item: Any) -> str:
         """An item's part of its page's text: its content field, if the project named
@@ -353,24 +373,27 @@ class PageItemsMiddleware:
         taken, gone = self._gone(response)
         return gone if taken else None
 
-    def _gone(self, response: Response) -> tuple[bool, list[Any]]:
-        """A page with state answering 404 or 410: whether it was taken as gone, and
+    def _gone(self, response: Response, moved: bool = False) -> tuple[bool, list[Any]]:
+        """A page with state answering 404 or 410 (or *moved*: a permanent redirect
+        within the site, ``pages/unreached.py``): whether it was taken as gone, and
         its items, gone, that are not held for the run's end (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
             return False, []  # the incremental spider records its gone pages itself
         if is_postback(response.request) or is_cached(response):
             return False, []  # a form's answer (postbacks.py), or no fetch (http_cache.py)
-        memory = gone_memory(self.crawler, response)
+        memory = gone_memory(self.crawler, response, moved=moved)
         if memory is None:
             return False, []
-        page = Page(url=response.url, size=0, text="", status=response.status)
+        status = MOVED_STATUS if moved else response.status
+        page = Page(url=response.url, size=0, text="", status=status)
         page.memory, page.matched, page.held_over = left_by_gone_page(), True, memory.held
         gone = [self._gone_item(page, old, page.members) for old in memory.items]
         page.size = len(page.members)
         logger.info(
-            "%s answered %d: gone (%d items delivered gone)",
+            "%s answered %d: %s (%d items delivered gone)",
             response.url,
             response.status,
+            "moved within the site, gone from its URL" if moved else "gone",
             page.size,
         )
         held = self.held  # they may have moved to another page
@@ -390,18 +413,6 @@ class PageItemsMiddleware:
             return unpack(store.memory(url, key))
         except ValueError:
             return None  # not a page URL
-
-    def _postback_key(self, response: Response) -> str | None:
-        """The row of a postback's items for its own URL (``postbacks.py``); None
-        for the page's own GET, or a URL that is no page's."""
-        request = response.request
-        if request is None or not is_postback(request):
-            return None
-        try:
-            page_key = crawl_state(self.crawler).store.normalize(response.url)
-        except (StateLockedError, ValueError):
-            return None
-        return postback_key(self.crawler, page_key, request)
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from itemadapter import ItemAdapter
 
+from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.pages.memory import ItemPrint
@@ -194,3 +196,24 @@ def never_came(member: PageItem, settle: Callable[[str], None]) -> None:
     # One of those it waits for (a moved one was, before it was relabelled).
     if member.moved or change not in (None, UNCHANGED, MOVED):
         settle(group.recorded.page.normalized_url)
+
+
+def own_page(crawler: Any, url: str, urls: Iterable[str]) -> str | None:
+    """Of *urls* (a response's items' pages), the one naming the page at *url*
+    however it spells it (a trailing slash, another percent-encoding), as the
+    state's keys are; None: none does."""
+    urls = list(urls)
+    if url in urls:
+        return url
+    try:
+        store = crawl_state(crawler).store
+        key = store.normalize(url)
+    except (StateLockedError, ValueError):
+        return None
+    for page_url in urls:
+        try:
+            if store.normalize(page_url) == key:
+                return page_url
+        except ValueError:
+            continue  # not a page URL
+    return None

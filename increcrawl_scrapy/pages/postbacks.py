@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.schedule.rows import ITEM_MARK
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 #: The key of a postback's page: its URL's key, this, the request's fingerprint.
 POSTBACK_MARK = f"{ITEM_MARK}request="
@@ -47,3 +50,16 @@ def fingerprint(crawler: Crawler, request: Request) -> bytes:
 def postback_key(crawler: Crawler, page_key: str, request: Request) -> str:
     """The row of the items *request* (a postback) yields for its own URL."""
     return f"{page_key}{POSTBACK_MARK}{fingerprint(crawler, request).hex()[:16]}"
+
+
+def postback_row(crawler: Crawler, response: Response) -> str | None:
+    """The row of a postback's items for its own URL; None for the page's own GET,
+    or a URL that is no page's."""
+    request = response.request
+    if request is None or not is_postback(request):
+        return None
+    try:
+        page_key = crawl_state(crawler).store.normalize(response.url)
+    except (StateLockedError, ValueError):
+        return None
+    return postback_key(crawler, page_key, request)

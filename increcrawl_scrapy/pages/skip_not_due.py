@@ -8,15 +8,17 @@ a 304 is recorded as unchanged without calling the spider.
 
 Skipping never cuts the crawl: the requests the page's response produced last time
 (kept in its memory, ``pages/memory.py``) are made again (``increcrawl/replayed``),
-so pages reached only through it are still requested when they are due. A page
+so pages reached only through it are still requested when they are due (a page
+skipped for such a request only is not reached: no response showed it,
+``pages/unreached.py``). A page
 whose requests could not be kept (a callback that is not a spider method, meta that
 is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
 request skipped says so in the log. Skipping never drops what Scrapy would send:
 only the page's own GET stands for the page, a form posted to its URL is sent as
 Scrapy sends it (``postbacks.py``); while a response is in hand, a request Scrapy
 takes for the same one (its request fingerprint) is not sent again, unless it is
-``dont_filter``. A listing (a page that produced only requests) has a schedule of
-its own (``listing.py``): skipped while not due, as a page is.
+``dont_filter``. Pages that produced only requests (listings, pagination) have no
+state, so they are always fetched and new items are still found.
 With Scrapy's HTTP cache on, the spider's requests neither read nor fill it, and
 due pages with state are asked conditionally, skipping or not (``http_cache.py``).
 ``request.meta["increcrawl_always"] = True`` opts a request out (not of the cache's
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
@@ -62,6 +65,9 @@ PRIORITY = 90
 META_ALWAYS = "increcrawl_always"
 _META_KEY = "increcrawl_conditional"  # the row a conditional request was sent for
 _META_PAGE = "increcrawl_page"  # the row of a page with state, on a shared state
+#: A request made again from a skipped page's memory: it shows nothing of the page
+#: it leads to (a page it alone leads to is not reached: ``pages/unreached.py``).
+REPLAYED = "increcrawl_replayed"
 NOT_DUE, NOT_MODIFIED = "not_due", "not_modified"
 VALIDATORS_KEPT = 10_000
 
@@ -177,6 +183,10 @@ class SkipNotDueMiddleware:
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
         replayed = self._replay(memory)
         self._count_skipped(page.normalized_url)
+        if request.meta.get(REPLAYED):
+            state = self._state()
+            if state is not None:
+                state.replay_skipped.add(canonicalize_url(request.url))
         if request.meta.get("is_start_request"):
             self.start_skipped += 1
             if self.start_skipped == 1:
@@ -193,14 +203,18 @@ class SkipNotDueMiddleware:
             self.skipped.add(key)
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
 
-    def _replay(self, memory: Memory) -> int:
-        """Make the requests of *memory* again; how many could be."""
+    def _replay(self, memory: Memory, shown: bool = False) -> int:
+        """Make the requests of *memory* again; how many could be. *shown*: the page
+        answered 304, unchanged, so its links are still there (they reach their
+        pages); else they are marked REPLAYED."""
         spider, engine = self.crawler.spider, self.crawler.engine
         assert engine is not None
         replayed = 0
         # Kept as Scrapy's spider middlewares left them (depth in meta); a limit
         # lowered since is DepthMiddleware's to apply, which a replay bypasses.
         limit = self.crawler.settings.getint("DEPTH_LIMIT")
+        state = self._state() if shown else None
+        linked = state.linked if state is not None else None
         for data in memory.requests or ():
             if limit and int((data.get("meta") or {}).get("depth", 0)) > limit:
                 continue
@@ -208,6 +222,10 @@ class SkipNotDueMiddleware:
                 request = request_of(data, spider)
             except (ValueError, KeyError, TypeError):
                 continue  # the spider no longer has its callback
+            if not shown:
+                request.meta[REPLAYED] = True
+            elif linked is not None:
+                linked.add(canonicalize_url(request.url))
             engine.crawl(request)
             replayed += 1
         stats.inc(self.crawler.stats, stats.REPLAYED, replayed)
@@ -263,7 +281,7 @@ class SkipNotDueMiddleware:
         stats.inc(self.crawler.stats, stats.UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
         if memory is not None:
-            self._replay(memory)
+            self._replay(memory, shown=True)
         raise IgnoreRequest("not modified since the last fetch (increcrawl)")
 
     def _state(self) -> CrawlState | None:

@@ -3,7 +3,10 @@ for the next crawl, unannounced changes, runs), part of ``StateStore``."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
+
+from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy.schedule import token_plan
 from increcrawl_scrapy.state import spending
@@ -14,6 +17,11 @@ from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 if TYPE_CHECKING:
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
+
+
+#: Rows read for the add-on's direct checks, at most: those the run reached are
+#: passed over in them (a state with more pages not fetched lately checks the first).
+UNREACHED_SCAN = 50_000
 
 
 class StoreReadings:
@@ -67,15 +75,27 @@ class StoreReadings:
         return int(count), [row[0] for row in rows]
 
     @serialized
-    @serialized
-    def unreached(self, seed: str, runs: int, limit: int = 1_000) -> list[str]:
+    def unreached(
+        self,
+        seed: str,
+        runs: int,
+        limit: int = 1_000,
+        reached: Collection[str] = (),
+        aged: float = 0.0,
+    ) -> list[str]:
         """*seed*'s pages with state that its last *runs* runs (this one too) did not
-        reach: due since the first of them, fetched by none (``StateReader``)."""
+        fetch, due since the first of them or last fetched before *aged*, and that
+        this run did not reach (*reached*: canonical URLs), at most *limit*: the
+        add-on's direct checks (``pages/unreached.py``), those whose checks failed
+        last. Of the first ``UNREACHED_SCAN`` such rows."""
         self.results.flush()
         started = [run["started_at"] for run in self.runs(seed)][-runs:]
         if len(started) < runs:
             return []
-        return StateReader(self.database).unreached(seed, started[0], limit)
+        reader = StateReader(self.database)
+        rows = reader.unreached_checks(seed, started[0], aged, UNREACHED_SCAN)
+        found = [url for url in rows if canonicalize_url(url) not in reached]
+        return found[:limit]
 
     def runs(self, seed: str | None = None) -> list[dict[str, Any]]:
         sql = self.database.sql

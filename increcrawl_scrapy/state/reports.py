@@ -144,6 +144,14 @@ class StateReader:
         params = {"seed": seed, "since": since, "limit": limit}
         return [row[0] for row in self.session.execute(self.session.sql.unreached, params)]
 
+    def unreached_checks(self, seed: str, since: float, aged: float, limit: int) -> list[str]:
+        """*seed*'s live pages with state not fetched since *since*, due since then
+        or last fetched before *aged* whatever their schedule, the ones whose checks
+        failed last (``pages/unreached.py``)."""
+        params = {"seed": seed, "since": since, "aged": aged, "limit": limit}
+        sql = self.session.sql.unreached_checks
+        return [row[0] for row in self.session.execute(sql, params)]
+
     # -- a seed, for the report --------------------------------------------------
 
     def report_counts(self, seed: str, at: float) -> dict[str, Any]:

@@ -141,6 +141,7 @@ class UpkeepStatements(Protocol):
     status_runs: str
     runs_hidden: str
     unreached: str  # pages due since a run and fetched by none since (the add-on's)
+    unreached_checks: str  # due or aged pages fetched by no run since, failed checks last
     report_counts: str
     report_runs: str
     changing_pages: str

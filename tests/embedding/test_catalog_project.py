@@ -84,19 +84,20 @@ def test_any_item_type_is_fingerprinted_whole(tmp_path: Path, kind: str) -> None
 def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
     with SampleSite(pages=12) as site:
         project = Project(tmp_path, site)
-        # A request may opt out of skipping (meta "increcrawl_always"): kept so, it
-        # is made so again when the listing that led to it is skipped.
-        assert len(project.crawl("-a", "always=/page/5")) == 12
+        assert len(project.crawl()) == 12
         assert site.requested["/"] == 1 and site.counters["pages"] == 12
 
-        # An hour later: nothing is due, the listing neither (it has a schedule of
-        # its own, test_a_listing_has_a_schedule_of_its_own): no page is fetched
-        # but the one that opted out, found among the listing's requests made again.
+        # An hour later: nothing is due. The listing is fetched (new pages would be
+        # found), no page is.
         site.reset_counters()
-        assert project.crawl(advance=HOUR) == []  # unchanged
-        assert site.requested["/"] == 0
+        assert project.crawl(advance=HOUR) == []
+        assert site.requested["/"] == 1 and site.counters["pages"] == 0
+        assert project.stat("increcrawl/skipped/not_due") == 12
+
+        # A request may opt out of skipping (meta "increcrawl_always").
+        site.reset_counters()
+        assert project.crawl("-a", "always=/page/5", advance=HOUR) == []  # unchanged
         assert site.counters["pages"] == 1 and site.requested["/page/5"] == 1
-        assert project.stat("increcrawl/skipped/not_due") == 12  # 11 pages, the listing
 
         # Two days later everything is due: pages with validators are asked
         # conditionally (304: unchanged, the callback not called); the edit is caught.
@@ -109,12 +110,12 @@ def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
         assert sum(site.conditional.values()) > 0
         assert project.stat("increcrawl/skipped/not_modified") == sum(site.conditional.values())
 
-        # A new page is found through the listing when the listing is due.
+        # A new page is found through the listing even while nothing else is due.
         (new,) = site.add()
         site.reset_counters()
-        added = project.crawl(advance=4 * DAY)
-        assert site.requested["/"] == 1
+        added = project.crawl(advance=HOUR)
         assert [(item["url"], item["change"]) for item in added] == [(site.page_url(new), "new")]
+        assert site.counters["pages"] == 1
 
         # increcrawl_reset: the schedule starts over.
         site.reset_counters()
@@ -134,8 +135,8 @@ def test_through_geonode_an_ordinary_spider_gets_html(tmp_path: Path) -> None:
         assert bodies and all(body["formats"] == ["html"] for body in bodies)
         before = api.counters()["requests"]["POST /v1/extract"]
         assert project.crawl(advance=HOUR) == []
-        # Nothing went through the API: neither the pages nor the listing were due.
-        assert api.counters()["requests"]["POST /v1/extract"] - before == 0
+        # Only the listing went through the API: the pages were not due.
+        assert api.counters()["requests"]["POST /v1/extract"] - before == 1
 
 
 def intervals(db: Path) -> dict[str, float]:
@@ -211,29 +212,3 @@ def test_a_change_the_storage_did_not_take_is_reported_again(tmp_path: Path) -> 
         assert [(item["url"], item["change"]) for item in retried] == [
             (site.page_url(4), "changed")
         ]
-
-
-def test_a_listing_has_a_schedule_of_its_own(tmp_path: Path) -> None:
-    """A page that yields only requests (a listing, the home page) has state too: its
-    links are its content. It is skipped while not due (the pages it led to made
-    again), and fetched when due, when an added page is found. Before, listings had
-    no state and were fetched on every run (65% of a daily full crawl on a real
-    WordPress site, where the incremental spider made 45%)."""
-    with SampleSite(pages=12) as site:
-        project = Project(tmp_path, site)
-        assert len(project.crawl()) == 12
-        assert site.requested["/"] == 1
-
-        # An hour later nothing is due, the listing neither: nothing is fetched.
-        site.reset_counters()
-        assert project.crawl(advance=HOUR) == []
-        assert site.requested["/"] == 0 and site.counters["pages"] == 0
-        assert project.stat("increcrawl/skipped/not_due") == 13
-        assert project.stat("increcrawl/replayed") == 12  # the listing's links
-
-        # Two days later the listing is due: a page added since is found and new.
-        (new,) = site.add()
-        site.reset_counters()
-        added = project.crawl(advance=2 * DAY)
-        assert site.requested["/"] == 1
-        assert [(item["url"], item["change"]) for item in added] == [(site.page_url(new), "new")]

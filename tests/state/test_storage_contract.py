@@ -527,6 +527,32 @@ def test_memories_and_unannounced_changes_are_read_back(open_store: Factory, clo
     assert store.count(SEED, gone=False) == 1
 
 
+def test_the_add_ons_checks_put_the_rows_whose_checks_failed_last(
+    open_store: Factory, clock: Clock
+) -> None:
+    """``pages/unreached.py``: pages no run fetched lately, whatever their schedule once
+    not fetched for long, those the run reached passed over, failed checks last."""
+    store = open_store()
+    run = store.start_run(SEED)
+    first, second, third = urls(3)
+    for url in (first, second, third):
+        store.record(url, 200, seed=SEED, key=url, content_hash="a")
+    store.flush()
+    run.finish({"new": 3}, discovery_complete=True)
+    assert store.unreached(SEED, 2, aged=clock() + 1) == []  # one run so far
+    clock.advance(DAY)
+    store.start_run(SEED)
+    store.record(first, 403, seed=SEED, key=first, site_failure=True)  # a check failed
+    store.flush()
+    # The last run fetched none; the third was reached by it.
+    later = clock() + 1
+    found = store.unreached(SEED, 1, reached={third}, aged=later)
+    assert found == [second, first]
+    assert store.unreached(SEED, 1, limit=1, aged=later) == [second]
+    # Fetched since the first of the last two runs: not asked.
+    assert store.unreached(SEED, 2, aged=later) == []
+
+
 def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory) -> None:
     store = open_store(volatile_patterns=(), content_scheme="one")
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])

@@ -179,6 +179,14 @@ class UpkeepSQL:
         "AND next_check <= %(since)s AND fetch_count > 0 "
         "AND coalesce(last_fetched, 0) < %(since)s ORDER BY next_check, id LIMIT %(limit)s"
     )
+    # The add-on's checks (pages/unreached.py): due, or not fetched for long whatever
+    # their schedule; failed checks (a site failure each) behind the others.
+    unreached_checks = (
+        "SELECT url FROM pages WHERE seed = %(seed)s AND gone = 0 AND fetch_count > 0 "
+        "AND coalesce(last_fetched, 0) < %(since)s "
+        "AND (next_check <= %(since)s OR coalesce(last_fetched, 0) < %(aged)s) "
+        "ORDER BY error_streak, next_check, id LIMIT %(limit)s"
+    )
     report_counts = (
         "SELECT count(*) AS pages, "
         "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "

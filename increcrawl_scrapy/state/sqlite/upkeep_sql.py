@@ -175,6 +175,14 @@ class UpkeepSQL:
         "AND fetch_count > 0 AND coalesce(last_fetched, 0) < :since "
         "ORDER BY next_check, id LIMIT :limit"
     )
+    # The add-on's checks (pages/unreached.py): due, or not fetched for long whatever
+    # their schedule; failed checks (a site failure each) behind the others.
+    unreached_checks = (
+        "SELECT url FROM pages WHERE seed = :seed AND gone = 0 AND fetch_count > 0 "
+        "AND coalesce(last_fetched, 0) < :since "
+        "AND (next_check <= :since OR coalesce(last_fetched, 0) < :aged) "
+        "ORDER BY error_streak, next_check, id LIMIT :limit"
+    )
     report_counts = (
         "SELECT count(*) AS pages, "
         "coalesce(sum(CASE WHEN gone = 0 THEN 1 ELSE 0 END), 0) AS live, "
