@@ -15,7 +15,10 @@ The matching rule, between the page's items now and its previous version's:
    the most equal field values, if at least half of its fields are equal (ties: the
    nearest in position): it is ``changed``, with the fields that differ in
    ``changed_fields``;
-3. a page that had one item and has one item: it is the same item;
+3. a page that is its item's own (the item's URL field names it: *own_url*) had
+   one item and has one item: it is the same item, by its URL. Elsewhere a count is
+   no evidence ("one item and one item": the last page of a listing held one item
+   and holds another one, the first moved a page up);
 4. what is left is ``new`` now, or ``gone`` from before; across the run's pages, a
    gone item identical to a new one of another page moved (``pages/moved.py``).
 """
@@ -106,8 +109,9 @@ class Match:
     gone: list[ItemPrint]
 
 
-def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
-    """The rule of this module's docstring."""
+def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = False) -> Match:
+    """The rule of this module's docstring; *own_url*: the current items name their
+    page by their URL field."""
     labels: list[tuple[str, list[str]] | None] = [None] * len(current)
     left = dict(enumerate(previous))  # previous items not matched yet
     by_whole: dict[str, list[int]] = {}
@@ -121,7 +125,7 @@ def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
             labels[position] = (UNCHANGED, [])
         else:
             rest.append(position)
-    if len(previous) == 1 and len(current) == 1 and rest and left:  # 3. one and one
+    if own_url and len(previous) == 1 and len(current) == 1 and rest and left:  # 3. by URL
         (index,) = left
         labels[0] = (CHANGED, _differing(left.pop(index), current[0]))
         rest = []

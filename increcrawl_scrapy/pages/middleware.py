@@ -202,6 +202,7 @@ class PageItemsMiddleware:
         by_page: dict[str, list[Any]] = defaultdict(list)
         at: dict[str, list[int]] = defaultdict(list)  # the items' places in the output
         free: list[bool] = []  # per item: without a URL, it may move between pages
+        named: dict[str, bool] = {}  # per page: its items name it by their URL field
         for index, item in enumerate(items):
             url = ItemAdapter(item).get(self.config.url_field)
             # An item without a URL belongs to the response it was scraped from.
@@ -209,6 +210,7 @@ class PageItemsMiddleware:
             by_page[page_url].append(item)
             at[page_url].append(index)
             free.append(page_url is not url)
+            named[page_url] = named.get(page_url, True) and not free[-1]
         if links and response.url in by_page:
             links = await self._own_links(response, links)
         keys = self.config.item_key
@@ -240,7 +242,7 @@ class PageItemsMiddleware:
                 previous = await self._memory(url)
                 if previous is not None and len(group) <= MAX_ITEMS:
                     page.matched = True
-                    found = match(previous.items, prints)
+                    found = match(previous.items, prints, own_url=named[url])
                     for member, (label, fields) in zip(grouped, found.labels, strict=True):
                         member.label, member.changed_fields = label, fields
                     for old in found.gone:

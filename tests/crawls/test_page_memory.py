@@ -53,9 +53,20 @@ def test_ties_go_to_the_nearest_position() -> None:
     assert found.gone == []
 
 
-def test_a_page_of_one_item_keeps_its_item() -> None:
-    found = match(prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2}))
+def test_a_page_of_one_item_keeps_its_item_by_its_url() -> None:
+    before, now = prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2})
+    found = match(before, now, own_url=True)
     assert found.labels == [("changed", ["price", "title"])] and found.gone == []
+
+
+def test_one_item_and_one_item_is_no_evidence() -> None:
+    # Items without their URL: one and one may be any two items (the last page of
+    # a listing, whose item moved a page up and another took its place).
+    before, now = prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2})
+    found = match(before, now)
+    assert found.labels == [("new", [])] and [gone.values for gone in found.gone] == [
+        {"title": "a", "price": 1}
+    ]
 
 
 def test_added_and_removed_fields_are_changed_fields() -> None:
