@@ -291,6 +291,7 @@ class IncrementalStatePipeline:
                 hold=True,
                 memory=member.group.memory if member is not None else None,
                 error_kind=adapter.get("error_kind"),
+                items_changed=member is not None and member.group.items_changed,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")

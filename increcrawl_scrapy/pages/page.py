@@ -38,6 +38,12 @@ class Page:
     waiting: int = 0
 
     @property
+    def items_changed(self) -> bool:
+        """Whether its items differ from its previous version's, by the match: a
+        change of their own fields, which no way of taking a page's text touches."""
+        return self.matched and any(member.label != UNCHANGED for member in self.members)
+
+    @property
     def page_text(self) -> str:
         """What the page's fingerprint is taken of: its items' text, then its links."""
         return self.text + self.links

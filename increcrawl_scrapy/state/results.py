@@ -193,6 +193,7 @@ class Results(RowLoads):
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
+        items_changed: bool = False,
     ) -> Recorded:
         now = self.clock()
         self._collect()
@@ -207,7 +208,10 @@ class Results(RowLoads):
             was_gone=bool(previous and previous.gone),
             never_delivered=self._never_delivered(previous),
         )
-        rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous)
+        # The page's items changed (StateStore.record): their change is no baseline.
+        rebaselined = (
+            outcome is Outcome.CHANGED and taken_another_way(previous) and not items_changed
+        )
         outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline
         self.rebaselined += rebaselined
         if previous is None:

@@ -286,6 +286,7 @@ class StateStore(OperatorEdits, StoreReadings):
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
+        items_changed: bool = False,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -298,8 +299,11 @@ class StateStore(OperatorEdits, StoreReadings):
         the fetcher cannot see them (Geonode). With *hold*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
-        one (``pages/memory.py``). *lease* is the token a shared backend checks; one
-        SQLite file has one crawl (the crawl lock), so it has no leases to check.
+        one (``pages/memory.py``); *items_changed*: the page's items differ from its
+        previous version's (matched by ``pages/memory.py``): a change even when its
+        stored fingerprint was taken another way (an item's fields pass through no
+        converter). *lease* is the token a shared backend checks; one SQLite file has
+        one crawl (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
             key or self.normalize(url),
@@ -314,6 +318,7 @@ class StateStore(OperatorEdits, StoreReadings):
             content=content,
             memory=memory,
             error_kind=error_kind,
+            items_changed=items_changed,
         )
 
     def note_spending(self, run_id: int, charged: Callable[[], int]) -> None:

@@ -161,8 +161,9 @@ def taken_another_way(page: PageState | None) -> bool:
 
 def check_content_scheme(database: Backend, scheme: str) -> None:
     """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
-    state's fingerprints were taken another way, mark them all as old. Kept contents
-    cannot give new ones: they are of the old text too."""
+    state's fingerprints were taken another way, mark its pages' as old (not item
+    rows': an item's fields are no page text). Kept contents cannot give new ones:
+    they are of the old text too."""
     stored = read_setting(database, "content_scheme")
     if stored == scheme:
         return

@@ -1,0 +1,147 @@
+"""Items of a shop's listings through the add-on, in-process against a loopback
+shop (issue #50): an item two listings list is one item, and an item's own edit is
+reported whatever happened to how pages' text is taken."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
+
+import pytest
+import pytest_twisted
+import scrapy
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
+
+from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
+from tests.conftest import Clock
+
+DAY = 86_400.0
+
+
+class Shop:
+    """Category listings (``/c/NAME``) of products, each product a link to its own
+    page (``/p/ID``, never fetched here) with its name and price."""
+
+    def __init__(self, products: dict[str, dict[str, Any]], listings: dict[str, list[str]]):
+        self.lock = threading.Lock()
+        self.products = products
+        self.listings = listings
+        self.server: LoopbackServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def listing_urls(self) -> list[str]:
+        return [f"{self.url}/c/{name}" for name in self.listings]
+
+    def html(self, name: str) -> str | None:
+        with self.lock:
+            if name not in self.listings:
+                return None
+            rows = "".join(
+                f'<li class="product"><a href="/p/{pid}">{escape(self.products[pid]["name"])}</a>'
+                f' <span class="price">{self.products[pid]["price"]}</span></li>'
+                for pid in self.listings[name]
+            )
+        main = f"<main><h1>{name}</h1><ul>{rows}</ul></main>"
+        return f"<!doctype html><html><body>{main}</body></html>"
+
+    def __enter__(self) -> Shop:
+        shop = self
+
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:
+                path = urlsplit(self.path).path
+                body = shop.html(path[3:]) if path.startswith("/c/") else None
+                if body is None:
+                    self.send_body(404, b"not found", "text/plain")
+                else:
+                    self.send_body(200, body.encode(), "text/html; charset=utf-8")
+
+        self.server = LoopbackServer(Handler)
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self.server is not None
+        self.server.stop()
+
+
+class Listings(scrapy.Spider):
+    """A project's spider: each listing's products as items named by their own URL,
+    with the listing they were found in."""
+
+    name = "listings"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = urls
+
+    def parse(self, response: Any) -> Any:
+        for product in response.css("li.product"):
+            yield {
+                "url": response.urljoin(product.css("a::attr(href)").get()),
+                "name": product.css("a::text").get(),
+                "price": product.css("span.price::text").get(),
+                "category": urlsplit(response.url).path.rsplit("/", 1)[-1],
+            }
+
+
+def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
+    return {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": db,
+        "INCRECRAWL_CLOCK": clock,
+        "INCRECRAWL_SKIP_NOT_DUE": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "CONCURRENT_REQUESTS": 1,  # the listings answer in the order they are asked
+        **more,
+    }
+
+
+async def crawl(settings: dict[str, Any], urls: list[str]) -> list[dict[str, Any]]:
+    crawler = Crawler(Listings, Settings(settings))
+    items: list[dict[str, Any]] = []
+    crawler.signals.connect(
+        lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
+    )
+    await crawler.crawl(urls=urls)
+    return items
+
+
+def changes(items: list[dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
+    return sorted(
+        (item["change"], urlsplit(item["url"]).path, item.get("changed_fields", []))
+        for item in items
+    )
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_an_items_edit_is_reported_across_a_change_of_how_text_is_taken(
+    tmp_path: Any, clock: Clock, keyed: bool
+) -> None:
+    # How pages' text is taken changed (a setting here; an upgrade of trafilatura or
+    # the markdown converter alike): the pages' next fingerprints are new baselines.
+    # An item's fields never pass through those libraries: its edit is a change.
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    key = {"INCRECRAWL_ITEM_KEY": ["name"]} if keyed else {}
+    with Shop(products, {"shoes": ["1", "2", "3"]}) as shop:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock, **key)
+        first = await crawl(settings, shop.listing_urls())
+        assert changes(first) == [("new", f"/p/{n}", []) for n in ("1", "2", "3")]
+        with shop.lock:
+            products["2"]["price"] = "25.00"
+        clock.advance(2 * DAY)
+        other_way = {**settings, "INCRECRAWL_MAIN_CONTENT": False}
+        second = await crawl(other_way, shop.listing_urls())
+        assert changes(second) == [("changed", "/p/2", [] if keyed else ["price"])]
+        clock.advance(2 * DAY)
+        assert await crawl(other_way, shop.listing_urls()) == []
