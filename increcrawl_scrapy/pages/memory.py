@@ -21,6 +21,13 @@ The matching rule, between the page's items now and its previous version's:
    and holds another one, the first moved a page up);
 4. what is left is ``new`` now, or ``gone`` from before; across the run's pages, a
    gone item identical to a new one of another page moved (``pages/moved.py``).
+
+A page may have several versions in one run: an item two listings list (its URL
+field names its page from both), each listing showing it its own way (the listing
+it was found in). They are one item, never versions of each other: the memory keeps
+each (``Memory.views``, in an order of their own, so the order the listings answer
+in makes no difference), and a version is matched against the nearest of the
+previous run's (``match_versions``): one of them exactly is the item as before.
 """
 
 from __future__ import annotations
@@ -83,10 +90,44 @@ class Memory:
     #: The response's requests; None when one could not be kept (its callback not a
     #: spider method, say, or too many): the page is then never skipped.
     requests: list[dict[str, Any]] | None = field(default_factory=list)
+    #: The sizes of the page's versions in *items*, one after the other, when the
+    #: run saw several (an item two listings list); None: one.
+    views: list[int] | None = None
 
     def pack(self) -> bytes:
-        body = {"items": [p.as_json() for p in self.items], "requests": self.requests}
+        body: dict[str, Any] = {"items": [p.as_json() for p in self.items]}
+        body["requests"] = self.requests
+        if self.views is not None:
+            body["views"] = self.views
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
+
+    def versions(self) -> list[list[ItemPrint]]:
+        """The page's versions of its last run (one, unless several were seen)."""
+        if self.views is None:
+            return [self.items]
+        out, start = [], 0
+        for size in self.views:
+            out.append(self.items[start : start + size])
+            start += size
+        return out
+
+    def with_version(self, items: list[ItemPrint]) -> Memory:
+        """This memory with another version of the page, the versions in the order
+        of their items' hashes (whatever order they came in), at most MAX_ITEMS items."""
+        views = sorted([*self.versions(), items], key=wholes)
+        kept: list[ItemPrint] = []
+        sizes: list[int] = []
+        for view in views:
+            if len(kept) + len(view) > MAX_ITEMS:
+                break
+            kept += view
+            sizes.append(len(view))
+        return Memory(kept, self.requests, sizes)
+
+
+def wholes(items: list[ItemPrint]) -> tuple[str, ...]:
+    """What a version of a page is, in any order of its items."""
+    return tuple(sorted(item.whole for item in items))
 
 
 def unpack(blob: bytes | None) -> Memory | None:
@@ -96,9 +137,12 @@ def unpack(blob: bytes | None) -> Memory | None:
         body = json.loads(zlib.decompress(blob).decode("utf-8"))
         items = [ItemPrint(whole, fields, values) for whole, fields, values in body["items"]]
         requests = body["requests"]
+        views = body.get("views")
+        if views is not None and sum(views) != len(items):
+            raise ValueError("versions that are not its items")
     except (ValueError, KeyError, TypeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
-    return Memory(items, requests)
+    return Memory(items, requests, views)
 
 
 @dataclass
@@ -144,6 +188,32 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
         else:
             labels[position] = (CHANGED, _differing(left.pop(best), now))
     return Match([label or (NEW, []) for label in labels], list(left.values()))
+
+
+def match_versions(
+    previous: Memory, current: list[ItemPrint], own_url: bool = False
+) -> tuple[Match, bool]:
+    """*current* matched against *previous*, and whether it is one of the previous
+    run's versions exactly (then all unchanged, whatever the others were). Of
+    several versions, the nearest: the most items unchanged, then changed, then the
+    fewest fields changed (ties: the first in their order)."""
+    versions = previous.versions()
+    if len(versions) == 1:
+        found = match(previous.items, current, own_url)
+        return found, not found.gone and all(label == UNCHANGED for label, _ in found.labels)
+    if any(wholes(version) == wholes(current) for version in versions):
+        return Match([(UNCHANGED, [])] * len(current), []), True
+    best: Match | None = None
+    best_score: tuple[int, int, int] | None = None
+    for version in versions:
+        found = match(version, current, own_url)
+        labels = [label for label, _ in found.labels]
+        fields = sum(len(changed) for _, changed in found.labels)
+        score = (labels.count(UNCHANGED), labels.count(CHANGED), -fields)
+        if best_score is None or score > best_score:
+            best, best_score = found, score
+    assert best is not None
+    return best, False
 
 
 def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:

@@ -10,7 +10,11 @@ item in turn. Its items are matched against the page's previous version
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
 of its own (``gone``, with the fields that identified it), and so does each item of
 a page that answers 404 or 410 (``pages/gone.py``); new and gone ones wait for the
-run's other pages, where they may have moved (``pages/moved.py``). With
+run's other pages, where they may have moved (``pages/moved.py``). A page grouped
+again in the same run (an item another listing lists too) is another version of
+it, one item with the first: matched against the previous run's versions until
+one of the run's says a change, else not delivered (``Page.again``), and the
+page's memory keeps each version (``pages/memory.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the requests it produced, to be replayed when it is skipped (``skip_not_due.py``),
@@ -49,13 +53,12 @@ from increcrawl_scrapy.pages.memory import (
     ItemPrint,
     Memory,
     item_print,
-    match,
     request_data,
-    unpack,
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came
 from increcrawl_scrapy.pages.unreached import UNREACHED, UnreachedPages, seen
+from increcrawl_scrapy.pages.versions import PageVersions
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -100,6 +103,7 @@ class PageItemsMiddleware:
             self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
         self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
         self.held = HeldItems(crawler)
+        self.versions = PageVersions(crawler)  # a page's versions this run
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
@@ -238,17 +242,14 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
+            first = None
             if not keys:
-                previous = await self._memory(url)
-                if previous is not None and len(group) <= MAX_ITEMS:
-                    page.matched = True
-                    found = match(previous.items, prints, own_url=named[url])
-                    for member, (label, fields) in zip(grouped, found.labels, strict=True):
-                        member.label, member.changed_fields = label, fields
-                    for old in found.gone:
-                        gone.append(self._gone_item(page, old, grouped))
+                first, left = await self.versions.match(page, prints, grouped, named[url])
+                gone += [self._gone_item(page, old, grouped) for old in left]
                 page.size = len(grouped)
             page.members = grouped
+            if first is not None:  # the run's first version of its URL: what it said
+                first.reported = not page.matched or page.items_changed
             for index, item, member in zip(at[url], group, grouped, strict=False):
                 placed[index] = (item, member)
         held = self.held
@@ -324,19 +325,6 @@ class PageItemsMiddleware:
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
         self.open.expect([member for _, member in out], response)
         return True, [item for item, _ in out]
-
-    async def _memory(self, url: str) -> Memory | None:
-        """The page's previous memory (read off the reactor's thread on a shared state)."""
-        try:
-            store = crawl_state(self.crawler).store
-        except StateLockedError:
-            return None
-        try:
-            if store.shared:
-                return unpack(await compat.in_thread(store.memory, url))
-            return unpack(store.memory(url))
-        except ValueError:
-            return None  # not a page URL
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

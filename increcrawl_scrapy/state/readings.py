@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from increcrawl_scrapy.schedule import token_plan
-from increcrawl_scrapy.state import spending
+from increcrawl_scrapy.state import memories, spending
 from increcrawl_scrapy.state.backend import serialized
 from increcrawl_scrapy.state.reports import StateReader
 from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
@@ -21,6 +23,20 @@ class StoreReadings:
 
     database: Backend
     results: Results
+    normalize: Callable[[str], str]
+
+    @serialized
+    def memory(self, url: str) -> bytes | None:
+        """What *url*'s last fetch left for the next one (``pages/memory.py``);
+        on a shared state a read: call it off the reactor's thread."""
+        return memories.lookup(self.results, self.database, self.normalize(url))
+
+    @serialized
+    def amend_memory(self, url: str, memory: bytes) -> None:
+        """*url*'s memory grew after its result was recorded this run (an item another
+        listing lists too, ``pages/middleware.py``): written with its result, else
+        with its row as it stands (a read: off the reactor's thread when shared)."""
+        memories.amend(self.results, self.normalize(url), memory)
 
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection

@@ -24,7 +24,7 @@ from increcrawl_scrapy.content.fingerprint import VOLATILE_PATTERNS, content_fin
 from increcrawl_scrapy.content.page_text import ContentOptions
 from increcrawl_scrapy.schedule.policy import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
-from increcrawl_scrapy.state import history, memories
+from increcrawl_scrapy.state import history
 from increcrawl_scrapy.state.backend import Backend, serialized
 from increcrawl_scrapy.state.claims import Claims
 from increcrawl_scrapy.state.edits import OperatorEdits
@@ -299,11 +299,10 @@ class StateStore(OperatorEdits, StoreReadings):
         the fetcher cannot see them (Geonode). With *hold*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
-        one (``pages/memory.py``); *items_changed*: the page's items differ from its
-        previous version's (matched by ``pages/memory.py``): a change even when its
-        stored fingerprint was taken another way (an item's fields pass through no
-        converter). *lease* is the token a shared backend checks; one SQLite file has
-        one crawl (the crawl lock), so it has no leases to check.
+        one (``pages/memory.py``); *items_changed*: its items changed (by that match),
+        a change even if its fingerprint was taken another way (``upkeep.py``).
+        *lease* is the token a shared backend checks; one SQLite file has one crawl
+        (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
             key or self.normalize(url),
@@ -326,12 +325,6 @@ class StateStore(OperatorEdits, StoreReadings):
         thread) on run *run_id*'s row with each batch of results: a run killed after
         spending them still spent them, and overlapping runs see each other's."""
         self.results.spending = (run_id, charged)
-
-    @serialized
-    def memory(self, url: str) -> bytes | None:
-        """What *url*'s last fetch left for the next one (``pages/memory.py``);
-        on a shared state a read: call it off the reactor's thread."""
-        return memories.lookup(self.results, self.database, self.normalize(url))
 
     def deliver(self, key: str) -> None:
         self.results.deliver(key)

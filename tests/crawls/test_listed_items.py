@@ -30,6 +30,7 @@ class Shop:
         self.lock = threading.Lock()
         self.products = products
         self.listings = listings
+        self.sale_prices: dict[str, str] = {}  # shown by the "sale" listing only
         self.server: LoopbackServer | None = None
 
     @property
@@ -44,9 +45,10 @@ class Shop:
         with self.lock:
             if name not in self.listings:
                 return None
+            prices = self.sale_prices if name == "sale" else {}
             rows = "".join(
                 f'<li class="product"><a href="/p/{pid}">{escape(self.products[pid]["name"])}</a>'
-                f' <span class="price">{self.products[pid]["price"]}</span></li>'
+                f' <span class="price">{prices.get(pid, self.products[pid]["price"])}</span></li>'
                 for pid in self.listings[name]
             )
         main = f"<main><h1>{name}</h1><ul>{rows}</ul></main>"
@@ -106,13 +108,18 @@ def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
     }
 
 
-async def crawl(settings: dict[str, Any], urls: list[str]) -> list[dict[str, Any]]:
+async def crawl(
+    settings: dict[str, Any], urls: list[str], stats: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The items delivered; *stats* gets the crawl's stats."""
     crawler = Crawler(Listings, Settings(settings))
     items: list[dict[str, Any]] = []
     crawler.signals.connect(
         lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
     )
     await crawler.crawl(urls=urls)
+    if stats is not None and crawler.stats is not None:
+        stats.update(crawler.stats.get_stats())
     return items
 
 
@@ -145,3 +152,42 @@ async def test_an_items_edit_is_reported_across_a_change_of_how_text_is_taken(
         assert changes(second) == [("changed", "/p/2", [] if keyed else ["price"])]
         clock.advance(2 * DAY)
         assert await crawl(other_way, shop.listing_urls()) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_item_two_listings_list_is_one_item(tmp_path: Any, clock: Clock) -> None:
+    # A shoe in "shoes" and in "sale": the same URL field from two responses of a
+    # run, the listing it was found in differs. It is one item, whichever listing
+    # answers first: new once, then nothing while the shop is unchanged (its
+    # schedule learns no change), then its price edit once.
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    with Shop(products, {"shoes": ["1", "2", "3"], "sale": ["2"]}) as shop:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock)
+        urls = shop.listing_urls()
+        first = await crawl(settings, urls)
+        assert changes(first) == [("new", f"/p/{n}", []) for n in ("1", "2", "3")]
+        for run in range(4):  # the listings answer in one order, then the other
+            clock.advance(2 * DAY)
+            stats: dict[str, Any] = {}
+            assert await crawl(settings, urls[:: -1 if run % 2 == 0 else 1], stats) == []
+            assert "increcrawl/changed" not in stats, run
+        with shop.lock:
+            products["2"]["price"] = "15.00"
+        clock.advance(2 * DAY)
+        edited = await crawl(settings, urls[::-1])
+        assert changes(edited) == [("changed", "/p/2", ["price"])]
+        assert edited[0]["price"] == "15.00"
+        clock.advance(2 * DAY)
+        assert await crawl(settings, urls) == []
+        # An edit only one listing shows is the item's edit too, whichever listing
+        # answers first (one order, then the other).
+        for order, price in ((1, "12.00"), (-1, "11.00")):
+            with shop.lock:
+                shop.sale_prices["2"] = price
+            clock.advance(2 * DAY)
+            edited = await crawl(settings, urls[::order])
+            assert changes(edited) == [("changed", "/p/2", ["price"])], order
+            assert (edited[0]["price"], edited[0]["category"]) == (price, "sale")
+            clock.advance(2 * DAY)
+            assert await crawl(settings, urls[::order]) == []
+            assert await crawl(settings, urls[::-order]) == []

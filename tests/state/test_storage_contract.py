@@ -527,6 +527,22 @@ def test_memories_and_unannounced_changes_are_read_back(open_store: Factory, clo
     assert store.count(SEED, gone=False) == 1
 
 
+def test_a_memory_amended_after_its_result_is_written_is_written_too(
+    open_store: Factory,
+) -> None:
+    store = open_store()
+    [url] = urls(1)
+    store.start_run(SEED).upsert([(url, None)])
+    store.record(url, 200, seed=SEED, key=url, content_hash="a", memory=b"one")
+    store.amend_memory(url, b"one, two")  # its result not written yet
+    store.flush()
+    assert open_store().memory(url) == b"one, two"
+    store.amend_memory(url, b"one, two, three")  # written already
+    store.flush()
+    assert open_store().memory(url) == b"one, two, three"
+    assert store.get(url).content_hash == "a"
+
+
 def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory) -> None:
     store = open_store(volatile_patterns=(), content_scheme="one")
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])

@@ -1,0 +1,154 @@
+"""A page's versions in one run: an item two listings list (its URL field names the
+same page from two responses: a product in "shoes" and in "sale") is one item, never
+two versions replacing each other (``pages/memory.py`` says how they are matched).
+
+The first response that groups a page this run is matched against its previous
+run's versions as any page is; a later one that is a version already seen this run
+is ``again`` (not recorded, not delivered: one item); another version is matched
+against the previous run's versions too, if none of the run's said a change yet,
+and said if it is none of them; else ``again``. Each version seen joins the page's
+memory, on its pages not recorded yet, else in the state (``amend_memory``), so the
+next run knows each whatever order the listings answer in. At most MAX_VERSIONED
+pages a run are followed so; past that a page's second version this run is matched
+against its first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from increcrawl_scrapy import compat
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.memory import (
+    MAX_ITEMS,
+    UNCHANGED,
+    ItemPrint,
+    match_versions,
+    unpack,
+    wholes,
+)
+from increcrawl_scrapy.state import StateLockedError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from increcrawl_scrapy.pages.page import Page, PageItem
+
+MAX_VERSIONED = 100_000
+
+
+@dataclass
+class Versions:
+    """The versions of a page seen this run."""
+
+    previous: bytes | None  # its memory before this run
+    memory: bytes  # this run's: its versions so far
+    seen: set[tuple[str, ...]]  # those versions
+    pages: list[weakref.ref[Page]]  # its pages that write its memory (recorded)
+    reported: bool = True  # a change of it is delivered this run (or it is new)
+
+
+class PageVersions:
+    """One crawl's pages' versions, owned by its ``PageItemsMiddleware``."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.pages: dict[str, Versions] = {}  # by the page's key
+
+    async def match(
+        self, page: Page, prints: list[ItemPrint], grouped: list[PageItem], own_url: bool
+    ) -> tuple[Versions | None, list[ItemPrint]]:
+        """Label *page*'s items (*grouped*, of *prints*) against its previous version:
+        its versions if it is its URL's first this run (the caller says whether it
+        reported a change once its items are labelled), and the previous items gone."""
+        key = self._key(page.url)
+        versions = self.pages.get(key) if key is not None else None
+        if versions is None:
+            blob = await self.memory(page.url)
+            previous = unpack(blob)
+        elif wholes(prints) in versions.seen:  # the same as another listing's: one item
+            _again(page, grouped)
+            return None, []
+        else:
+            versions.seen.add(wholes(prints))
+            memory = unpack(versions.memory)
+            if memory is not None:  # this run's versions, this one among them
+                versions.memory = memory.with_version(prints[:MAX_ITEMS]).pack()
+            previous = None if versions.reported else unpack(versions.previous)
+            page.again = previous is None
+        left: list[ItemPrint] = []
+        if previous is not None and len(prints) <= MAX_ITEMS:
+            found, as_before = match_versions(previous, prints, own_url)
+            if versions is None:
+                page.as_before = as_before and previous.views is not None
+            page.again = versions is not None and as_before  # nothing to say
+            if not page.again:
+                page.matched = True
+                for member, (label, fields) in zip(grouped, found.labels, strict=True):
+                    member.label, member.changed_fields = label, fields
+                left = found.gone
+        if versions is None:
+            if key is None or page.memory is None or len(self.pages) >= MAX_VERSIONED:
+                return None, left
+            kept = blob if previous is not None else None
+            first = Versions(kept, page.memory, {wholes(prints)}, [weakref.ref(page)])
+            self.pages[key] = first
+            return first, left
+        if page.again:
+            _again(page, grouped)
+        else:  # its change, delivered once this run
+            versions.reported = True
+            versions.pages.append(weakref.ref(page))
+        assert key is not None
+        await self._spread(key, versions)
+        return None, left
+
+    async def _spread(self, key: str, versions: Versions) -> None:
+        """The page's memory, its versions so far, to its pages not recorded yet, and
+        to the state once one is (the later a page is recorded, the more it knows)."""
+        recorded = False
+        for ref in versions.pages:
+            page = ref()
+            if page is None or page.recorded is not None:
+                recorded = True
+            else:
+                page.memory = versions.memory
+        if not recorded:
+            return
+        try:
+            store = crawl_state(self.crawler).store
+        except StateLockedError:
+            return
+        if store.shared:
+            await compat.in_thread(store.amend_memory, key, versions.memory)
+        else:
+            store.amend_memory(key, versions.memory)
+
+    def _key(self, url: str) -> str | None:
+        """The state's key of *url* (None: not a page URL, or no state)."""
+        try:
+            return crawl_state(self.crawler).store.normalize(url)
+        except (StateLockedError, ValueError):
+            return None
+
+    async def memory(self, url: str) -> bytes | None:
+        """The page's memory (read off the reactor's thread on a shared state)."""
+        try:
+            store = crawl_state(self.crawler).store
+        except StateLockedError:
+            return None
+        try:
+            if store.shared:
+                return await compat.in_thread(store.memory, url)
+            return store.memory(url)
+        except ValueError:
+            return None  # not a page URL
+
+
+def _again(page: Page, grouped: list[PageItem]) -> None:
+    """*page* is a version of a page said already this run: one item, not again."""
+    page.again = True
+    for member in grouped:
+        member.label = UNCHANGED
