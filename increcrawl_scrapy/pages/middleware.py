@@ -242,14 +242,11 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
-            first = None
             if not keys:
-                first, left = await self.versions.match(page, prints, grouped, named[url])
+                left = await self.versions.match(page, prints, grouped, named[url])
                 gone += [self._gone_item(page, old, grouped) for old in left]
                 page.size = len(grouped)
             page.members = grouped
-            if first is not None:  # the run's first version of its URL: what it said
-                first.reported = not page.matched or page.items_changed
             for index, item, member in zip(at[url], group, grouped, strict=False):
                 placed[index] = (item, member)
         held = self.held

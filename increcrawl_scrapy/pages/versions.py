@@ -8,7 +8,10 @@ is ``again`` (not recorded, not delivered: one item); another version is matched
 against the previous run's versions too, if none of the run's said a change yet,
 and said if it is none of them; else ``again``. Each version seen joins the page's
 memory, on its pages not recorded yet, else in the state (``amend_memory``), so the
-next run knows each whatever order the listings answer in. At most MAX_VERSIONED
+next run knows each whatever order the listings answer in. A page is known from its
+first response on, before its memory is read: a second listing's response that
+comes meanwhile waits for that read (on a shared state it takes a thread hop), not
+taken for a first of its own. At most MAX_VERSIONED
 pages a run are followed so; past that a page's second version this run is matched
 against its first.
 """
@@ -16,8 +19,11 @@ against its first.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.crawl.shared_state import crawl_state
@@ -25,6 +31,7 @@ from increcrawl_scrapy.pages.memory import (
     MAX_ITEMS,
     UNCHANGED,
     ItemPrint,
+    Match,
     match_versions,
     unpack,
     wholes,
@@ -48,6 +55,8 @@ class Versions:
     seen: set[tuple[str, ...]]  # those versions
     pages: list[weakref.ref[Page]]  # its pages that write its memory (recorded)
     reported: bool = True  # a change of it is delivered this run (or it is new)
+    loaded: bool = False  # its previous memory read (by its first page)
+    waiting: list[Deferred[None]] = field(default_factory=list)  # for that
 
 
 class PageVersions:
@@ -59,43 +68,32 @@ class PageVersions:
 
     async def match(
         self, page: Page, prints: list[ItemPrint], grouped: list[PageItem], own_url: bool
-    ) -> tuple[Versions | None, list[ItemPrint]]:
-        """Label *page*'s items (*grouped*, of *prints*) against its previous version:
-        its versions if it is its URL's first this run (the caller says whether it
-        reported a change once its items are labelled), and the previous items gone."""
+    ) -> list[ItemPrint]:
+        """Label *page*'s items (*grouped*, of *prints*) against its previous version;
+        returns the previous items gone."""
         key = self._key(page.url)
         versions = self.pages.get(key) if key is not None else None
         if versions is None:
-            blob = await self.memory(page.url)
-            previous = unpack(blob)
-        elif wholes(prints) in versions.seen:  # the same as another listing's: one item
+            return await self._first(page, key, prints, grouped, own_url)
+        if not versions.loaded:  # the first's memory is being read
+            waiter: Deferred[None] = Deferred()
+            versions.waiting.append(waiter)
+            await maybe_deferred_to_future(waiter)
+        if wholes(prints) in versions.seen:  # the same as another listing's: one item
             _again(page, grouped)
-            return None, []
-        else:
-            versions.seen.add(wholes(prints))
-            memory = unpack(versions.memory)
-            if memory is not None:  # this run's versions, this one among them
-                versions.memory = memory.with_version(prints[:MAX_ITEMS]).pack()
-            previous = None if versions.reported else unpack(versions.previous)
-            page.again = previous is None
+            return []
+        versions.seen.add(wholes(prints))
+        memory = unpack(versions.memory)
+        if memory is not None:  # this run's versions, this one among them
+            versions.memory = memory.with_version(prints[:MAX_ITEMS]).pack()
+        previous = None if versions.reported else unpack(versions.previous)
         left: list[ItemPrint] = []
-        if previous is not None and len(prints) <= MAX_ITEMS:
-            found, as_before = match_versions(previous, prints, own_url)
-            if versions is None:
-                page.as_before = as_before and previous.views is not None
-            page.again = versions is not None and as_before  # nothing to say
+        if previous is None:
+            page.again = True
+        elif len(prints) <= MAX_ITEMS:
+            found, page.again = match_versions(previous, prints, own_url)  # as before
             if not page.again:
-                page.matched = True
-                for member, (label, fields) in zip(grouped, found.labels, strict=True):
-                    member.label, member.changed_fields = label, fields
-                left = found.gone
-        if versions is None:
-            if key is None or page.memory is None or len(self.pages) >= MAX_VERSIONED:
-                return None, left
-            kept = blob if previous is not None else None
-            first = Versions(kept, page.memory, {wholes(prints)}, [weakref.ref(page)])
-            self.pages[key] = first
-            return first, left
+                left = _label(page, grouped, found)
         if page.again:
             _again(page, grouped)
         else:  # its change, delivered once this run
@@ -103,7 +101,38 @@ class PageVersions:
             versions.pages.append(weakref.ref(page))
         assert key is not None
         await self._spread(key, versions)
-        return None, left
+        return left
+
+    async def _first(
+        self,
+        page: Page,
+        key: str | None,
+        prints: list[ItemPrint],
+        grouped: list[PageItem],
+        own_url: bool,
+    ) -> list[ItemPrint]:
+        """*page* is its URL's first this run: matched as any page."""
+        versions = None
+        if key is not None and page.memory is not None and len(self.pages) < MAX_VERSIONED:
+            # Known at once: another listing's response may come while it is read.
+            versions = Versions(None, page.memory, {wholes(prints)}, [weakref.ref(page)])
+            self.pages[key] = versions
+        blob = await self.memory(page.url)
+        previous = unpack(blob)
+        left: list[ItemPrint] = []
+        if previous is not None and len(prints) <= MAX_ITEMS:
+            found, as_before = match_versions(previous, prints, own_url)
+            page.as_before = as_before and previous.views is not None
+            left = _label(page, grouped, found)
+        if versions is not None:
+            versions.previous = blob if previous is not None else None
+            changed = left or any(member.label != UNCHANGED for member in grouped)
+            versions.reported = not page.matched or bool(changed)
+            versions.loaded = True
+            waiting, versions.waiting = versions.waiting, []
+            for waiter in waiting:
+                waiter.callback(None)
+        return left
 
     async def _spread(self, key: str, versions: Versions) -> None:
         """The page's memory, its versions so far, to its pages not recorded yet, and
@@ -145,6 +174,14 @@ class PageVersions:
             return store.memory(url)
         except ValueError:
             return None  # not a page URL
+
+
+def _label(page: Page, grouped: list[PageItem], found: Match) -> list[ItemPrint]:
+    """*page*'s items labelled by *found*; the previous items gone."""
+    page.matched = True
+    for member, (label, fields) in zip(grouped, found.labels, strict=True):
+        member.label, member.changed_fields = label, fields
+    return found.gone
 
 
 def _again(page: Page, grouped: list[PageItem]) -> None:

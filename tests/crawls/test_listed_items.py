@@ -18,6 +18,7 @@ from scrapy.settings import Settings
 
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 from tests.conftest import Clock
+from tests.crawls.test_postgres_reactor import StatementThreads
 
 DAY = 86_400.0
 
@@ -191,3 +192,26 @@ async def test_an_item_two_listings_list_is_one_item(tmp_path: Any, clock: Clock
             clock.advance(2 * DAY)
             assert await crawl(settings, urls[::order]) == []
             assert await crawl(settings, urls[::-order]) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_item_two_listings_list_on_a_shared_state(
+    postgres_dsn: str, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its versions are kept in the state off the reactor's thread; and it is still
+    # one item, an edit once.
+    threads = StatementThreads(monkeypatch)
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    with Shop(products, {"shoes": ["1", "2", "3"], "sale": ["2"]}) as shop:
+        settings = add_on(postgres_dsn, clock)
+        urls = shop.listing_urls()
+        assert len(await crawl(settings, urls)) == 3
+        clock.advance(2 * DAY)
+        assert await crawl(settings, urls[::-1]) == []
+        with shop.lock:
+            shop.sale_prices["2"] = "12.00"
+        clock.advance(2 * DAY)
+        edited = await crawl(settings, urls)
+        threads.watching = False
+    assert changes(edited) == [("changed", "/p/2", ["price"])]
+    assert threads.on_reactor == []
