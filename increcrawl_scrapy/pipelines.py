@@ -95,6 +95,7 @@ class IncrementalStatePipeline:
         # One of a page's items (the object yielded, or a copy of it), or an item alone.
         member = self.pages.take(item) if self.pages is not None else None
         if member is not None and member.group.again:  # one item, delivered once a run
+            stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
             raise DropItem(f"{member.group.url}: listed again", log_level="DEBUG")
         if self.store is None:
             return self._process(item, member)

@@ -89,6 +89,8 @@ REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new ba
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.
 ITEMS_MOVED = "increcrawl/items/moved"
+#: Items of a page another response gave already this run (an item two listings list).
+ITEMS_LISTED_AGAIN = "increcrawl/items/listed_again"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"

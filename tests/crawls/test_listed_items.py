@@ -172,6 +172,7 @@ async def test_an_item_two_listings_list_is_one_item(tmp_path: Any, clock: Clock
             stats: dict[str, Any] = {}
             assert await crawl(settings, urls[:: -1 if run % 2 == 0 else 1], stats) == []
             assert "increcrawl/changed" not in stats, run
+            assert stats["increcrawl/items/listed_again"] == 1
         with shop.lock:
             products["2"]["price"] = "15.00"
         clock.advance(2 * DAY)
