@@ -111,9 +111,12 @@ class Memory:
             start += size
         return out
 
-    def with_version(self, items: list[ItemPrint]) -> Memory:
+    def with_version(
+        self, items: list[ItemPrint], requests: list[dict[str, Any]] | None = None
+    ) -> Memory:
         """This memory with another version of the page, the versions in the order
-        of their items' hashes (whatever order they came in), at most MAX_ITEMS items."""
+        of their items' hashes (whatever order they came in), at most MAX_ITEMS items;
+        the requests of the page's own response, whichever version kept them."""
         views = sorted([*self.versions(), items], key=wholes)
         kept: list[ItemPrint] = []
         sizes: list[int] = []
@@ -122,7 +125,7 @@ class Memory:
                 break
             kept += view
             sizes.append(len(view))
-        return Memory(kept, self.requests, sizes)
+        return Memory(kept, self.requests if self.requests is not None else requests, sizes)
 
 
 def wholes(items: list[ItemPrint]) -> tuple[str, ...]:

@@ -83,9 +83,10 @@ class PageVersions:
             _again(page, grouped)
             return []
         versions.seen.add(wholes(prints))
-        memory = unpack(versions.memory)
+        memory, own = unpack(versions.memory), unpack(page.memory)
         if memory is not None:  # this run's versions, this one among them
-            versions.memory = memory.with_version(prints[:MAX_ITEMS]).pack()
+            requests = own.requests if own is not None else None
+            versions.memory = memory.with_version(prints[:MAX_ITEMS], requests).pack()
         previous = None if versions.reported else unpack(versions.previous)
         left: list[ItemPrint] = []
         if previous is None:

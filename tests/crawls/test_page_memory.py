@@ -83,6 +83,10 @@ def test_the_versions_of_a_run_are_kept_in_an_order_of_their_own() -> None:
     assert one.pack() == other.pack() and one.views == [1, 1]
     kept = unpack(one.pack())
     assert kept is not None and kept.versions() == one.versions()
+    # The page's own response (its requests kept, to be replayed) may come second.
+    own = [{"url": "https://shop.example/p/3", "callback": "parse"}]
+    assert Memory(shoes, None).with_version(sale, own).requests == own
+    assert Memory(shoes, own).with_version(sale, None).requests == own
 
 
 def test_a_version_of_the_previous_run_is_the_item_as_before() -> None:
