@@ -310,7 +310,9 @@ class PageItemsMiddleware:
             return False, []
         page = Page(url=response.url, size=0, text="", status=response.status)
         page.memory, page.matched = left_by_gone_page(), True
-        gone = [self._gone_item(page, old, page.members) for old in memory.items]
+        # Its items once, not once a version (an item a listing lists too: versions.py).
+        items = memory.versions()[0]
+        gone = [self._gone_item(page, old, page.members) for old in items]
         page.size = len(page.members)
         logger.info(
             "%s answered %d: gone (%d items delivered gone)",

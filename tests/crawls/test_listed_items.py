@@ -25,7 +25,8 @@ DAY = 86_400.0
 
 class Shop:
     """Category listings (``/c/NAME``) of products, each product a link to its own
-    page (``/p/ID``, never fetched here) with its name and price."""
+    page (``/p/ID``: its name and price; 404 once it is no product) with its name
+    and price."""
 
     def __init__(self, products: dict[str, dict[str, Any]], listings: dict[str, list[str]]):
         self.lock = threading.Lock()
@@ -55,13 +56,25 @@ class Shop:
         main = f"<main><h1>{name}</h1><ul>{rows}</ul></main>"
         return f"<!doctype html><html><body>{main}</body></html>"
 
+    def product_html(self, pid: str) -> str | None:
+        with self.lock:
+            if pid not in self.products:
+                return None
+            product = self.products[pid]
+        main = f"<main><h1>{escape(product['name'])}</h1><p>{product['price']}</p></main>"
+        return f"<!doctype html><html><body>{main}</body></html>"
+
     def __enter__(self) -> Shop:
         shop = self
 
         class Handler(QuietHandler):
             def do_GET(self) -> None:
                 path = urlsplit(self.path).path
-                body = shop.html(path[3:]) if path.startswith("/c/") else None
+                body = None
+                if path.startswith("/c/"):
+                    body = shop.html(path[3:])
+                elif path.startswith("/p/"):
+                    body = shop.product_html(path[3:])
                 if body is None:
                     self.send_body(404, b"not found", "text/plain")
                 else:
@@ -82,18 +95,30 @@ class Listings(scrapy.Spider):
 
     name = "listings"
 
-    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+    def __init__(self, urls: list[str], product_pages: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start_urls = urls
+        self.product_pages = product_pages  # each product's page too, an item of its own
 
     def parse(self, response: Any) -> Any:
         for product in response.css("li.product"):
+            href = product.css("a::attr(href)").get()
             yield {
-                "url": response.urljoin(product.css("a::attr(href)").get()),
+                "url": response.urljoin(href),
                 "name": product.css("a::text").get(),
                 "price": product.css("span.price::text").get(),
                 "category": urlsplit(response.url).path.rsplit("/", 1)[-1],
             }
+            if self.product_pages:
+                yield response.follow(href, callback=self.product)
+
+    def product(self, response: Any) -> Any:
+        yield {
+            "url": response.url,
+            "name": response.css("h1::text").get(),
+            "price": response.css("p::text").get(),
+            "category": "",
+        }
 
 
 def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
@@ -110,7 +135,7 @@ def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
 
 
 async def crawl(
-    settings: dict[str, Any], urls: list[str], stats: dict[str, Any] | None = None
+    settings: dict[str, Any], urls: list[str], stats: dict[str, Any] | None = None, **args: Any
 ) -> list[dict[str, Any]]:
     """The items delivered; *stats* gets the crawl's stats."""
     crawler = Crawler(Listings, Settings(settings))
@@ -118,7 +143,7 @@ async def crawl(
     crawler.signals.connect(
         lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
     )
-    await crawler.crawl(urls=urls)
+    await crawler.crawl(urls=urls, **args)
     if stats is not None and crawler.stats is not None:
         stats.update(crawler.stats.get_stats())
     return items
@@ -193,6 +218,33 @@ async def test_an_item_two_listings_list_is_one_item(tmp_path: Any, clock: Clock
             clock.advance(2 * DAY)
             assert await crawl(settings, urls[::order]) == []
             assert await crawl(settings, urls[::-order]) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_item_on_its_own_page_and_a_listing_is_one_item_gone_once(
+    tmp_path: Any, clock: Clock
+) -> None:
+    # A listing names each product by its page, and the spider fetches that page
+    # too: its item there is another version of the same item (its own page's,
+    # whose requests are kept). One item: new once, nothing while the shop is
+    # unchanged, and once deleted (the listing no longer lists it, its page answers
+    # 404) gone once, not once a version.
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    with Shop(products, {"shoes": ["1", "2", "3"]}) as shop:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock, CONCURRENT_REQUESTS=4)
+        urls = shop.listing_urls()
+        first = await crawl(settings, urls, product_pages=True)
+        assert changes(first) == [("new", f"/p/{n}", []) for n in ("1", "2", "3")]
+        clock.advance(2 * DAY)
+        assert await crawl(settings, urls, product_pages=True) == []
+        with shop.lock:
+            del products["2"]
+            shop.listings["shoes"].remove("2")
+        later = []
+        for _ in range(4):  # until its page, no longer linked, is checked
+            clock.advance(2 * DAY)
+            later += await crawl(settings, urls, product_pages=True)
+        assert changes(later) == [("gone", "/p/2", [])]
 
 
 @pytest_twisted.ensureDeferred
