@@ -56,6 +56,7 @@ class Versions:
     pages: list[weakref.ref[Page]]  # its pages that write its memory (recorded)
     reported: bool = True  # a change of it is delivered this run (or it is new)
     loaded: bool = False  # its previous memory read (by its first page)
+    failed: bool = False  # that read failed (its first page's items are lost with it)
     waiting: list[Deferred[None]] = field(default_factory=list)  # for that
 
 
@@ -79,6 +80,8 @@ class PageVersions:
             waiter: Deferred[None] = Deferred()
             versions.waiting.append(waiter)
             await maybe_deferred_to_future(waiter)
+            if versions.failed:  # the first's read failed, and its items with it
+                return await self.match(page, prints, grouped, own_url)
         if wholes(prints) in versions.seen:  # the same as another listing's: one item
             _again(page, grouped)
             return []
@@ -118,21 +121,29 @@ class PageVersions:
             # Known at once: another listing's response may come while it is read.
             versions = Versions(None, page.memory, {wholes(prints)}, [weakref.ref(page)])
             self.pages[key] = versions
-        blob = await self.memory(page.url)
-        previous = unpack(blob)
         left: list[ItemPrint] = []
-        if previous is not None and len(prints) <= MAX_ITEMS:
-            found, as_before = match_versions(previous, prints, own_url)
-            page.as_before = as_before and previous.views is not None
-            left = _label(page, grouped, found)
-        if versions is not None:
-            versions.previous = blob if previous is not None else None
-            changed = left or any(member.label != UNCHANGED for member in grouped)
-            versions.reported = not page.matched or bool(changed)
-            versions.loaded = True
-            waiting, versions.waiting = versions.waiting, []
-            for waiter in waiting:
-                waiter.callback(None)
+        failed = True
+        try:
+            blob = await self.memory(page.url)
+            previous = unpack(blob)
+            if previous is not None and len(prints) <= MAX_ITEMS:
+                found, as_before = match_versions(previous, prints, own_url)
+                page.as_before = as_before and previous.views is not None
+                left = _label(page, grouped, found)
+            if versions is not None:
+                versions.previous = blob if previous is not None else None
+                changed = left or any(member.label != UNCHANGED for member in grouped)
+                versions.reported = not page.matched or bool(changed)
+            failed = False
+        finally:  # what the others wait for is known; a failure: the next is a first
+            if versions is not None:
+                if failed and key is not None:
+                    versions.failed = True
+                    self.pages.pop(key, None)
+                versions.loaded = True
+                waiting, versions.waiting = versions.waiting, []
+                for waiter in waiting:
+                    waiter.callback(None)
         return left
 
     async def _spread(self, key: str, versions: Versions) -> None:

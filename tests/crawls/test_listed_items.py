@@ -15,6 +15,7 @@ import scrapy
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.settings import Settings
+from scrapy.utils.defer import maybe_deferred_to_future
 
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 from tests.conftest import Clock
@@ -245,6 +246,38 @@ async def test_an_item_on_its_own_page_and_a_listing_is_one_item_gone_once(
             clock.advance(2 * DAY)
             later += await crawl(settings, urls, product_pages=True)
         assert changes(later) == [("gone", "/p/2", [])]
+
+
+@pytest.mark.timeout(60)
+@pytest_twisted.ensureDeferred
+async def test_a_failed_read_of_the_first_listings_page_lets_the_second_go_on(
+    tmp_path: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second listing's version waits for the first's read of the page's memory:
+    # a read that fails wakes it all the same (else the crawl never ends).
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    from increcrawl_scrapy.pages.versions import PageVersions
+
+    read = PageVersions.memory
+    failed: list[str] = []
+
+    async def failing(self: PageVersions, url: str) -> bytes | None:
+        if url.endswith("/p/2") and not failed:
+            failed.append(url)
+            await maybe_deferred_to_future(deferLater(reactor, 0.5, lambda: None))
+            raise RuntimeError("the state did not answer")
+        return await read(self, url)
+
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    with Shop(products, {"shoes": ["1", "2", "3"], "sale": ["2"]}) as shop:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock, CONCURRENT_REQUESTS=2)
+        monkeypatch.setattr(PageVersions, "memory", failing)
+        items = await crawl(settings, shop.listing_urls())
+    assert failed
+    # The failed listing's items are lost with its response; the other's are there.
+    assert ("new", "/p/2", []) in changes(items)
 
 
 @pytest_twisted.ensureDeferred
