@@ -100,6 +100,9 @@ class IncrementalStatePipeline:
         member = self.pages.take(item) if self.pages is not None else None
         if member is not None and member.group.cached:
             return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
+        if member is not None and member.group.again:  # one item, delivered once a run
+            stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
+            raise NotDelivered(f"{member.group.url}: listed again")
         if self.store is None:
             return self._process(item, member)
         keys = self._unread(item, member) if self.store.shared else []
@@ -275,6 +278,8 @@ class IncrementalStatePipeline:
         if 200 <= status < 300:
             text = member.group.page_text if member is not None else self._text(adapter)
             content_hash = self._fingerprint(text)
+            if member is not None and member.group.as_before:  # one of its versions
+                content_hash = self._kept_hash(url) or content_hash
             if adapter.get("alias_of"):  # its text is its canonical page's (canonical.py)
                 text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
         validators = None
@@ -297,10 +302,22 @@ class IncrementalStatePipeline:
                 hold=True,
                 memory=member.group.memory if member is not None else None,
                 error_kind=adapter.get("error_kind"),
+                items_changed=member is not None and member.group.items_changed,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
             return None
+
+    def _kept_hash(self, url: str) -> str | None:
+        """The page's stored fingerprint: its items are one of its versions of the
+        previous run (an item several listings list: ``pages/memory.py``), unchanged.
+        Its row is at hand (loaded beforehand on a shared state: ``_unread``)."""
+        assert self.store is not None
+        try:
+            page = self.store.get(url)
+        except ValueError:
+            return None
+        return page.content_hash if page is not None else None
 
     def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its

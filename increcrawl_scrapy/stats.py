@@ -94,6 +94,8 @@ ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
 #: New and gone items still held at a close (``pages/moved.py``): their pages stay
 #: due, and their next fetch delivers them.
 ITEMS_HELD_OVER = "increcrawl/items/held_over"
+#: Items of a page another response gave already this run (an item two listings list).
+ITEMS_LISTED_AGAIN = "increcrawl/items/listed_again"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"

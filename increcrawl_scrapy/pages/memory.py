@@ -19,9 +19,19 @@ The matching rule, between the page's items now and its previous version's:
    the most equal field values, if at least half of its fields are equal (ties: the
    nearest in position): it is ``changed``, with the fields that differ in
    ``changed_fields``;
-3. a page that had one item and has one item: it is the same item;
+3. a page that is its item's own (the item's URL field names it: *own_url*) had
+   one item and has one item: it is the same item, by its URL. Elsewhere a count is
+   no evidence ("one item and one item": the last page of a listing held one item
+   and holds another one, the first moved a page up);
 4. what is left is ``new`` now, or ``gone`` from before; across the run's pages, a
    gone item identical to a new one of another page moved (``pages/moved.py``).
+
+A page may have several versions in one run: an item two listings list (its URL
+field names its page from both), each listing showing it its own way (the listing
+it was found in). They are one item, never versions of each other: the memory keeps
+each (``Memory.views``, in an order of their own, so the order the listings answer
+in makes no difference), and a version is matched against the nearest of the
+previous run's (``match_versions``): one of them exactly is the item as before.
 """
 
 from __future__ import annotations
@@ -94,6 +104,9 @@ class Memory:
     #: The request that reached the page (``kept_request``); None when it could not
     #: be kept, or the memory is older than this field.
     request: dict[str, Any] | None = None
+    #: The sizes of the page's versions in *items*, one after the other, when the
+    #: run saw several (an item two listings list); None: one.
+    views: list[int] | None = None
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -105,7 +118,47 @@ class Memory:
             body["held"] = True
         if self.request is not None:
             body["request"] = self.request
+        if self.views is not None:
+            body["views"] = self.views
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
+
+    def versions(self) -> list[list[ItemPrint]]:
+        """The page's versions of its last run (one, unless several were seen)."""
+        if self.views is None:
+            return [self.items]
+        out, start = [], 0
+        for size in self.views:
+            out.append(self.items[start : start + size])
+            start += size
+        return out
+
+    def with_version(self, items: list[ItemPrint], own: Memory | None = None) -> Memory:
+        """This memory with another version of the page, the versions in the order
+        of their items' hashes (whatever order they came in), at most MAX_ITEMS items;
+        the requests (and the request, and whether its items are its own) of the
+        page's own response, whichever version kept them (*own*: the new version's)."""
+        views = sorted([*self.versions(), items], key=wholes)
+        kept: list[ItemPrint] = []
+        sizes: list[int] = []
+        for view in views:
+            if len(kept) + len(view) > MAX_ITEMS:
+                break
+            kept += view
+            sizes.append(len(view))
+        theirs = own if own is not None and own.own else None
+        return Memory(
+            kept,
+            self.requests if self.requests is not None or theirs is None else theirs.requests,
+            own=self.own or theirs is not None,
+            held=self.held,
+            request=self.request if self.request is not None or theirs is None else theirs.request,
+            views=sizes,
+        )
+
+
+def wholes(items: list[ItemPrint]) -> tuple[str, ...]:
+    """What a version of a page is, in any order of its items."""
+    return tuple(sorted(item.whole for item in items))
 
 
 def unpack(blob: bytes | None) -> Memory | None:
@@ -119,10 +172,13 @@ def unpack(blob: bytes | None) -> Memory | None:
         own = bool(body.get("own", requests is not None))
         held = bool(body.get("held", False))
         request = body.get("request")
+        views = body.get("views")
+        if views is not None and sum(views) != len(items):
+            raise ValueError("versions that are not its items")
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
     request = request if isinstance(request, dict) else None
-    return Memory(items, requests, own=own, held=held, request=request)
+    return Memory(items, requests, own=own, held=held, request=request, views=views)
 
 
 @dataclass
@@ -133,8 +189,9 @@ class Match:
     gone: list[ItemPrint]
 
 
-def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
-    """The rule of this module's docstring."""
+def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = False) -> Match:
+    """The rule of this module's docstring; *own_url*: the current items name their
+    page by their URL field."""
     labels: list[tuple[str, list[str]] | None] = [None] * len(current)
     left = dict(enumerate(previous))  # previous items not matched yet
     by_whole: dict[str, list[int]] = {}
@@ -148,7 +205,7 @@ def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
             labels[position] = (UNCHANGED, [])
         else:
             rest.append(position)
-    if len(previous) == 1 and len(current) == 1 and rest and left:  # 3. one and one
+    if own_url and len(previous) == 1 and len(current) == 1 and rest and left:  # 3. by URL
         (index,) = left
         labels[0] = (CHANGED, _differing(left.pop(index), current[0]))
         rest = []
@@ -167,6 +224,32 @@ def match(previous: list[ItemPrint], current: list[ItemPrint]) -> Match:
         else:
             labels[position] = (CHANGED, _differing(left.pop(best), now))
     return Match([label or (NEW, []) for label in labels], list(left.values()))
+
+
+def match_versions(
+    previous: Memory, current: list[ItemPrint], own_url: bool = False
+) -> tuple[Match, bool]:
+    """*current* matched against *previous*, and whether it is one of the previous
+    run's versions exactly (then all unchanged, whatever the others were). Of
+    several versions, the nearest: the most items unchanged, then changed, then the
+    fewest fields changed (ties: the first in their order)."""
+    versions = previous.versions()
+    if len(versions) == 1:
+        found = match(previous.items, current, own_url)
+        return found, not found.gone and all(label == UNCHANGED for label, _ in found.labels)
+    if any(wholes(version) == wholes(current) for version in versions):
+        return Match([(UNCHANGED, [])] * len(current), []), True
+    best: Match | None = None
+    best_score: tuple[int, int, int] | None = None
+    for version in versions:
+        found = match(version, current, own_url)
+        labels = [label for label, _ in found.labels]
+        fields = sum(len(changed) for _, changed in found.labels)
+        score = (labels.count(UNCHANGED), labels.count(CHANGED), -fields)
+        if best_score is None or score > best_score:
+            best, best_score = found, score
+    assert best is not None
+    return best, False
 
 
 def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:

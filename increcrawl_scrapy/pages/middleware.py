@@ -10,7 +10,11 @@ item in turn. Its items are matched against the page's previous version
 ``changed_fields``, ``unchanged``), and an item gone from the page comes as an item
 of its own (``gone``, with the fields that identified it), and so does each item of
 a page that answers 404 or 410 (``pages/gone.py``); new and gone ones wait for the
-run's other pages, where they may have moved (``pages/moved.py``). With
+run's other pages, where they may have moved (``pages/moved.py``). A page grouped
+again in the same run (an item another listing lists too) is another version of
+it, one item with the first: matched against the previous run's versions until
+one of the run's says a change, else not delivered (``Page.again``), and the
+page's memory keeps each version (``pages/memory.py``). With
 ``INCRECRAWL_ITEM_KEY`` (the fields that identify an item within its page, e.g.
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the request that reached it (sent again when no page leads to it any more:
@@ -53,9 +57,7 @@ from increcrawl_scrapy.pages.memory import (
     Memory,
     item_print,
     kept_request,
-    match,
     request_data,
-    unpack,
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came, own_page
@@ -70,6 +72,7 @@ from increcrawl_scrapy.pages.unreached import (
     failed,
     seen,
 )
+from increcrawl_scrapy.pages.versions import PageVersions
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import StateLockedError
@@ -120,6 +123,7 @@ class PageItemsMiddleware:
             self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
         self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
         self.held = HeldItems(crawler)
+        self.versions = PageVersions(crawler)  # a page's versions this run
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
@@ -255,6 +259,7 @@ class PageItemsMiddleware:
         by_page: dict[str, list[Any]] = defaultdict(list)
         at: dict[str, list[int]] = defaultdict(list)  # the items' places in the output
         free: list[bool] = []  # per item: without a URL, it may move between pages
+        named: dict[str, bool] = {}  # per page: its items name it by their URL field
         for index, item in enumerate(items):
             url = ItemAdapter(item).get(self.config.url_field)
             # An item without a URL belongs to the response it was scraped from.
@@ -262,6 +267,7 @@ class PageItemsMiddleware:
             by_page[page_url].append(item)
             at[page_url].append(index)
             free.append(page_url is not url)
+            named[page_url] = named.get(page_url, True) and not free[-1]
         # The response's own page: its URL however its item spells it (a trailing
         # slash, another percent-encoding), as the state's keys are.
         own_url = own_page(self.crawler, response.url, by_page)
@@ -302,15 +308,9 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
-            if not keys and not cached:
-                previous = await self._memory(url, page.key)
-                if previous is not None and len(group) <= MAX_ITEMS:
-                    page.matched, page.held_over = True, previous.held
-                    found = match(previous.items, prints)
-                    for member, (label, fields) in zip(grouped, found.labels, strict=True):
-                        member.label, member.changed_fields = label, fields
-                    for old in found.gone:
-                        gone.append(self._gone_item(page, old, grouped))
+            if not keys and not cached:  # a cached answer: neither matched nor held
+                left = await self.versions.match(page, prints, grouped, named[url])
+                gone += [self._gone_item(page, old, grouped) for old in left]
                 page.size = len(grouped)
             page.members = grouped
             for index, item, member in zip(at[url], group, grouped, strict=False):
@@ -387,7 +387,9 @@ class PageItemsMiddleware:
         status = MOVED_STATUS if moved else response.status
         page = Page(url=response.url, size=0, text="", status=status)
         page.memory, page.matched, page.held_over = left_by_gone_page(), True, memory.held
-        gone = [self._gone_item(page, old, page.members) for old in memory.items]
+        # Its items once, not once a version (an item a listing lists too: versions.py).
+        items = memory.versions()[0]
+        gone = [self._gone_item(page, old, page.members) for old in items]
         page.size = len(page.members)
         logger.info(
             "%s answered %d: %s (%d items delivered gone)",
@@ -399,20 +401,6 @@ class PageItemsMiddleware:
         held = self.held  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
         return True, self._expected(out, response)
-
-    async def _memory(self, url: str, key: str | None = None) -> Memory | None:
-        """The page's previous memory (read off the reactor's thread on a shared
-        state); *key*: its row's, when not its URL's (a postback's)."""
-        try:
-            store = crawl_state(self.crawler).store
-        except StateLockedError:
-            return None
-        try:
-            if store.shared:
-                return unpack(await compat.in_thread(store.memory, url, key))
-            return unpack(store.memory(url, key))
-        except ValueError:
-            return None  # not a page URL
 
 
 def _key(item: Any, fields: tuple[str, ...]) -> str:

@@ -36,6 +36,12 @@ class Page:
     members: list[PageItem] = field(default_factory=list)  # its items, each with its label
     links: str = ""  # the response's own page: the URLs it led to, fingerprinted too
     status: int | None = None  # a page gone (404, 410: pages/gone.py); else its items say
+    #: Its items are one of the page's versions of the previous run, exactly (an
+    #: item several listings list, each their own way: pages/memory.py): unchanged.
+    as_before: bool = False
+    #: Another version of a page already grouped this run (an item another listing
+    #: lists too) that has nothing to say: one item, its items not delivered again.
+    again: bool = False
     #: Of its items to deliver, those not delivered yet: its result is written when
     #: none is left (``crawl/delivery.py``); set once its result is recorded.
     waiting: int = 0
@@ -46,6 +52,12 @@ class Page:
     key: str | None = None
     #: Answered by Scrapy's HTTP cache: not recorded (``http_cache.py``).
     cached: bool = False
+
+    @property
+    def items_changed(self) -> bool:
+        """Whether its items differ from its previous version's, by the match: a
+        change of their own fields, which no way of taking a page's text touches."""
+        return self.matched and any(member.label != UNCHANGED for member in self.members)
 
     @property
     def page_text(self) -> str:

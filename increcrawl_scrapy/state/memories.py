@@ -76,3 +76,14 @@ def lookup(results: Any, database: Session, key: str) -> bytes | None:
             return kept
     row = database.tuples(database.sql.read_memory, (key,)).fetchone()
     return bytes(row[0]) if row else None
+
+
+def amend(results: Any, key: str, memory: bytes) -> None:
+    """*key*'s memory recorded again (``StoreReadings.amend_memory``): with its result
+    if that is not written yet, else with its row as it stands, written again."""
+    if key not in results._pending and key not in results._held:
+        page = results.lookup(key)
+        if page is None:
+            return
+        results._pending[key] = page
+    results.memories.add(key, memory)

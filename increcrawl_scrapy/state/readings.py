@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy.schedule import token_plan
-from increcrawl_scrapy.state import spending
+from increcrawl_scrapy.state import memories, spending
 from increcrawl_scrapy.state.backend import serialized
 from increcrawl_scrapy.state.reports import StateReader
 from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
@@ -29,6 +31,21 @@ class StoreReadings:
 
     database: Backend
     results: Results
+    normalize: Callable[[str], str]
+
+    @serialized
+    def memory(self, url: str, key: str | None = None) -> bytes | None:
+        """What *url*'s (or the row *key*'s) last fetch left for the next one
+        (``pages/memory.py``); shared: a read, off the reactor's thread."""
+        return memories.lookup(self.results, self.database, key or self.normalize(url))
+
+    @serialized
+    def amend_memory(self, key: str, memory: bytes) -> None:
+        """The row *key*'s memory grew after its result was recorded this run (an item
+        another listing lists too, ``pages/versions.py``): written with its result,
+        else with its row as it stands (a read: off the reactor's thread when shared).
+        A row's key, not a URL: a postback's row is no URL's."""
+        memories.amend(self.results, key, memory)
 
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection

@@ -1,10 +1,9 @@
 """The results of fetching what the queue handed out, buffered and written in batches.
 
-A page's current state is, in this order: its result not yet written (pending or
-held, then the batch being written), else the row the queue handed out or
-``load`` read, else the stored row. That rule lives in :meth:`Results.lookup` and
-nowhere else; :meth:`Results.settle` is the one thing discovery does before it
-writes.
+A page's current state is, in this order: its result not yet written (pending or held,
+then the batch being written), else the row the queue handed out or ``load`` read, else
+the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
+:meth:`Results.settle` is the one thing discovery does before it writes.
 
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
@@ -193,6 +192,7 @@ class Results(RowLoads):
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
+        items_changed: bool = False,
     ) -> Recorded:
         now = self.clock()
         self._collect()
@@ -207,7 +207,7 @@ class Results(RowLoads):
             was_gone=bool(previous and previous.gone),
             never_delivered=self._never_delivered(previous),
         )
-        rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous)
+        rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous, items_changed)
         outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline
         self.rebaselined += rebaselined
         if previous is None:

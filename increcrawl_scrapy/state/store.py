@@ -286,6 +286,7 @@ class StateStore(OperatorEdits, StoreReadings):
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
+        items_changed: bool = False,
     ) -> Recorded:
         """Buffer the result of fetching *url* and return what it meant.
 
@@ -298,8 +299,10 @@ class StateStore(OperatorEdits, StoreReadings):
         the fetcher cannot see them (Geonode). With *hold*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
-        one (``pages/memory.py``). *lease* is the token a shared backend checks; one
-        SQLite file has one crawl (the crawl lock), so it has no leases to check.
+        one (``pages/memory.py``); *items_changed*: its items changed (by that match),
+        a change even if its fingerprint was taken another way (``upkeep.py``).
+        *lease* is the token a shared backend checks; one SQLite file has one crawl
+        (the crawl lock), so it has no leases to check.
         """
         return self.results.record(
             key or self.normalize(url),
@@ -314,6 +317,7 @@ class StateStore(OperatorEdits, StoreReadings):
             content=content,
             memory=memory,
             error_kind=error_kind,
+            items_changed=items_changed,
         )
 
     def note_spending(self, run_id: int, charged: Callable[[], int]) -> None:
@@ -321,12 +325,6 @@ class StateStore(OperatorEdits, StoreReadings):
         thread) on run *run_id*'s row with each batch of results: a run killed after
         spending them still spent them, and overlapping runs see each other's."""
         self.results.spending = (run_id, charged)
-
-    @serialized
-    def memory(self, url: str, key: str | None = None) -> bytes | None:
-        """What *url*'s (or the row *key*'s) last fetch left for the next one
-        (``pages/memory.py``); shared: a read, off the reactor's thread."""
-        return memories.lookup(self.results, self.database, key or self.normalize(url))
 
     def deliver(self, key: str) -> None:
         self.results.deliver(key)

@@ -154,15 +154,18 @@ def check_volatile_rules(
 OLD = "old:"
 
 
-def taken_another_way(page: PageState | None) -> bool:
-    """Whether *page*'s stored fingerprint is marked old (its next one is a baseline)."""
-    return page is not None and (page.content_hash or "").startswith(OLD)
+def taken_another_way(page: PageState | None, items_changed: bool = False) -> bool:
+    """Whether *page*'s stored fingerprint is marked old (its next one is a baseline),
+    unless the add-on's match says its items changed: their own fields pass through
+    no converter (``StateStore.record``)."""
+    return not items_changed and page is not None and (page.content_hash or "").startswith(OLD)
 
 
 def check_content_scheme(database: Backend, scheme: str) -> None:
     """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
-    state's fingerprints were taken another way, mark them all as old. Kept contents
-    cannot give new ones: they are of the old text too."""
+    state's fingerprints were taken another way, mark its pages' as old (not item
+    rows': an item's fields are no page text). Kept contents cannot give new ones:
+    they are of the old text too."""
     stored = read_setting(database, "content_scheme")
     if stored == scheme:
         return

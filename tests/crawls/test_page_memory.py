@@ -8,6 +8,7 @@ from increcrawl_scrapy.pages.memory import (
     Memory,
     item_print,
     match,
+    match_versions,
     request_data,
     request_of,
     unpack,
@@ -53,9 +54,52 @@ def test_ties_go_to_the_nearest_position() -> None:
     assert found.gone == []
 
 
-def test_a_page_of_one_item_keeps_its_item() -> None:
-    found = match(prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2}))
+def test_a_page_of_one_item_keeps_its_item_by_its_url() -> None:
+    before, now = prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2})
+    found = match(before, now, own_url=True)
     assert found.labels == [("changed", ["price", "title"])] and found.gone == []
+
+
+def test_one_item_and_one_item_is_no_evidence() -> None:
+    # Items without their URL: one and one may be any two items (the last page of
+    # a listing, whose item moved a page up and another took its place).
+    before, now = prints({"title": "a", "price": 1}), prints({"title": "b", "price": 2})
+    found = match(before, now)
+    assert found.labels == [("new", [])] and [gone.values for gone in found.gone] == [
+        {"title": "a", "price": 1}
+    ]
+
+
+def shoe(listing: str, price: str = "20.00") -> dict:
+    return {"url": "https://shop.example/p/2", "name": "Shoe 2", "price": price, "in": listing}
+
+
+def test_the_versions_of_a_run_are_kept_in_an_order_of_their_own() -> None:
+    # An item two listings list, each their own way: the memory is the same in
+    # whichever order the listings answered.
+    shoes, sale = prints(shoe("shoes")), prints(shoe("sale"))
+    one = Memory(shoes, None).with_version(sale)
+    other = Memory(sale, None).with_version(shoes)
+    assert one.pack() == other.pack() and one.views == [1, 1]
+    kept = unpack(one.pack())
+    assert kept is not None and kept.versions() == one.versions()
+    # The page's own response (its requests kept, to be replayed) may come second.
+    own = [{"url": "https://shop.example/p/3", "callback": "parse"}]
+    assert Memory(shoes, None).with_version(sale, Memory(sale, own)).requests == own
+    assert Memory(shoes, own).with_version(sale, None).requests == own
+    # A listing's version (its items another response's) keeps nothing of it.
+    listing = Memory(sale, None, own=False)
+    assert Memory(shoes, None, own=False).with_version(sale, listing).own is False
+
+
+def test_a_version_of_the_previous_run_is_the_item_as_before() -> None:
+    previous = Memory(prints(shoe("shoes")), None).with_version(prints(shoe("sale")))
+    for listing in ("shoes", "sale"):
+        found, as_before = match_versions(previous, prints(shoe(listing)), own_url=True)
+        assert as_before and found.labels == [("unchanged", [])] and found.gone == []
+    # Edited: matched against the nearest version, its own listing's.
+    found, as_before = match_versions(previous, prints(shoe("sale", "15.00")), own_url=True)
+    assert not as_before and found.labels == [("changed", ["price"])] and found.gone == []
 
 
 def test_added_and_removed_fields_are_changed_fields() -> None:

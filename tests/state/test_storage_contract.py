@@ -553,6 +553,22 @@ def test_the_add_ons_checks_put_the_rows_whose_checks_failed_last(
     assert store.unreached(SEED, 2, aged=later) == []
 
 
+def test_a_memory_amended_after_its_result_is_written_is_written_too(
+    open_store: Factory,
+) -> None:
+    store = open_store()
+    [url] = urls(1)
+    store.start_run(SEED).upsert([(url, None)])
+    store.record(url, 200, seed=SEED, key=url, content_hash="a", memory=b"one")
+    store.amend_memory(url, b"one, two")  # its result not written yet
+    store.flush()
+    assert open_store().memory(url) == b"one, two"
+    store.amend_memory(url, b"one, two, three")  # written already
+    store.flush()
+    assert open_store().memory(url) == b"one, two, three"
+    assert store.get(url).content_hash == "a"
+
+
 def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory) -> None:
     store = open_store(volatile_patterns=(), content_scheme="one")
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])
@@ -566,6 +582,22 @@ def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory)
     store.close()
     store = open_store(content_scheme="two")
     assert store.get(kept).content_hash.startswith("old:")
+
+
+def test_an_item_rows_fingerprint_is_no_page_text(open_store: Factory) -> None:
+    # An item's fields (INCRECRAWL_ITEM_KEY) pass through no converter: another way
+    # of taking pages' text leaves its fingerprint as it is, so its edit is a change.
+    store = open_store(content_scheme="one")
+    [page] = urls(1)
+    store.start_run(SEED).upsert([(page, None)])
+    store.record(page, 200, seed=SEED, key=page, content_hash="p")
+    item_key = f"{store.normalize(page)}#item:sku=1"
+    store.record(page, 200, seed=SEED, key=item_key, content_hash="i")
+    store.close()
+    store = open_store(content_scheme="two")
+    assert store.get(page).content_hash == "old:p"
+    item = store.results.lookup(item_key)
+    assert item is not None and item.content_hash == "i"
 
 
 def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) -> None:

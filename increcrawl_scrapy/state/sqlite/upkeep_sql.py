@@ -90,7 +90,9 @@ class UpkeepSQL:
     # -- upkeep.py, fingerprints taken again ---------------------------------
     # kept_fingerprints: shared_sql.py
     set_fingerprint = "UPDATE pages SET content_hash = ? WHERE normalized_url = ?"
-    mark_old = _MARK_OLD
+    # An item row's text is its own fields (INCRECRAWL_ITEM_KEY): no way of taking a
+    # page's text touches it.
+    mark_old = _MARK_OLD + " AND normalized_url NOT LIKE '%#item:%'"
     mark_old_without_content = (
         _MARK_OLD + " AND normalized_url NOT IN (SELECT normalized_url FROM contents)"
     )
