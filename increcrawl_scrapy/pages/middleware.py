@@ -185,7 +185,7 @@ class PageItemsMiddleware:
     async def _checked(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """The answer to a direct check of a page no link leads to any more
         (``pages/unreached.py``): the page seen, gone, moved, or nothing known."""
-        answer = answer_of(response)
+        answer = answer_of(self.crawler, response)
         outputs = [output async for output in result]  # the check's own: none
         if answer == SEEN:
             await seen(self.crawler, response)  # a page no link leads to, still there

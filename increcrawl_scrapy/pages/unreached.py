@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 UNREACHED = "increcrawl_unreached"
 #: A check that could not ask as the crawl asked (no kept request): a bare GET.
 BARE = "increcrawl_unreached_bare"
+#: The statuses the crawl's callback takes as the page's answer ("all": every one).
+HANDLED = "increcrawl_unreached_handled"
 #: Pages checked directly in one run, at most.
 MAX_CHECKS = 1_000
 #: A page no response led to is checked once it is due, or not fetched for this
@@ -142,7 +144,6 @@ class UnreachedPages:
             "increcrawl_always": True,
             "dont_cache": True,
             "dont_redirect": True,
-            "handle_httpstatus_list": list(REDIRECTS),
         }
         memory = unpack(blob)
         kept = memory.request if memory is not None else None
@@ -151,15 +152,41 @@ class UnreachedPages:
                 asked = request_of(kept, self.crawler.spider)
             except (ValueError, KeyError, TypeError):
                 asked = None
-            if asked is not None and asked.url == url:
+            # The page's request, however it spelt the page's URL (the row keeps the
+            # first spelling, the memory the last).
+            if asked is not None and _same_page(self.crawler, asked.url, url):
+                meta.update(self._statuses(asked.meta))
                 return asked.replace(
                     callback=answered,
                     errback=self.failed,
                     meta={**asked.meta, **meta},
                     dont_filter=True,
                 )
+        meta.update(self._statuses({}))
         meta[BARE] = True
         return Request(url, callback=answered, errback=self.failed, meta=meta, dont_filter=True)
+
+    def _statuses(self, kept: dict[str, Any]) -> dict[str, Any]:
+        """The check's statuses: the redirects (not followed, the answer is the URL
+        asked's), and those the crawl's callback takes as the page's (the request's,
+        the spider's, ``HTTPERROR_ALLOWED_CODES``; all of them): its answer then, not a
+        deletion (``answer_of``), as the crawl's own path leaves them to the spider."""
+        spider, settings = self.crawler.spider, self.crawler.settings
+        every = bool(
+            kept.get("handle_httpstatus_all")
+            or getattr(spider, "handle_httpstatus_all", False)
+            or settings.getbool("HTTPERROR_ALLOW_ALL")
+        )
+        handled = {
+            *(kept.get("handle_httpstatus_list") or ()),
+            *(getattr(spider, "handle_httpstatus_list", None) or ()),
+            *settings.getlist("HTTPERROR_ALLOWED_CODES"),
+        }
+        handled = {int(status) for status in handled}
+        return {
+            "handle_httpstatus_list": sorted({*REDIRECTS, *handled}),
+            HANDLED: "all" if every else sorted(handled),
+        }
 
     def failed(self, failure: Failure) -> list[Any]:
         """A check without an answer (robots.txt's refusal, a download error): the
@@ -187,26 +214,42 @@ def answered(response: Response) -> list[Any]:
     return []
 
 
-def answer_of(response: Response) -> str:
+def answer_of(crawler: Crawler, response: Response) -> str:
     """What a check's *response* says of the URL asked (the module's docstring)."""
     status = response.status
     if 200 <= status < 300:
         return SEEN
     if status in GONE_STATUSES:
+        handled = response.meta.get(HANDLED, ())
+        if handled == "all" or status in handled:
+            return SEEN  # the spider takes this answer for the page (it did before)
         return FAILED if response.meta.get(BARE) else GONE
-    if status in PERMANENT and _within_site(response):
+    if status in PERMANENT and _within_site(crawler, response):
         return MOVED
     return FAILED
 
 
-def _within_site(response: Response) -> bool:
+def _within_site(crawler: Crawler, response: Response) -> bool:
+    """A permanent redirect to another page of the site: not to the page's own URL
+    spelt otherwise (a slash, a tracking parameter), which proves nothing."""
     location = response.headers.get("Location")
     if not location:
         return False
     target = urljoin(response.url, location.decode("latin-1"))
-    if target == response.url:
+    if target == response.url or _same_page(crawler, target, response.url):
         return False
     return _host(target) == _host(response.url)
+
+
+def _same_page(crawler: Crawler, one: str, other: str) -> bool:
+    """Whether *one* and *other* are the same page to the state (its keys)."""
+    if one == other:
+        return True
+    try:
+        store = crawl_state(crawler).store
+        return store.normalize(one) == store.normalize(other)
+    except (StateLockedError, ValueError):
+        return False
 
 
 def _host(url: str) -> str:

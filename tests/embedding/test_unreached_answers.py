@@ -1,0 +1,177 @@
+"""What a direct check of a page no link leads to any more (``pages/unreached.py``)
+takes an answer for, in the stories a fresh review found: a redirect to the page's
+own URL spelt otherwise is no move, a status the spider handles itself is no
+deletion, and a request kept under another spelling of the page's URL is the one
+sent (a bare GET's 404 proves nothing, so the deleted page was never gone)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import pytest_twisted
+import scrapy
+
+from tests.conftest import Clock
+from tests.crawling import PagesSpider, run_crawl
+
+DAY = 86_400.0
+Route = tuple[int, str, dict[str, str]]
+
+
+class Site:
+    """A loopback site of *routes* (path -> status, body, headers); 404 elsewhere."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.asked: list[str] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                site.asked.append(self.path)
+                status, body, headers = site.routes.get(self.path, (404, "<p>nf</p>", {}))
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    served = Site()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def home(*links: str) -> Route:
+    anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+    return 200, f"<html><body><h1>Home</h1>{anchors}</body></html>", {}
+
+
+def add_on(tmp_path: Path, clock: Clock) -> dict[str, Any]:
+    return {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
+        "INCRECRAWL_CLOCK": clock,
+        "INCRECRAWL_SKIP_NOT_DUE": True,
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        "RETRY_TIMES": 0,
+    }
+
+
+async def runs(
+    settings: dict[str, Any],
+    clock: Clock,
+    count: int,
+    between: Callable[[int], None],
+    every: float,
+    **crawl: Any,
+) -> list[list[tuple[str, str]]]:
+    """*count* crawls *every* seconds apart, *between(run)* before each: what each
+    delivered (change, url)."""
+    delivered = []
+    for run in range(1, count + 1):
+        between(run)
+        done = await run_crawl(settings, **crawl)
+        delivered.append([(item["change"], item["url"]) for item in done.items])
+        clock.advance(every)
+    return delivered
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_redirect_to_the_pages_own_url_spelt_otherwise_is_no_move(
+    tmp_path: Path, clock: Clock, site: Site
+) -> None:
+    story: Route = (200, "<html><body><h1>Story one</h1></body></html>", {})
+
+    def between(run: int) -> None:
+        if run == 1:
+            site.routes.update({"/": home("/news/1/"), "/news/1/": story})
+        if run == 2:  # off the front page, still online; its URL canonicalized
+            site.routes["/"] = home()
+            site.routes["/news/1/"] = (301, "", {"Location": site.url("/news/1")})
+            site.routes["/news/1"] = story
+
+    delivered = await runs(
+        add_on(tmp_path, clock), clock, 5, between, 2 * DAY,
+        spider_class=PagesSpider, urls=[site.url("/")],
+    )  # fmt: skip
+    assert "/news/1/" in site.asked[3:]  # checked directly
+    assert [change for run in delivered for change, _ in run if change == "gone"] == []
+
+
+class HandlesItsNotFound(scrapy.Spider):
+    """A site whose living pages answer 404, and a spider that takes them as pages."""
+
+    name = "handles_404"
+    handle_httpstatus_list: ClassVar[list[int]] = [404]
+
+    def __init__(self, home: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [home]
+
+    def parse(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+        yield from response.follow_all(css="a")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_status_the_spider_handles_is_no_deletion(
+    tmp_path: Path, clock: Clock, site: Site
+) -> None:
+    def between(run: int) -> None:
+        if run == 1:
+            site.routes["/"] = home("/x")
+            site.routes["/x"] = (404, "<html><body><h1>Living page</h1></body></html>", {})
+        if run == 2:
+            site.routes["/"] = home()
+
+    delivered = await runs(
+        add_on(tmp_path, clock), clock, 5, between, 2 * DAY,
+        spider_class=HandlesItsNotFound, home=site.url("/"),
+    )  # fmt: skip
+    assert site.asked.count("/x") >= 2  # checked directly
+    assert [change for run in delivered for change, _ in run if change == "gone"] == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_request_kept_under_another_spelling_is_the_one_sent(
+    tmp_path: Path, clock: Clock, site: Site
+) -> None:
+    story: Route = (200, "<html><body><h1>Story</h1></body></html>", {})
+
+    def between(run: int) -> None:
+        if run == 1:
+            site.routes.update({"/": home("/n/1/"), "/n/1/": story, "/n/1": story})
+        if run == 2:  # the same page, linked without its slash
+            site.routes["/"] = home("/n/1")
+        if run == 3:  # deleted, and no link to it any more
+            site.routes["/"] = home()
+            del site.routes["/n/1/"], site.routes["/n/1"]
+
+    delivered = await runs(
+        add_on(tmp_path, clock), clock, 8, between, 3 * DAY,
+        spider_class=PagesSpider, urls=[site.url("/")],
+    )  # fmt: skip
+    gone = [url for run in delivered[2:] for change, url in run if change == "gone"]
+    assert len(gone) == 1 and gone[0].rstrip("/").endswith("/n/1")
