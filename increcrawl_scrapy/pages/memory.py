@@ -168,8 +168,10 @@ def unpack(blob: bytes | None) -> Memory | None:
         body = json.loads(zlib.decompress(blob).decode("utf-8"))
         items = [ItemPrint(whole, fields, values) for whole, fields, values in body["items"]]
         requests = body["requests"]
-        # Kept before "own" was: requests were kept only for a page's own items.
-        own = bool(body.get("own", requests is not None))
+        # Kept before "own" was: its own, the safer guess. A page's own requests were
+        # None too when they could not be kept (meta that is not plain data), and a
+        # 404 of a page whose items a listing gave says the same of them.
+        own = bool(body.get("own", True))
         held = bool(body.get("held", False))
         request = body.get("request")
         views = body.get("views")

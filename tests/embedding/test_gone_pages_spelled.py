@@ -87,3 +87,36 @@ async def test_a_deleted_page_is_gone_however_its_requests_and_items_look(
         third = await run_crawl(settings, spider_class=ProjectSpider, urls=[site.url + "/"],
                                 spelling=spelling)  # fmt: skip
         assert third.items == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_kept_before_the_upgrade_is_gone_too(tmp_path: Path, clock: Clock) -> None:
+    """A memory stored before it said whose items it holds, of a page whose requests
+    could not be kept (scrapy-playwright's meta): its page's 404 makes it gone."""
+    import json
+    import sqlite3
+    import zlib
+
+    settings = {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
+        "INCRECRAWL_CLOCK": clock,
+        "INCRECRAWL_SKIP_NOT_DUE": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "INFO",
+    }
+    with SampleSite(pages=5) as site:
+        await run_crawl(settings, spider_class=ProjectSpider, urls=[site.url + "/"],
+                        spelling="playwright")  # fmt: skip
+        # As the version before wrote them: no "own", requests None for these pages.
+        with sqlite3.connect(tmp_path / "state.sqlite") as db:
+            for key, body in db.execute("SELECT normalized_url, body FROM memories").fetchall():
+                kept = json.loads(zlib.decompress(body))
+                old = {"items": kept["items"], "requests": kept["requests"]}
+                blob = zlib.compress(json.dumps(old).encode())
+                db.execute("UPDATE memories SET body = ? WHERE normalized_url = ?", (blob, key))
+        site.delete(3, status=404, linked=True)
+        clock.advance(2 * DAY)
+        second = await run_crawl(settings, spider_class=ProjectSpider, urls=[site.url + "/"],
+                                 spelling="playwright")  # fmt: skip
+        assert [(item["change"], item["title"]) for item in second.items] == [("gone", "Page 3")]
