@@ -132,6 +132,18 @@ class Memory:
             start += size
         return out
 
+    def with_own(self, own: Memory | None) -> Memory:
+        """This memory with what the page's own response left (*own*: its requests,
+        the request that reached it, its items its own), when it has none of its own:
+        a listing's version seen first or alone keeps the page's own for its next
+        fetch, its 404, its check (``pages/versions.py``)."""
+        if self.own or own is None or not own.own:
+            return self
+        return Memory(
+            self.items, own.requests, own=True, held=self.held, request=own.request,
+            views=self.views,
+        )  # fmt: skip
+
     def with_version(self, items: list[ItemPrint], own: Memory | None = None) -> Memory:
         """This memory with another version of the page, the versions in the order
         of their items' hashes (whatever order they came in), at most MAX_ITEMS items;

@@ -84,6 +84,13 @@ class PageVersions:
                 return await self.match(page, prints, grouped, own_url)
         if wholes(prints) in versions.seen:  # the same as another listing's: one item
             _again(page, grouped)
+            memory = unpack(versions.memory)
+            if memory is not None and not memory.own:  # the page's own, seen at last
+                owned = memory.with_own(unpack(page.memory))
+                if owned.own:
+                    versions.memory = owned.pack()
+                    assert key is not None
+                    await self._spread(key, versions)
             return []
         versions.seen.add(wholes(prints))
         memory, own = unpack(versions.memory), unpack(page.memory)
@@ -129,6 +136,13 @@ class PageVersions:
             previous = unpack(blob)
             if previous is not None:
                 page.held_over = previous.held
+                current = unpack(page.memory)
+                if current is not None and not current.own and previous.own:
+                    # A listing's version alone this run (the page's own not due):
+                    # what its own response left last time stays.
+                    page.memory = current.with_own(previous).pack()
+                    if versions is not None:
+                        versions.memory = page.memory
             if previous is not None and len(prints) <= MAX_ITEMS:
                 found, as_before = match_versions(previous, prints, own_url)
                 page.as_before = as_before and previous.views is not None

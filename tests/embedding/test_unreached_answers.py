@@ -175,3 +175,60 @@ async def test_a_request_kept_under_another_spelling_is_the_one_sent(
     )  # fmt: skip
     gone = [url for run in delivered[2:] for change, url in run if change == "gone"]
     assert len(gone) == 1 and gone[0].rstrip("/").endswith("/n/1")
+
+
+class ListedAndOwn(scrapy.Spider):
+    """A listing naming its products by their URL field, and each product's own page
+    yielding the same item (identical: the listing's version and the page's own)."""
+
+    name = "listed_and_own"
+
+    def __init__(self, home: str, product: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.home, self.product = home, product
+
+    async def start(self) -> Any:
+        yield scrapy.Request(self.home)
+        if self.product:  # the product page asked for itself too
+            yield scrapy.Request(self.product, callback=self.detail)
+
+    def parse(self, response: Any) -> Any:
+        for link in response.css("a.p"):
+            url = response.urljoin(link.attrib["href"])
+            yield {"url": url, "name": link.css("::text").get()}
+            yield scrapy.Request(url, callback=self.detail)
+
+    def detail(self, response: Any) -> Any:
+        yield {"url": response.url, "name": response.css("h1::text").get()}
+
+
+@pytest.mark.parametrize("asked", ["by the listing", "by itself too"])
+@pytest_twisted.ensureDeferred
+async def test_a_product_a_listing_lists_too_is_gone_once_deleted(
+    tmp_path: Path, clock: Clock, site: Site, asked: str
+) -> None:
+    """Its page's own memory (its requests, the request that reached it, its items
+    its own) is kept whichever version came first or alone: before, the listing's
+    identical version (or the listing alone, the product page not due) made it a
+    listing's, and the product's 404 was ignored for ever."""
+    steps = {1: 0.0, 2: 3600.0, 3: 30 * DAY, 4: 30 * DAY, 5: 30 * DAY}
+    product = site.url("/p/1") if asked == "by itself too" else ""
+    delivered = []
+    for run in range(1, 6):
+        clock.advance(steps[run])
+        if run == 1:
+            site.routes["/l"] = (
+                200,
+                '<html><body><a class="p" href="/p/1">Widget</a></body></html>',
+                {},
+            )
+            site.routes["/p/1"] = (200, "<html><body><h1>Widget</h1></body></html>", {})
+        if run == 3:  # deleted: its page answers 404, the listing drops it
+            site.routes["/l"] = (200, "<html><body>empty</body></html>", {})
+            site.routes["/p/1"] = (404, "nf", {})
+        done = await run_crawl(
+            add_on(tmp_path, clock), spider_class=ListedAndOwn, home=site.url("/l"),
+            product=product,
+        )  # fmt: skip
+        delivered += [(item["change"], item["url"]) for item in done.items if run >= 3]
+    assert delivered == [("gone", site.url("/p/1"))]
