@@ -35,7 +35,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.misc import load_object
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
@@ -83,6 +85,9 @@ class SkipNotDueMiddleware:
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
         self.started = self.config.clock()  # the run's start: what it fetched is after
+        #: Scrapy's duplicate filter drops a request seen already (not BaseDupeFilter's).
+        dupefilter = load_object(crawler.settings["DUPEFILTER_CLASS"])
+        self.deduplicates = isinstance(dupefilter, type) and issubclass(dupefilter, RFPDupeFilter)
         #: Scrapy's HTTP cache is on: it is bypassed (http_cache.py).
         self.cache = crawler.settings.getbool("HTTPCACHE_ENABLED")
         if self.cache:
@@ -121,6 +126,7 @@ class SkipNotDueMiddleware:
         if (
             skipping
             and state.in_hand
+            and self.deduplicates  # else Scrapy sends it again: so do we
             and not request.dont_filter  # Scrapy sends it again: so do we
             and fingerprint(self.crawler, request) in state.in_hand
         ):

@@ -2,7 +2,9 @@
 takes an answer for, in the stories a fresh review found: a redirect to the page's
 own URL spelt otherwise is no move, a status the spider handles itself is no
 deletion, and a request kept under another spelling of the page's URL is the one
-sent (a bare GET's 404 proves nothing, so the deleted page was never gone)."""
+sent (a bare GET's 404 proves nothing, so the deleted page was never gone). And the
+stories of the same review around them: a product page a listing lists too, a page
+asked again by a project without a duplicate filter."""
 
 from __future__ import annotations
 
@@ -232,3 +234,41 @@ async def test_a_product_a_listing_lists_too_is_gone_once_deleted(
         )  # fmt: skip
         delivered += [(item["change"], item["url"]) for item in done.items if run >= 3]
     assert delivered == [("gone", site.url("/p/1"))]
+
+
+class Polling(scrapy.Spider):
+    """A callback that asks the page it is on again until it is ready (a project
+    without a duplicate filter: Scrapy sends it, no ``dont_filter`` needed)."""
+
+    name = "polling"
+
+    def __init__(self, job: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [job]
+
+    def parse(self, response: Any) -> Any:
+        status = response.css("h1::text").get()
+        yield {"url": response.url, "status": status}
+        if status != "done":
+            yield scrapy.Request(response.url)
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_a_duplicate_filter_a_page_asked_again_is_sent(
+    tmp_path: Path, clock: Clock, site: Site
+) -> None:
+    """The add-on's "fetched just now" stands for Scrapy's duplicate filter: without
+    one (``BaseDupeFilter``), Scrapy sends the same request again, and so must we."""
+    site.routes["/job"] = (200, "<html><body><h1>pending</h1></body></html>", {})
+    settings = add_on(tmp_path, clock)
+    settings["DUPEFILTER_CLASS"] = "scrapy.dupefilters.BaseDupeFilter"
+
+    def answer() -> None:
+        site.routes["/job"] = (200, "<html><body><h1>done</h1></body></html>", {})
+
+    from twisted.internet import reactor
+
+    reactor.callLater(0.5, answer)  # ready half a second into the crawl
+    settings["DOWNLOAD_DELAY"] = 0.2
+    await run_crawl(settings, spider_class=Polling, job=site.url("/job"))
+    assert site.asked.count("/job") >= 2
