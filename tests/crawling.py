@@ -89,6 +89,19 @@ def crawl_settings(db: str, clock: Any, api: Any = None, **extra: Any) -> dict[s
     return values
 
 
+def add_on(db: str, clock: Any, **more: Any) -> dict[str, Any]:
+    """A project's settings with the add-on, as the docs give them (skipping on)."""
+    return {
+        "ADDONS": {"increcrawl_scrapy.Addon": 300},
+        "INCRECRAWL_DB": db,
+        "INCRECRAWL_CLOCK": clock,
+        "INCRECRAWL_SKIP_NOT_DUE": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        **more,
+    }
+
+
 async def run_crawl(
     settings: dict[str, Any],
     *,

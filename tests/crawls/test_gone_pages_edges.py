@@ -16,6 +16,7 @@ from scrapy.settings import Settings
 
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
+from tests.crawling import add_on
 from tests.crawls.test_postgres_reactor import StatementThreads
 
 DAY = 86_400.0
@@ -72,18 +73,6 @@ async def crawl(spider: type[scrapy.Spider], settings: dict[str, Any], **kwargs:
     )
     await crawler.crawl(**kwargs)
     return items
-
-
-def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": db,
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        **more,
-    }
 
 
 def changes_of(items: list[dict], url: str) -> list[str]:

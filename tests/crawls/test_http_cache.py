@@ -18,6 +18,7 @@ import scrapy
 
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
+from tests.crawling import add_on as shared_add_on
 from tests.crawling import run_crawl
 
 DAY = 86_400.0
@@ -38,17 +39,17 @@ class PagesSpider(scrapy.Spider):
 
 
 def add_on(tmp_path: Any, clock: Clock, **more: Any) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
-        "INCRECRAWL_CLOCK": clock,
-        "TELNETCONSOLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        "LOG_LEVEL": "INFO",
-        "HTTPCACHE_ENABLED": True,
-        "HTTPCACHE_DIR": str(tmp_path / "httpcache"),
-        **more,
-    }
+    return shared_add_on(
+        str(tmp_path / "state.sqlite"),
+        clock,
+        **{
+            "INCRECRAWL_SKIP_NOT_DUE": False,
+            "LOG_LEVEL": "INFO",
+            "HTTPCACHE_ENABLED": True,
+            "HTTPCACHE_DIR": str(tmp_path / "httpcache"),
+            **more,
+        },
+    )
 
 
 def fetched(db: str) -> dict[str, int]:

@@ -19,6 +19,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 from tests.conftest import Clock
+from tests.crawling import add_on as shared_add_on
 from tests.crawls.test_postgres_reactor import StatementThreads
 
 DAY = 86_400.0
@@ -123,16 +124,8 @@ class Listings(scrapy.Spider):
 
 
 def add_on(db: str, clock: Clock, **more: Any) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": db,
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        "CONCURRENT_REQUESTS": 1,  # the listings answer in the order they are asked
-        **more,
-    }
+    # The listings answer in the order they are asked, unless a test says otherwise.
+    return shared_add_on(db, clock, **{"CONCURRENT_REQUESTS": 1, **more})
 
 
 async def crawl(

@@ -20,7 +20,7 @@ from scrapy.http import FormRequest
 
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 from tests.conftest import Clock
-from tests.crawling import CrawlResult, run_crawl
+from tests.crawling import CrawlResult, add_on, run_crawl
 from tests.crawls.test_postgres_reactor import StatementThreads
 
 DAY = 86_400.0
@@ -171,18 +171,6 @@ def posted(response: Any, form: str, fields: dict[str, str], **kwargs: Any) -> F
     return FormRequest(url, formdata=data, **kwargs)
 
 
-def add_on(db: str, clock: Clock) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": db,
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        "LOG_LEVEL": "INFO",
-    }
-
-
 def delivered(result: CrawlResult) -> list[tuple[str, str, str]]:
     return sorted((item["name"], item["price"], item["change"]) for item in result.items)
 
@@ -204,7 +192,7 @@ async def test_postbacks_and_reloads_are_sent_and_their_edits_delivered(
 ) -> None:
     shared = not state_db.endswith(".sqlite")
     threads = StatementThreads(monkeypatch) if shared else None
-    settings = add_on(state_db, clock)
+    settings = add_on(state_db, clock, LOG_LEVEL="INFO")
     with PostbackSite() as site:
         first = await run_crawl(settings, spider_class=PostbackSpider, site=site.url)
         listed = [(name, price, "new") for name, price in site.prices.items()]

@@ -16,7 +16,7 @@ import scrapy
 
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
-from tests.crawling import run_crawl
+from tests.crawling import add_on, run_crawl
 
 DAY = 86_400.0
 
@@ -57,14 +57,7 @@ class ProjectSpider(scrapy.Spider):
 async def test_a_deleted_page_is_gone_however_its_requests_and_items_look(
     tmp_path: Path, clock: Clock, spelling: str
 ) -> None:
-    settings = {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "INFO",
-    }
+    settings = add_on(str(tmp_path / "state.sqlite"), clock, LOG_LEVEL="INFO")
     with SampleSite(pages=5) as site:
         first = await run_crawl(settings, spider_class=ProjectSpider, urls=[site.url + "/"],
                                 spelling=spelling)  # fmt: skip
@@ -97,14 +90,7 @@ async def test_a_page_kept_before_the_upgrade_is_gone_too(tmp_path: Path, clock:
     import sqlite3
     import zlib
 
-    settings = {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "INFO",
-    }
+    settings = add_on(str(tmp_path / "state.sqlite"), clock, LOG_LEVEL="INFO")
     with SampleSite(pages=5) as site:
         await run_crawl(settings, spider_class=ProjectSpider, urls=[site.url + "/"],
                         spelling="playwright")  # fmt: skip

@@ -19,7 +19,7 @@ import pytest_twisted
 import scrapy
 
 from tests.conftest import Clock
-from tests.crawling import PagesSpider, run_crawl
+from tests.crawling import PagesSpider, add_on, run_crawl
 
 DAY = 86_400.0
 Route = tuple[int, str, dict[str, str]]
@@ -69,16 +69,8 @@ def home(*links: str) -> Route:
     return 200, f"<html><body><h1>Home</h1>{anchors}</body></html>", {}
 
 
-def add_on(tmp_path: Path, clock: Clock) -> dict[str, Any]:
-    return {
-        "ADDONS": {"increcrawl_scrapy.Addon": 300},
-        "INCRECRAWL_DB": str(tmp_path / "state.sqlite"),
-        "INCRECRAWL_CLOCK": clock,
-        "INCRECRAWL_SKIP_NOT_DUE": True,
-        "LOG_LEVEL": "INFO",
-        "TELNETCONSOLE_ENABLED": False,
-        "RETRY_TIMES": 0,
-    }
+def checks(tmp_path: Path, clock: Clock) -> dict[str, Any]:
+    return add_on(str(tmp_path / "state.sqlite"), clock, LOG_LEVEL="INFO", RETRY_TIMES=0)
 
 
 async def runs(
@@ -115,7 +107,7 @@ async def test_a_redirect_to_the_pages_own_url_spelt_otherwise_is_no_move(
             site.routes["/news/1"] = story
 
     delivered = await runs(
-        add_on(tmp_path, clock), clock, 5, between, 2 * DAY,
+        checks(tmp_path, clock), clock, 5, between, 2 * DAY,
         spider_class=PagesSpider, urls=[site.url("/")],
     )  # fmt: skip
     assert "/news/1/" in site.asked[3:]  # checked directly
@@ -149,7 +141,7 @@ async def test_a_status_the_spider_handles_is_no_deletion(
             site.routes["/"] = home()
 
     delivered = await runs(
-        add_on(tmp_path, clock), clock, 5, between, 2 * DAY,
+        checks(tmp_path, clock), clock, 5, between, 2 * DAY,
         spider_class=HandlesItsNotFound, home=site.url("/"),
     )  # fmt: skip
     assert site.asked.count("/x") >= 2  # checked directly
@@ -172,7 +164,7 @@ async def test_a_request_kept_under_another_spelling_is_the_one_sent(
             del site.routes["/n/1/"], site.routes["/n/1"]
 
     delivered = await runs(
-        add_on(tmp_path, clock), clock, 8, between, 3 * DAY,
+        checks(tmp_path, clock), clock, 8, between, 3 * DAY,
         spider_class=PagesSpider, urls=[site.url("/")],
     )  # fmt: skip
     gone = [url for run in delivered[2:] for change, url in run if change == "gone"]
@@ -229,7 +221,7 @@ async def test_a_product_a_listing_lists_too_is_gone_once_deleted(
             site.routes["/l"] = (200, "<html><body>empty</body></html>", {})
             site.routes["/p/1"] = (404, "nf", {})
         done = await run_crawl(
-            add_on(tmp_path, clock), spider_class=ListedAndOwn, home=site.url("/l"),
+            checks(tmp_path, clock), spider_class=ListedAndOwn, home=site.url("/l"),
             product=product,
         )  # fmt: skip
         delivered += [(item["change"], item["url"]) for item in done.items if run >= 3]
@@ -260,7 +252,7 @@ async def test_without_a_duplicate_filter_a_page_asked_again_is_sent(
     """The add-on's "fetched just now" stands for Scrapy's duplicate filter: without
     one (``BaseDupeFilter``), Scrapy sends the same request again, and so must we."""
     site.routes["/job"] = (200, "<html><body><h1>pending</h1></body></html>", {})
-    settings = add_on(tmp_path, clock)
+    settings = checks(tmp_path, clock)
     settings["DUPEFILTER_CLASS"] = "scrapy.dupefilters.BaseDupeFilter"
 
     def answer() -> None:
