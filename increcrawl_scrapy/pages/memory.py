@@ -132,6 +132,28 @@ class Memory:
             start += size
         return out
 
+    def without(self, skip: frozenset[str] | tuple[str, ...]) -> Memory:
+        """This memory as if its items' *skip* fields (volatile now, a setting changed
+        since it was kept) were never printed: no field named volatile is compared.
+        An item whose every value was kept gets its whole hash again; one with a long
+        value keeps its old one, and is matched by its fields (``match``, rule 2)."""
+        items, stripped = [], False
+        for old in self.items:
+            if not any(name in skip for name in old.fields):
+                items.append(old)
+                continue
+            stripped = True
+            fields = {name: value for name, value in old.fields.items() if name not in skip}
+            values = {name: value for name, value in old.values.items() if name not in skip}
+            whole = item_whole(values, skip) if set(values) == set(fields) else old.whole
+            items.append(ItemPrint(whole, fields, values))
+        if not stripped:
+            return self
+        return Memory(
+            items, self.requests, own=self.own, held=self.held, request=self.request,
+            views=self.views,
+        )  # fmt: skip
+
     def with_own(self, own: Memory | None) -> Memory:
         """This memory with what the page's own response left (*own*: its requests,
         the request that reached it, its items its own), when it has none of its own:
@@ -221,7 +243,7 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
             rest.append(position)
     if own_url and len(previous) == 1 and len(current) == 1 and rest and left:  # 3. by URL
         (index,) = left
-        labels[0] = (CHANGED, _differing(left.pop(index), current[0]))
+        labels[0] = _changed(left.pop(index), current[0])
         rest = []
     for position in rest:  # 2. the most equal fields, at least half
         now = current[position]
@@ -236,7 +258,7 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
         if best is None:
             labels[position] = (NEW, [])
         else:
-            labels[position] = (CHANGED, _differing(left.pop(best), now))
+            labels[position] = _changed(left.pop(best), now)
     return Match([label or (NEW, []) for label in labels], list(left.values()))
 
 
@@ -264,6 +286,13 @@ def match_versions(
             best, best_score = found, score
     assert best is not None
     return best, False
+
+
+def _changed(old: ItemPrint, now: ItemPrint) -> tuple[str, list[str]]:
+    """*now*'s label as *old* matched: unchanged when no field differs (its whole
+    hash kept from before a field was named volatile, ``Memory.without``)."""
+    differing = _differing(old, now)
+    return (CHANGED, differing) if differing else (UNCHANGED, [])
 
 
 def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:

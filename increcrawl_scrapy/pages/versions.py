@@ -26,12 +26,14 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy import compat
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.memory import (
     MAX_ITEMS,
     UNCHANGED,
     ItemPrint,
     Match,
+    Memory,
     match_versions,
     unpack,
     wholes,
@@ -66,6 +68,7 @@ class PageVersions:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.pages: dict[str, Versions] = {}  # by the page's key
+        self.volatile = config_for(crawler).volatile_fields
 
     async def match(
         self, page: Page, prints: list[ItemPrint], grouped: list[PageItem], own_url: bool
@@ -96,7 +99,7 @@ class PageVersions:
         memory, own = unpack(versions.memory), unpack(page.memory)
         if memory is not None:  # this run's versions, this one among them
             versions.memory = memory.with_version(prints[:MAX_ITEMS], own).pack()
-        previous = None if versions.reported else unpack(versions.previous)
+        previous = None if versions.reported else self._previous(versions.previous)
         if previous is not None:
             page.held_over = previous.held
         left: list[ItemPrint] = []
@@ -133,7 +136,7 @@ class PageVersions:
         failed = True
         try:
             blob = await self.memory(page.url, page.key)
-            previous = unpack(blob)
+            previous = self._previous(blob)
             if previous is not None:
                 page.held_over = previous.held
                 current = unpack(page.memory)
@@ -183,6 +186,11 @@ class PageVersions:
             await compat.in_thread(store.amend_memory, key, versions.memory)
         else:
             store.amend_memory(key, versions.memory)
+
+    def _previous(self, blob: bytes | None) -> Memory | None:
+        """The page's memory before this run, with no field named volatile since."""
+        memory = unpack(blob)
+        return memory.without(self.volatile) if memory is not None else None
 
     def _key(self, url: str) -> str | None:
         """The state's key of *url* (None: not a page URL, or no state)."""

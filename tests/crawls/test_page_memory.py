@@ -167,3 +167,11 @@ def test_a_memory_kept_before_it_said_whose_items_it_holds() -> None:
     assert unpack(old(None)).own is True  # type: ignore[union-attr]
     # Now a page's own items whose requests could not be kept say so apart.
     assert unpack(Memory([], None, own=True).pack()).own is True  # type: ignore[union-attr]
+
+
+def test_a_field_named_volatile_since_is_left_out_of_the_kept_prints() -> None:
+    kept = Memory(prints({"text": "a", "at": "1"}, {"text": "b", "at": "1", "body": "x" * 400}))
+    now = [item_print(item, ("at",)) for item in ({"text": "a"}, {"text": "b", "body": "x" * 400})]
+    found = match(kept.without(("at",)).items, now)
+    assert found.labels == [("unchanged", []), ("unchanged", [])] and found.gone == []
+    assert kept.without(()) is kept
