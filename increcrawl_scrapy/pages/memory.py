@@ -171,7 +171,9 @@ class Memory:
         of their items' hashes (whatever order they came in), at most MAX_ITEMS items;
         the requests (and the request, and whether its items are its own) of the
         page's own response, whichever version kept them (*own*: the new version's)."""
-        views = sorted([*self.versions(), items], key=wholes)
+        known = {wholes(view): view for view in self.versions()}
+        known.setdefault(wholes(items), items)  # a way kept already is kept once
+        views = sorted(known.values(), key=wholes)
         kept: list[ItemPrint] = []
         sizes: list[int] = []
         for view in views:
@@ -188,6 +190,16 @@ class Memory:
             request=self.request if self.request is not None or theirs is None else theirs.request,
             views=sizes,
         )
+
+
+def dropping(memory: Memory, ways: set[tuple[str, ...]]) -> Memory:
+    """*memory* without the versions *ways* (``wholes``) names."""
+    views = [view for view in memory.versions() if wholes(view) not in ways]
+    items = [old for view in views for old in view]
+    return Memory(
+        items, memory.requests, own=memory.own, held=memory.held, request=memory.request,
+        views=[len(view) for view in views],
+    )  # fmt: skip
 
 
 def wholes(items: list[ItemPrint]) -> tuple[str, ...]:

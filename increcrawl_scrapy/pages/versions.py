@@ -34,6 +34,7 @@ from increcrawl_scrapy.pages.memory import (
     ItemPrint,
     Match,
     Memory,
+    dropping,
     match_versions,
     unpack,
     wholes,
@@ -60,6 +61,10 @@ class Versions:
     loaded: bool = False  # its previous memory read (by its first page)
     failed: bool = False  # that read failed (its first page's items are lost with it)
     waiting: list[Deferred[None]] = field(default_factory=list)  # for that
+    #: The previous run's ways not seen yet this run, carried over while every way
+    #: seen is one of them (a listing that failed keeps its way known); dropped once
+    #: a new way is seen, so that a later revert to one of them is a change.
+    carried: set[tuple[str, ...]] = field(default_factory=set)
 
 
 class PageVersions:
@@ -96,6 +101,7 @@ class PageVersions:
                     await self._spread(key, versions)
             return []
         versions.seen.add(wholes(prints))
+        versions.carried.discard(wholes(prints))
         memory, own = unpack(versions.memory), unpack(page.memory)
         if memory is not None:  # this run's versions, this one among them
             versions.memory = memory.with_version(prints[:MAX_ITEMS], own).pack()
@@ -114,6 +120,7 @@ class PageVersions:
         else:  # its change, delivered once this run
             versions.reported = True
             versions.pages.append(weakref.ref(page))
+            self._drop_carried(versions)
         assert key is not None
         await self._spread(key, versions)
         return left
@@ -150,6 +157,9 @@ class PageVersions:
                 found, as_before = match_versions(previous, prints, own_url)
                 page.as_before = as_before and previous.views is not None
                 left = _label(page, grouped, found)
+                if page.as_before and versions is not None:
+                    assert previous is not None
+                    self._carry(page, versions, previous, prints)
             if versions is not None:
                 versions.previous = blob if previous is not None else None
                 changed = left or any(member.label != UNCHANGED for member in grouped)
@@ -165,6 +175,26 @@ class PageVersions:
                 for waiter in waiting:
                     waiter.callback(None)
         return left
+
+    @staticmethod
+    def _carry(page: Page, versions: Versions, previous: Memory, prints: list[ItemPrint]) -> None:
+        """The first way seen is one of the previous run's: the others are carried
+        over until seen, or until a new way is (``Versions.carried``)."""
+        memory = unpack(versions.memory)
+        if memory is None:
+            return
+        for way in previous.versions():
+            if wholes(way) != wholes(prints):
+                memory = memory.with_version(way)
+                versions.carried.add(wholes(way))
+        versions.memory = page.memory = memory.pack()
+
+    @staticmethod
+    def _drop_carried(versions: Versions) -> None:
+        memory = unpack(versions.memory)
+        if versions.carried and memory is not None:
+            versions.memory = dropping(memory, versions.carried).pack()
+        versions.carried.clear()
 
     async def _spread(self, key: str, versions: Versions) -> None:
         """The page's memory, its versions so far, to its pages not recorded yet, and

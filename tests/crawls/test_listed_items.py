@@ -316,14 +316,10 @@ class TwoWays(scrapy.Spider):
                 "url": self.site + "/p/1",
                 "name": "Widget",
                 "found_in": product.attrib["data-where"],
+                "price": product.attrib.get("data-price", "9.99"),
             }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known (#50 review): a run that did not see a listing keeps only the ways it "
-    "saw; carrying the others over must not hide a later revert (closing note, stop 49)",
-)
 @pytest_twisted.ensureDeferred
 async def test_a_listing_missing_for_a_run_leaves_its_way_known(
     tmp_path: Any, clock: Clock
@@ -349,6 +345,35 @@ async def test_a_listing_missing_for_a_run_leaves_its_way_known(
             clock.advance(3 * DAY)
         assert len(delivered[0]) == 1 and delivered[0][0][0] == "new"
         assert delivered[1:] == [[], []]
+    finally:
+        site.server.shutdown()
+        site.server.server_close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_way_carried_over_then_changed_and_reverted_is_delivered_each_time(
+    tmp_path: Any, clock: Clock
+) -> None:
+    """The way a missing listing showed an item is carried over only until a new way
+    is seen: the sale price changed, then back, is a change both times."""
+    from tests.embedding.test_unreached_answers import Site
+
+    def listing(name: str, price: str) -> tuple[int, str, dict[str, str]]:
+        div = f'<div class="p" data-where="{name}" data-price="{price}">W</div>'
+        return 200, f"<html><body>{div}</body></html>", {}
+
+    site = Site()
+    sale = {1: "8.99", 2: None, 3: "7.99", 4: "8.99"}  # the sale listing, run by run
+    try:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock, RETRY_TIMES=0)
+        delivered = []
+        for price in sale.values():
+            site.routes["/a"] = listing("a", "9.99")
+            site.routes["/b"] = (503, "down", {}) if price is None else listing("b", price)
+            done = await run_crawl(settings, spider_class=TwoWays, site=site.url(""))
+            delivered.append([(item["change"], item["price"]) for item in done.items])
+            clock.advance(3 * DAY)
+        assert delivered[1:] == [[], [("changed", "7.99")], [("changed", "8.99")]]
     finally:
         site.server.shutdown()
         site.server.server_close()
