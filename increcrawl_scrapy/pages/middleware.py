@@ -237,9 +237,10 @@ class PageItemsMiddleware:
                 items.append(output)
                 continue
             if isinstance(output, Request):
-                links.add(canonicalize_url(output.url))
+                link = canonicalize_url(output.url)
+                links.add(link)
                 if linked is not None:
-                    linked.add(canonicalize_url(output.url))
+                    linked.add(link)
             if isinstance(output, Request) and requests is not None:
                 data = request_data(output, self.crawler.spider)
                 requests = None if data is None or len(requests) >= MAX_REQUESTS else requests
@@ -273,7 +274,7 @@ class PageItemsMiddleware:
         own_url = own_page(self.crawler, response.url, by_page)
         if links and own_url is not None:
             links = await self._own_links(response, links)
-        postback = postback_row(self.crawler, response) if response.url in by_page else None
+        postback = postback_row(self.crawler, response) if own_url is not None else None
         # Not recorded, so neither matched nor held (http_cache.py).
         cached = is_cached(response)
         keys = self.config.item_key

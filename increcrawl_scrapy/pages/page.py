@@ -212,20 +212,20 @@ def never_came(member: PageItem, settle: Callable[[str], None]) -> None:
 
 def own_page(crawler: Any, url: str, urls: Iterable[str]) -> str | None:
     """Of *urls* (a response's items' pages), the one naming the page at *url*
-    however it spells it (a trailing slash, another percent-encoding), as the
-    state's keys are; None: none does."""
+    however it spells it; None: none does."""
     urls = list(urls)
     if url in urls:
         return url
+    return next((page_url for page_url in urls if same_page(crawler, page_url, url)), None)
+
+
+def same_page(crawler: Any, one: str, other: str) -> bool:
+    """Whether *one* and *other* are the same page to the state (its keys: a trailing
+    slash, another percent-encoding, a tracking parameter are the same page)."""
+    if one == other:
+        return True
     try:
         store = crawl_state(crawler).store
-        key = store.normalize(url)
-    except (StateLockedError, ValueError):
-        return None
-    for page_url in urls:
-        try:
-            if store.normalize(page_url) == key:
-                return page_url
-        except ValueError:
-            continue  # not a page URL
-    return None
+        return bool(store.normalize(one) == store.normalize(other))
+    except (StateLockedError, ValueError):  # the database in use; not a page URL
+        return False

@@ -49,6 +49,7 @@ from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.memory import request_of, unpack
+from increcrawl_scrapy.pages.page import same_page
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError
 
@@ -154,7 +155,7 @@ class UnreachedPages:
                 asked = None
             # The page's request, however it spelt the page's URL (the row keeps the
             # first spelling, the memory the last).
-            if asked is not None and _same_page(self.crawler, asked.url, url):
+            if asked is not None and same_page(self.crawler, asked.url, url):
                 meta.update(self._statuses(asked.meta))
                 return asked.replace(
                     callback=answered,
@@ -236,20 +237,9 @@ def _within_site(crawler: Crawler, response: Response) -> bool:
     if not location:
         return False
     target = urljoin(response.url, location.decode("latin-1"))
-    if target == response.url or _same_page(crawler, target, response.url):
+    if target == response.url or same_page(crawler, target, response.url):
         return False
     return _host(target) == _host(response.url)
-
-
-def _same_page(crawler: Crawler, one: str, other: str) -> bool:
-    """Whether *one* and *other* are the same page to the state (its keys)."""
-    if one == other:
-        return True
-    try:
-        store = crawl_state(crawler).store
-        return store.normalize(one) == store.normalize(other)
-    except (StateLockedError, ValueError):
-        return False
 
 
 def _host(url: str) -> str:
