@@ -162,6 +162,16 @@ class PageContent:
             return None
         return target  # an alias if its text is that page's (crawl/aliases.py)
 
+    def another_row(self, item: dict[str, Any], url: str) -> bool:
+        """Whether *url* is kept by the state under another key than *item*'s page (a
+        page of the site that moved to ``www.`` has a row there of its own)."""
+        try:
+            return self.normalize(url) != (
+                item.get("normalized_url") or self.normalize(item["url"])
+            )
+        except ValueError:
+            return False
+
     async def learn_not_found(self, ask: bool = True) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"
         page (``content/soft404.py``), unless it is the home page's text (a catch-all
