@@ -60,7 +60,9 @@ def schedule_and_wait(url: str, **args: str) -> str:
     job = answer["jobid"]
     deadline = time.monotonic() + JOB
     while time.monotonic() < deadline:
-        jobs = requests.get(url + "listjobs.json", params={"project": PROJECT}, timeout=ANSWER).json()
+        jobs = requests.get(
+            url + "listjobs.json", params={"project": PROJECT}, timeout=ANSWER
+        ).json()
         if any(j["id"] == job for j in jobs["finished"]):
             return job
         time.sleep(0.3)
