@@ -141,10 +141,7 @@ class PageContent:
         if self._paused and self._in_hand <= BACKLOG // 2 and engine is not None:
             engine.unpause()
             self._paused = False
-            # Wake the engine now rather than at its next heartbeat (seconds away).
-            nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
-            if nextcall is not None:
-                nextcall.schedule()
+            compat.wake_engine(self.crawler)  # now, not at its next heartbeat (seconds away)
 
     def alias_of(self, item: dict[str, Any], canonical: str | None) -> str | None:
         """The other URL of the site this page names as its canonical one, if any (an
