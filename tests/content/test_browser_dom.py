@@ -66,8 +66,9 @@ async def test_a_stray_end_tag_in_the_template_leaves_the_navigation_out(
     assert "Third Party Packages" not in routing["markdown"]
     assert "Static Files" not in routing["markdown"]
 
-    # A navigation-only rebuild: a section of the navigation renamed (every page lists it).
+    # A navigation-only rebuild: a section and a page renamed in the navigation.
     site.rename_nav_label("Features", "The guide")
+    site.rename_nav_label("Contributing", "How to contribute")  # its page has its own h1
     site.build()
     clock.advance(LATER)
     second = await _crawl(site, settings)
