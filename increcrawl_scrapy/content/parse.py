@@ -86,8 +86,10 @@ def _copied(tree: HTMLTree) -> Parsed:
     flattened = False
     make = lxml.html.html_parser.makeelement
     root = make("html")
+    document = tree.document
+    nodes = document.child_nodes if document is not None else []
     stack: list[tuple[Any, lxml.etree._Element, int]] = [
-        (child, root, 1) for child in reversed(tree.document.child_nodes)
+        (child, root, 1) for child in reversed(nodes)
     ]
     while stack:
         node, parent, depth = stack.pop()
