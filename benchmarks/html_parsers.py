@@ -16,7 +16,7 @@ whose main content's markdown (``content/main.py`` + ``markdown.py``) is the
 reference's. Cost: parsing into the lxml tree the pipeline reads (its XPath), median
 ms/page and the sum over all pages (the large pages weigh there), and their ratios to
 lxml's libxml2 parser in the same run. Needs chromium; html5lib and selectolax are
-measured when installed (``pip install html5lib selectolax``), html5-parser too.
+measured when installed (``pip install -e .[bench]``), html5-parser too.
 """
 
 from __future__ import annotations
