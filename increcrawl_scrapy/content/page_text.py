@@ -17,12 +17,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, NamedTuple
 
 import lxml.etree
+import lxml.html
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.content.fingerprint import PatternTimeout, stable_text
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.content.markdown import html_to_markdown
+from increcrawl_scrapy.content.parse import parse_html
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
@@ -136,7 +138,14 @@ def page_text(
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
-        return PageText(html_to_markdown(text), "page", found.canonical, flattened=found.flattened)
+        # The converter reads the HTML itself, as a browser does, but cuts text nested
+        # past about 1,000 levels: a page that deep is converted as flattened here.
+        whole = (
+            lxml.html.tostring(parse_html(text).root, encoding="unicode")
+            if found.flattened
+            else text
+        )
+        return PageText(html_to_markdown(whole), "page", found.canonical, flattened=found.flattened)
     markdown, stable = measured.get(found.html) or (html_to_markdown(found.html), None)
     return PageText(markdown, found.how, found.canonical, found.links, stable, found.flattened)
 

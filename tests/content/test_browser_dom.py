@@ -19,6 +19,7 @@ import lxml.etree
 import pytest
 import pytest_twisted
 
+from increcrawl_scrapy.content.page_text import ContentOptions, page_text
 from increcrawl_scrapy.content.parse import FLATTEN_DEPTH, parse_html
 from tests.conftest import Clock
 from tests.content.material_site import StarletteDocs, material_available
@@ -180,3 +181,11 @@ def test_an_empty_page_parsed_on_one_thread_is_let_go_on_another() -> None:
     finally:
         sys.unraisablehook = hook
     assert unraisable == []
+
+
+def test_the_whole_page_keeps_its_deep_text_too() -> None:
+    # INCRECRAWL_MAIN_CONTENT = False: the converter alone cut text past ~1,000 levels.
+    page = "<body>" + "<div>" * 3000 + "<p>At the bottom.</p>" + "</div>" * 3000 + "<p>After.</p>"
+    found = page_text(page.encode(), "text/html", page, ContentOptions(main_only=False))
+    assert found.flattened and found.how == "page"
+    assert "At the bottom." in found.text and "After." in found.text
