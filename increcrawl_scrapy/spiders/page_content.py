@@ -20,6 +20,7 @@ from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+from increcrawl_scrapy.content.parse import FLATTEN_DEPTH
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
@@ -110,6 +111,13 @@ class PageContent:
         if found is None:
             return item
         stats.inc(self.crawler.stats, stats.CONTENT_FOUND, how=found.how)
+        if found.flattened:  # its text is whole; its structure is not the page's
+            stats.inc(self.crawler.stats, stats.CONTENT_FLATTENED)
+            logger.warning(
+                "%s: elements nested deeper than %d flattened (as browsers do), its text kept",
+                item["url"],
+                FLATTEN_DEPTH,
+            )
         if found.how == "whole":  # no main content found: the template in its text
             crawl_state(self.crawler).hidden.taken_whole(item["url"])
         item["markdown"] = found.text

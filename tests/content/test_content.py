@@ -14,6 +14,7 @@ from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_finger
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import main_content
 from increcrawl_scrapy.content.page_text import ContentOptions, PageTooLarge, page_text
+from increcrawl_scrapy.content.parse import parse_html
 
 PAGE = """<!doctype html><html><head><title>T</title></head><body>
 <header><a href="/">Site</a><nav><a href="/a">A</a><a href="/b">B</a></nav></header>
@@ -191,7 +192,10 @@ def test_the_extraction_is_trafilaturas_own(shape: str) -> None:
     )
     options, returnstring = _trafilatura()
     assert returnstring is not None  # the cheaper way is the one taken here
-    assert _extracted(page) == trafilatura.extract(page, options=options)
+    # Both read the page as parsed here (a browser's DOM), each its own copy.
+    assert _extracted(parse_html(page).root) == trafilatura.extract(
+        parse_html(page).root, options=options
+    )
 
 
 def test_the_selector_wins_css_or_xpath() -> None:
