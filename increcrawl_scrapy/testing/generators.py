@@ -4,12 +4,18 @@ benchmarks of what a page's own content is.
 The pages' sources are ours (deterministic text with paragraphs, lists, code and a
 table); the HTML around them is the generator's: MkDocs's default theme lists every
 page in each page's navigation, Sphinx's alabaster a sidebar with the whole toctree,
-the Hugo layout a menu of every page and a "recent posts" box. Serve ``out`` with any
-web server (the tests use nginx). Needs ``mkdocs``, ``sphinx`` (PyPI) and ``hugo``.
+the Hugo layout a menu of every page and a "recent posts" box. Any other theme of
+theirs is one ``theme`` away (MkDocs Material, with template overrides in
+``overrides``; furo, the Read the Docs theme, the PyData theme; a Hugo theme's folder
+in ``hugo_theme``), and Jekyll and VitePress are built by ``testing/more_generators.py``.
+``nav_labels`` renames pages in the site's navigation only (a navigation-only
+rebuild). Serve ``out`` with any web server (the tests use nginx). Needs ``mkdocs``,
+``sphinx`` (PyPI) and ``hugo``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -18,15 +24,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-GENERATORS = ("mkdocs", "sphinx", "hugo")
+GENERATORS = ("mkdocs", "sphinx", "hugo", "jekyll", "vitepress")
 #: Each generator's themes: the first is the default, the second a redesign.
 THEMES = {
     "mkdocs": ("mkdocs", "readthedocs"),
     "sphinx": ("alabaster", "classic"),
     "hugo": ("plain", "boxed"),
+    "jekyll": ("minima", "minima"),
+    "vitepress": ("default", "default"),
 }
 _WORD_TEXT = (
     "cache request response spider crawler pipeline item setting signal engine scheduler "
@@ -67,6 +76,7 @@ class Page:
                 body += [f"- {w}" for w in self.title.lower().split()] + [""]
             if index == 2:
                 body += ["```python", f"settings = {{'{self.slug.upper()}': {index}}}", "```", ""]
+                body += ["## Settings", ""]  # a table of contents, where the theme has one
         body += ["| option | value |", "| --- | --- |", f"| {self.slug} | {len(self.paragraphs)} |"]
         return "\n".join(body) + "\n"
 
@@ -105,6 +115,12 @@ class DocSite:
         self.out = workdir / "out"
         self.base_url = base_url.rstrip("/")
         self.theme = THEMES[generator][0]
+        #: Template overrides (MkDocs: ``custom_dir``), by path inside it.
+        self.overrides: dict[str, str] = {}
+        #: A Hugo theme's folder (its name is the folder's), instead of our layout.
+        self.hugo_theme: Path | None = None
+        #: Labels of pages in the site's navigation only (by slug; else the title).
+        self.nav_labels: dict[str, str] = {}
         self.footer_year = 2026
         self.rng = random.Random(seed)  # noqa: S311 (text, not secrets)
         self.pages: dict[str, Page] = {}
@@ -138,8 +154,11 @@ class DocSite:
     def advance(self, days: float = 1) -> None:
         self.today += timedelta(days=days)
 
+    def nav_label(self, slug: str) -> str:
+        return self.nav_labels.get(slug, self.pages[slug].title)
+
     def url_of(self, slug: str) -> str:
-        if self.generator == "sphinx":
+        if self.generator in ("sphinx", "vitepress"):
             return f"{self.base_url}/{slug}.html"
         return f"{self.base_url}/{slug}/"
 
@@ -151,6 +170,8 @@ class DocSite:
         lists): a page added or removed is a real change of theirs."""
         if self.generator == "hugo":
             return {f"{self.base_url}/", f"{self.base_url}/posts/"}
+        if self.generator == "jekyll":
+            return {f"{self.base_url}/"}
         return set()
 
     # -- building -----------------------------------------------------------------
@@ -161,13 +182,18 @@ class DocSite:
         for builds within one second)."""
         shutil.rmtree(self.src, ignore_errors=True)
         self.src.mkdir(parents=True)
-        getattr(self, f"_build_{self.generator}")()
+        builder = getattr(self, f"_build_{self.generator}", None)
+        if builder is None:
+            from increcrawl_scrapy.testing import more_generators
+
+            builder = partial(getattr(more_generators, f"build_{self.generator}"), self)
+        builder()
         self.builds += 1
         stamp = time.time() + 60 * self.builds
         for path in self.out.rglob("*"):
             os.utime(path, (stamp, stamp))
 
-    def _run(self, *command: str) -> None:
+    def run(self, *command: str) -> None:
         subprocess.run(  # noqa: S603 (our own commands, no shell)
             command,
             cwd=self.src,
@@ -182,28 +208,37 @@ class DocSite:
         (docs / "index.md").write_text("# Home\n\nThe documentation's home page.\n")
         for slug, page in self.pages.items():
             (docs / f"{slug}.md").write_text(page.markdown())
+        for name, text in self.overrides.items():
+            (self.src / "overrides" / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.src / "overrides" / name).write_text(text)
+        custom = "  custom_dir: overrides\n" if self.overrides else ""
+        nav = "".join(f"  - {json.dumps(self.nav_label(s))}: {s}.md\n" for s in sorted(self.pages))
         (self.src / "mkdocs.yml").write_text(
             f"site_name: Example docs\nsite_url: {self.base_url}/\ntheme:\n  name: {self.theme}\n"
-            f"copyright: Copyright {self.footer_year} Example\n"
+            f"{custom}copyright: Copyright {self.footer_year} Example\n"
+            f"nav:\n  - Home: index.md\n{nav}"
         )
-        self._run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
+        self.run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
         if not self.own_sitemap:  # MkDocs dates every page with the build
-            self._write_sitemap()
+            self.write_sitemap()
 
     def _build_sphinx(self) -> None:
         (self.src / "conf.py").write_text(
             f"project = 'Example'\ncopyright = '{self.footer_year}, Example'\n"
             f"html_theme = '{self.theme}'\nhtml_baseurl = '{self.base_url}/'\n"
         )
-        toctree = "\n".join(f"   {slug}" for slug in sorted(self.pages))
+        toctree = "\n".join(
+            f"   {self.nav_labels[slug]} <{slug}>" if slug in self.nav_labels else f"   {slug}"
+            for slug in sorted(self.pages)
+        )
         (self.src / "index.rst").write_text(
             f"Example\n=======\n\n.. toctree::\n   :maxdepth: 2\n\n{toctree}\n"
         )
         for slug, page in self.pages.items():
             (self.src / f"{slug}.rst").write_text(page.rst())
         shutil.rmtree(self.out, ignore_errors=True)
-        self._run(sys.executable, "-m", "sphinx", "-q", "-b", "html", "-E", ".", str(self.out))
-        self._write_sitemap()
+        self.run(sys.executable, "-m", "sphinx", "-q", "-b", "html", "-E", ".", str(self.out))
+        self.write_sitemap()
 
     def _build_hugo(self) -> None:
         content = self.src / "content" / "posts"
@@ -212,9 +247,29 @@ class DocSite:
             created = (page.created + timedelta(minutes=number)).isoformat()
             stamp = (page.written + timedelta(minutes=number)).isoformat()
             (content / f"{slug}.md").write_text(
-                f'---\ntitle: "{page.title}"\ndate: {created}\nlastmod: {stamp}\n'
-                f'url: "/{slug}/"\n---\n\n' + page.markdown().split("\n", 2)[2]
+                f'---\ntitle: "{page.title}"\nlinkTitle: "{self.nav_label(slug)}"\n'
+                f'date: {created}\nlastmod: {stamp}\nurl: "/{slug}/"\n---\n\n'
+                + page.markdown().split("\n", 2)[2]
             )
+        config = (
+            f'baseURL = "{self.base_url}/"\ntitle = "Example blog"\n'
+            f'copyright = "{self.footer_year}"\ndisableKinds = ["taxonomy", "term", "RSS"]\n'
+        )
+        if self.hugo_theme is not None:  # the theme's layouts, its menu from the config
+            shutil.copytree(self.hugo_theme, self.src / "themes" / self.hugo_theme.name)
+            menu = "".join(
+                f'[[menu.main]]\nname = "{self.nav_label(slug)}"\nurl = "/{slug}/"\n'
+                f"weight = {number}\n"
+                for number, slug in enumerate(sorted(self.pages))
+            )
+            config = f'theme = "{self.hugo_theme.name}"\n{config}{menu}'
+        else:
+            self._hugo_layouts()
+        (self.src / "config.toml").write_text(config)
+        shutil.rmtree(self.out, ignore_errors=True)
+        self.run("hugo", "--quiet", "-d", str(self.out))
+
+    def _hugo_layouts(self) -> None:
         layouts = self.src / "layouts" / "_default"
         layouts.mkdir(parents=True)
         boxed = self.theme == "boxed"
@@ -222,14 +277,8 @@ class DocSite:
         (layouts / "baseof.html").write_text(base)
         (layouts / "single.html").write_text(_HUGO_SINGLE)
         (layouts / "list.html").write_text(_HUGO_LIST)
-        (self.src / "config.toml").write_text(
-            f'baseURL = "{self.base_url}/"\ntitle = "Example blog"\n'
-            f'copyright = "{self.footer_year}"\ndisableKinds = ["taxonomy", "term", "RSS"]\n'
-        )
-        shutil.rmtree(self.out, ignore_errors=True)
-        self._run("hugo", "--quiet", "-d", str(self.out))
 
-    def _write_sitemap(self) -> None:
+    def write_sitemap(self) -> None:
         entries = "".join(
             f"<url><loc>{escape(self.url_of(slug))}</loc>"
             f"<lastmod>{page.written.date().isoformat()}</lastmod></url>"
@@ -248,7 +297,7 @@ _HUGO_BASE = """<!DOCTYPE html>
 <body class="BOXED">
 <header><a href="/">{{ .Site.Title }}</a>
 <nav><ul>{{ range .Site.RegularPages.ByTitle }}
-<li><a href="{{ .RelPermalink }}">{{ .Title }}</a></li>{{ end }}</ul></nav>
+<li><a href="{{ .RelPermalink }}">{{ .LinkTitle }}</a></li>{{ end }}</ul></nav>
 </header>
 <div class="columns">
 <main>{{ block "main" . }}{{ end }}</main>
