@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -43,13 +44,17 @@ LATER = 200 * 86400.0  # every page due again
 
 
 def page_paths(out: Path) -> list[str]:
-    """The site's pages as URL paths: every HTML file but search, index and error pages."""
+    """The site's pages as URL paths: every HTML file but search, index, error and
+    redirect pages."""
     skip = {"404.html", "search.html", "genindex.html"}
     paths = []
     for path in sorted(out.rglob("*.html")):
         relative = path.relative_to(out).as_posix()
-        if path.name in skip or relative.startswith(("_", "assets/", "page/")):
+        if path.name in skip or relative.startswith(("_", "assets/")):
             continue
+        if b'http-equiv="refresh"' in path.read_bytes()[:2048]:
+            continue  # a redirect (Hugo's /page/1/ aliases): a browser leaves it
+
         paths.append("/" + relative.removesuffix("index.html"))
     return paths
 
@@ -174,7 +179,7 @@ def navigation_rebuild(name: str, pages: int) -> dict:
         "edit_seen": edited in changed,
         "added_new": site.url_of(added) in new,
         "listings": sorted(changed & site.listings()),
-        "false": sorted(changed - {edited} - site.listings()),
+        "false": sorted(urlsplit(u).path for u in changed - {edited} - site.listings()),
         "seconds": time.monotonic() - started,
     }
 

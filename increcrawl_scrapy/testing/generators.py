@@ -55,6 +55,10 @@ _SHAPES = (
 )
 
 
+#: Text a page's encoding, entities and a browser's serialization could each change.
+_UNICODE = "Notes: café, naïve, “quoted”, 5\u00a0€ \u2014 ✓ 1 < 2 & 3 > 2, 日本語."
+
+
 def _sentence(rng: random.Random) -> str:
     return rng.choice(_SHAPES).format(*(rng.choice(_WORDS) for _ in range(3)))
 
@@ -72,6 +76,8 @@ class Page:
         body = [f"# {self.title}", ""]
         for index, paragraph in enumerate(self.paragraphs):
             body += [paragraph, ""]
+            if index == 0:
+                body += [_UNICODE, ""]
             if index == 1:
                 body += [f"- {w}" for w in self.title.lower().split()] + [""]
             if index == 2:
@@ -85,6 +91,8 @@ class Page:
         body = [bar, self.title, bar, ""]
         for index, paragraph in enumerate(self.paragraphs):
             body += [paragraph, ""]
+            if index == 0:
+                body += [_UNICODE, ""]
             if index == 1:
                 body += [f"* {w}" for w in self.title.lower().split()] + [""]
             if index == 2:
