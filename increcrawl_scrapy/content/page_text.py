@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 #: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
 #: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
 #: page's fingerprint covers only the links of its main content, not its template's;
-#: v5: a container the page names as its content is taken whole, as a <main> is).
-SCHEME_VERSION = 5
+#: v5: a container the page names as its content is taken whole, as a <main> is;
+#: v6: an <aside> with a doc-* role, a footnote, is the page's own).
+SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 

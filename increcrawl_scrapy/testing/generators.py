@@ -71,6 +71,7 @@ class Page:
     edits: int = 0
     written: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
     created: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
+    footnote: str = "A footnote."
 
     def markdown(self) -> str:
         body = [f"# {self.title}", ""]
@@ -83,7 +84,9 @@ class Page:
             if index == 2:
                 body += ["```python", f"settings = {{'{self.slug.upper()}': {index}}}", "```", ""]
                 body += ["## Settings", ""]  # a table of contents, where the theme has one
+                body += ['!!! note "Keep in mind"', f"    {self.slug} is read once.[^1]", ""]
         body += ["| option | value |", "| --- | --- |", f"| {self.slug} | {len(self.paragraphs)} |"]
+        body += ["", f"[^1]: {self.footnote}"]
         return "\n".join(body) + "\n"
 
     def rst(self) -> str:
@@ -98,6 +101,8 @@ class Page:
             if index == 2:
                 code = f"   settings = {{'{self.slug}': {index}}}"
                 body += [".. code-block:: python", "", code, ""]
+                body += [".. note::", "", f"   {self.slug} is read once [#]_.", ""]
+        body += [f".. [#] {self.footnote}", ""]
         return "\n".join(body) + "\n"
 
 
@@ -157,6 +162,13 @@ class DocSite:
         page.edits += 1
         index = page.edits % len(page.paragraphs)
         page.paragraphs[index] = f"Revision {page.edits}: " + _sentence(self.rng)
+        page.written = self.today
+
+    def edit_footnote(self, slug: str) -> None:
+        """A real edit of the page's footnote only."""
+        page = self.pages[slug]
+        page.edits += 1
+        page.footnote = f"A footnote, revision {page.edits}."
         page.written = self.today
 
     def advance(self, days: float = 1) -> None:
@@ -225,6 +237,8 @@ class DocSite:
             f"site_name: Example docs\nsite_url: {self.base_url}/\ntheme:\n  name: {self.theme}\n"
             f"{custom}copyright: Copyright {self.footer_year} Example\n"
             f"nav:\n  - Home: index.md\n{nav}"
+            "markdown_extensions:\n  - admonition\n  - footnotes\n  - tables\n"
+            "  - toc:\n      permalink: true\n"
         )
         self.run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
         if not self.own_sitemap:  # MkDocs dates every page with the build
