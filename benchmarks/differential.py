@@ -40,6 +40,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import table, write_section
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+#: Why a pair's pages differ, where they do (checked by hand; anything else differing
+#: is a defect until explained).
+EXPLAINED = {
+    "mkdocs material + overrides": (
+        "parser (expected until the HTML5 parser): the override's stray `</li>` closes "
+        "the primary navigation early in libxml2's HTML parser, and the pages after the "
+        "current one land in `<main>` outside any `<nav>`; Chromium ignores the stray "
+        "tag. With the stray tags deleted, our text equals Chromium's."
+    ),
+}
 LATER = 200 * 86400.0  # every page due again
 
 
@@ -216,6 +226,7 @@ def main() -> None:
                 found["identical"],
                 f"{len(differing)} ({found['same_print']} same fingerprint)",
                 "<br>".join(f"`{d}`" for d in differing[:2]) or "-",
+                EXPLAINED.get(name, "**not explained**") if differing else "-",
                 f"{found['seconds']:.1f} s",
             ]
         )
@@ -234,7 +245,15 @@ def main() -> None:
                 ]
             )
     diff_table = table(
-        ["generator/theme", "pages", "identical", "differing", "first differing line", "time"],
+        [
+            "generator/theme",
+            "pages",
+            "identical",
+            "differing",
+            "first differing lines",
+            "why",
+            "time",
+        ],
         diff_rows,
     )
     text = f"{diff_table}\n"
