@@ -7,7 +7,7 @@ page in each page's navigation, Sphinx's alabaster a sidebar with the whole toct
 the Hugo layout a menu of every page and a "recent posts" box. Any other theme of
 theirs is one ``theme`` away (MkDocs Material, with template overrides in
 ``overrides``; furo, the Read the Docs theme, the PyData theme; a Hugo theme's folder
-in ``hugo_theme``), and Jekyll and VitePress are built by ``testing/more_generators.py``.
+in ``hugo_theme``); ``testing/more_generators.py`` builds Jekyll and VitePress too.
 ``nav_labels`` renames pages in the site's navigation only (a navigation-only
 rebuild). Serve ``out`` with any web server (the tests use nginx). Needs ``mkdocs``,
 ``sphinx`` (PyPI) and ``hugo``.
@@ -24,11 +24,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from functools import partial
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-GENERATORS = ("mkdocs", "sphinx", "hugo", "jekyll", "vitepress")
+GENERATORS = ("mkdocs", "sphinx", "hugo")
 #: Each generator's themes: the first is the default, the second a redesign.
 THEMES = {
     "mkdocs": ("mkdocs", "readthedocs"),
@@ -109,6 +108,8 @@ class Page:
 class DocSite:
     """A site's sources and its build. ``out`` is what a web server serves."""
 
+    generators: tuple[str, ...] = GENERATORS
+
     def __init__(
         self,
         generator: str,
@@ -120,8 +121,8 @@ class DocSite:
     ) -> None:
         """*own_sitemap*: MkDocs's own sitemap (every page dated with the build), not
         one with each page's date of last edit (Hugo's is its own either way)."""
-        if generator not in GENERATORS:
-            raise ValueError(f"generator must be one of {GENERATORS}")
+        if generator not in self.generators:
+            raise ValueError(f"generator must be one of {self.generators}")
         self.generator = generator
         self.own_sitemap = own_sitemap
         self.src = workdir / "src"
@@ -202,12 +203,7 @@ class DocSite:
         for builds within one second)."""
         shutil.rmtree(self.src, ignore_errors=True)
         self.src.mkdir(parents=True)
-        builder = getattr(self, f"_build_{self.generator}", None)
-        if builder is None:
-            from increcrawl_scrapy.testing import more_generators
-
-            builder = partial(getattr(more_generators, f"build_{self.generator}"), self)
-        builder()
+        getattr(self, f"_build_{self.generator}")()
         self.builds += 1
         stamp = time.time() + 60 * self.builds
         for path in self.out.rglob("*"):

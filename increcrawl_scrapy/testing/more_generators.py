@@ -14,10 +14,8 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from increcrawl_scrapy.testing.generators import DocSite
+from increcrawl_scrapy.testing.generators import GENERATORS, DocSite
 
 #: VitePress's major version, installed by :func:`install_vitepress`.
 VITEPRESS = "vitepress@1"
@@ -53,6 +51,18 @@ def install_vitepress() -> None:
         capture_output=True,
         timeout=600,
     )
+
+
+class VariantSite(DocSite):
+    """A ``DocSite`` whose generator may be Jekyll or VitePress too."""
+
+    generators = (*GENERATORS, "jekyll", "vitepress")
+
+    def _build_jekyll(self) -> None:
+        build_jekyll(self)
+
+    def _build_vitepress(self) -> None:
+        build_vitepress(self)
 
 
 def build_jekyll(site: DocSite) -> None:
@@ -156,17 +166,16 @@ def hugo_theme_dir() -> Path:
 def variant_missing(name: str) -> str | None:
     """Why *name* cannot be built here, or None."""
     generator, theme = VARIANTS[name]
-    tools = {"mkdocs": "mkdocs", "sphinx": "sphinx", "hugo": "hugo", "jekyll": "jekyll"}
-    if generator in ("mkdocs", "sphinx") or theme in _MODULES:
-        for module in {tools.get(generator), _MODULES.get(theme)} - {None}:
+    if generator in ("mkdocs", "sphinx"):
+        for module in (generator, _MODULES.get(theme, generator)):
             try:
                 __import__(module)
             except ImportError:
                 return f"{module} is not installed (pip)"
     elif generator == "vitepress":
         return None if vitepress_installed() else f"VitePress is not in {vitepress_dir()}"
-    elif shutil.which(tools[generator]) is None:
-        return f"{tools[generator]} is not installed (apt)"
+    elif shutil.which(generator) is None:
+        return f"{generator} is not installed (apt)"
     if generator == "jekyll" and _missing_gem("minima"):
         return "minima is not installed (apt: jekyll-theme-minima)"
     if name == "hugo PaperMod" and not (hugo_theme_dir() / "layouts").is_dir():
@@ -181,10 +190,8 @@ def _missing_gem(name: str) -> bool:
 
 def variant_site(name: str, workdir: Path, base_url: str, pages: int = 12) -> DocSite:
     """*name*'s site (:data:`VARIANTS`), not built yet."""
-    from increcrawl_scrapy.testing.generators import DocSite
-
     generator, theme = VARIANTS[name]
-    site = DocSite(generator, workdir, base_url, pages=pages)
+    site = VariantSite(generator, workdir, base_url, pages=pages)
     site.theme = theme
     if name.endswith("+ overrides"):
         site.overrides = dict(MATERIAL_STRAY_END_TAG)
