@@ -24,7 +24,8 @@ In this order:
 
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
-links and "on this page" boxes sit inside the main element on many themes.
+links and "on this page" boxes sit inside the main element on many themes. An
+``aside`` with a ``doc-*`` role (a footnote, an endnote) is the page's own.
 """
 
 from __future__ import annotations
@@ -54,9 +55,17 @@ _TEMPLATE_TAGS = ("nav", "aside", "footer")
 _TEMPLATE_ROLES = ("navigation", "complementary", "contentinfo", "search")
 
 
+#: An ``<aside>`` of the document's own (DPUB-ARIA's ``doc-*`` roles: footnotes,
+#: endnotes, notes; docutils writes Sphinx's footnotes so) is no sidebar of the site's.
+_TAG_TESTS = {
+    "aside": "self::aside[not(starts-with(@role, 'doc-') or .//*[starts-with(@role, 'doc-')])]"
+}
+
+
 def _any_of(tags: tuple[str, ...], roles: tuple[str, ...]) -> str:
     """An XPath predicate: an element of one of *tags*, or of one of *roles*."""
-    return " or ".join([f"self::{tag}" for tag in tags] + [f"@role='{role}'" for role in roles])
+    tests = [_TAG_TESTS.get(tag, f"self::{tag}") for tag in tags]
+    return " or ".join(tests + [f"@role='{role}'" for role in roles])
 
 
 _TEMPLATE_INSIDE = lxml.etree.XPath(f".//*[{_any_of(_TEMPLATE_TAGS, _TEMPLATE_ROLES)}]")

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 #: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
 #: page's fingerprint covers only the links of its main content, not its template's;
 #: v5: a container the page names as its content is taken whole, as a <main> is;
-#: v6: HTML read as browsers build their DOM, content/parse.py, not by libxml2's parser).
+#: v6: HTML read as browsers build their DOM (content/parse.py, not libxml2's parser),
+#: and an <aside> with a doc-* role, a footnote, is the page's own).
 SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 

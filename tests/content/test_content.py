@@ -33,6 +33,18 @@ def test_the_main_element_without_its_navigation_is_the_content() -> None:
         assert template not in html
 
 
+def test_a_footnote_aside_is_the_pages_own_and_a_sidebar_inside_main_is_not() -> None:
+    # docutils' HTML5 writer (every Sphinx theme): footnotes are asides with a doc-* role.
+    notes = (
+        '<aside class="footnote-list"><aside class="footnote" role="doc-footnote">'
+        "<p>The footnote's own text.</p></aside></aside>"
+        '<aside class="related"><a href="/other">Other post</a></aside>'
+    )
+    html, how, *_ = main_content(PAGE.replace("</main>", notes + "</main>"))
+    assert how == "main" and "The footnote's own text." in html
+    assert "Other post" not in html
+
+
 def test_one_article_when_no_main() -> None:
     page = PAGE.replace("<main>", "<article>").replace("</main>", "</article>")
     html, how, *_ = main_content(page)
