@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 #: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
 #: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
 #: page's fingerprint covers only the links of its main content, not its template's;
-#: v5: a container the page names as its content is taken whole, as a <main> is).
-SCHEME_VERSION = 5
+#: v5: a container the page names as its content is taken whole, as a <main> is;
+#: v6: comment sections left out, a named tab panel widened to the page's title).
+SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
 
@@ -63,6 +64,7 @@ class ContentOptions:
     #: INCRECRAWL_VOLATILE_PATTERNS: a short page's rescue measures its text without
     #: what is volatile (the defaults' too).
     volatile: tuple[str, ...] = ()
+    keep_comments: bool = False  # INCRECRAWL_KEEP_COMMENTS
 
     @classmethod
     def from_config(cls, config: IncrecrawlConfig) -> ContentOptions:
@@ -82,6 +84,7 @@ class ContentOptions:
             config.content_selector,
             config.max_page_bytes,
             tuple(config.volatile_patterns),
+            config.keep_comments,
         )
 
     def scheme(self) -> str:
@@ -91,7 +94,7 @@ class ContentOptions:
         libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
             f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
-            f"{libraries}"
+            f"comments={int(self.keep_comments)};{libraries}"
         )
 
 
@@ -128,7 +131,10 @@ def page_text(
     measured: dict[str, tuple[str, str | None]] = {}
     try:
         found = main_content(
-            text, options.selector, partial(_stable_chars, options.volatile, measured)
+            text,
+            options.selector,
+            partial(_stable_chars, options.volatile, measured),
+            options.keep_comments,
         )
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
