@@ -30,7 +30,8 @@ SAMPLE = 200
 FIRST = 10
 #: A run says so when more than this share of a host's checked pages changed...
 MOST = 0.5
-#: ... and at least this many.
+#: ... and at least this many (and a host's shared links are told from this many
+#: pages at least: on fewer, every link of a page would be "shared").
 MIN_CHANGED = 3
 #: Lines of links shown in the warning, at most.
 SHOWN = 4
@@ -75,8 +76,8 @@ class SharedLinks:
         next (off the reactor's thread: they are read and written in the state)."""
         lines = []
         for name, host in sorted(self.hosts.items()):
-            if not host.read:
-                continue
+            if host.read < MIN_CHANGED:
+                continue  # too few pages to tell what most of them share
             key = f"shared_links:{name}"
             now = host.shared()
             before = _loads(remembered(key))
