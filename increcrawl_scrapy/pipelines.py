@@ -208,6 +208,10 @@ class IncrementalStatePipeline:
                 member.group.recorded = recorded
             if recorded.outcome is not Outcome.ERROR:
                 state.hidden.checked(url)
+                if 200 <= status < 300:
+                    text = member.group.page_text if member is not None else self._text(adapter)
+                    changed = recorded.outcome is Outcome.CHANGED
+                    state.shared_links.saw(url, text, changed=changed)
         outcome, page = recorded.outcome, recorded.page
         assert self.delivery is not None
         # The item's own label: its page's, or against the page's previous version.

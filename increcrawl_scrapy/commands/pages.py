@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
 from increcrawl_scrapy.commands.opening import config_of, exists, read_only
-from increcrawl_scrapy.content.noise import differing_lines, propose
+from increcrawl_scrapy.content.noise import LINKS_ADVICE, differing_lines, propose
 from increcrawl_scrapy.state import KeptVersions, StateReader, driver_errors, shown
 from increcrawl_scrapy.urls import normalization_settings, normalize_url
 
@@ -149,6 +149,7 @@ def _page(row: dict[str, Any], kept: KeptVersions | None, config: Any) -> dict[s
         "removed": [],
         "added": [],
         "proposed": [],
+        "links_only": False,
         "_pair": None,
     }
     if kept is not None and kept.previous is not None:
@@ -157,6 +158,7 @@ def _page(row: dict[str, Any], kept: KeptVersions | None, config: Any) -> dict[s
             removed=list(difference.removed),
             added=list(difference.added),
             proposed=propose([(kept.previous, kept.text)], config.volatile_patterns),
+            links_only=difference.links_only,
             _pair=(kept.previous, kept.text),
         )
     return page
@@ -179,6 +181,10 @@ def _text(report: dict[str, Any]) -> str:
             lines.append(f"  (no texts to compare: {NO_CONTENT})")
         lines += [f"  - {line}" for line in page["removed"]]
         lines += [f"  + {line}" for line in page["added"]]
+    linked = sum(1 for page in pages if page["links_only"])
+    if linked:
+        known = report["pages_with_content"]
+        lines.append(f"{linked} of {known} pages differ in links only: {LINKS_ADVICE}")
     if report["proposed_patterns"]:
         lines.append(
             f"These patterns make the last two versions of {report['pages_made_equal']} of "
@@ -188,7 +194,7 @@ def _text(report: dict[str, Any]) -> str:
         lines += [f"  {pattern}" for pattern in report["proposed_patterns"]]
         setting = f"INCRECRAWL_VOLATILE_PATTERNS={json.dumps(report['proposed_patterns'])}"
         lines.append(f"  as a command-line setting: -s {shlex.quote(setting)}")
-    elif report["pages_with_content"]:
+    elif report["pages_with_content"] > linked:
         lines.append("No pattern found that makes their versions equal: whole lines differ")
     return "\n".join(lines)
 

@@ -169,6 +169,8 @@ class IncrecrawlConfig:
     main_content: bool = setting("INCRECRAWL_MAIN_CONTENT", True, Reader.flag)
     # CSS or XPath of the site's main element
     content_selector: str | None = setting("INCRECRAWL_CONTENT_SELECTOR", None, _selector)
+    # comment sections in the page's text (left out by default: readers', not the page's)
+    keep_comments: bool = setting("INCRECRAWL_KEEP_COMMENTS", False, Reader.flag)
     max_page_bytes: int = setting(  # decompressed
         "INCRECRAWL_MAX_PAGE_BYTES", 10 * 1024 * 1024, number(int, minimum=1024)
     )

@@ -14,7 +14,10 @@ In this order:
    and consent boxes, comment forms, hidden parts), when it holds enough text: the
    element trafilatura's extraction starts from, taken whole, at the cost of one pass
    over the page's candidate elements (the page's text and markdown in about 0.4 ms
-   against 1.3 ms through trafilatura, on ``benchmarks/content_throughput.py``'s pages);
+   against 1.3 ms through trafilatura, on ``benchmarks/content_throughput.py``'s pages).
+   A named container that is one tab of the page (a shop's product description, in a
+   ``role="tabpanel"``) is not the page: the smallest element around it holding the
+   page's title (its ``<h1>``) is, with the price, the summary and every tab;
 4. otherwise trafilatura's extraction (a well-kept library), for pages that name
    nothing;
 5. and where that finds little (a short page), the whole body, less the site's
@@ -25,7 +28,9 @@ In this order:
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
 links and "on this page" boxes sit inside the main element on many themes. An
-``aside`` with a ``doc-*`` role (a footnote, an endnote) is the page's own.
+``aside`` with a ``doc-*`` role (a footnote, an endnote) is the page's own. Comment
+sections are left out too (``content/comments.py``), unless kept (``keep_comments``); a
+selector's element is taken as it is.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import lxml.etree
 import lxml.html
 from cssselect import GenericTranslator, SelectorError
 
+from increcrawl_scrapy.content.comments import drop_comments
 from increcrawl_scrapy.content.parse import parse_fragment, parse_html
 
 logger = logging.getLogger(__name__)
@@ -79,6 +85,8 @@ _IN_TEMPLATE = lxml.etree.XPath(
     f"ancestor::*[{_any_of(('header', *_TEMPLATE_TAGS), ('banner', *_TEMPLATE_ROLES))}]"
 )
 _NOTHING = lxml.etree.XPath("self::nothing-at-all")
+#: A tab of the page: one part of its content, never all of it.
+_TAB_PANEL = lxml.etree.XPath("ancestor-or-self::*[@role='tabpanel']")
 #: trafilatura's own threshold (MIN_EXTRACTED_SIZE): an extraction shorter than this
 #: is rescued with the whole page's text.
 RESCUE_CHARS = 250
@@ -116,22 +124,29 @@ class MainContent(NamedTuple):
 
 
 def main_content(
-    html: str, selector: str | None = None, measure: Callable[[str], int] | None = None
+    html: str,
+    selector: str | None = None,
+    measure: Callable[[str], int] | None = None,
+    keep_comments: bool = False,
 ) -> MainContent:
     """The page's main content, how it was found, its canonical link and the links
     in it (the site's navigation, sidebars and footer left out, as from its text).
     *measure* says how much text an HTML fragment holds, for the short pages' rescue
     (its characters by default; the caller's measure leaves out what is volatile, so a
-    counter's width never moves a page from one way to the other)."""
+    counter's width never moves a page from one way to the other). Comment sections
+    are left out unless *keep_comments*."""
     root, flattened = parse_html(html)  # as a browser builds it (content/parse.py)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how, hrefs = _main(root, selector, measure or _chars)
+    found, how, hrefs = _main(root, selector, measure or _chars, not keep_comments)
     return MainContent(found, how, canonical, hrefs, flattened)
 
 
 def _main(
-    root: lxml.etree._Element, selector: str | None, measure: Callable[[str], int]
+    root: lxml.etree._Element,
+    selector: str | None,
+    measure: Callable[[str], int],
+    no_comments: bool,
 ) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
@@ -140,8 +155,8 @@ def _main(
     for how, xpath in (("main", _MAIN), ("article", _ARTICLE)):
         found = xpath(root)
         if len(found) == 1:
-            return _serialize(found, prune=True), how, _hrefs(found)
-    named = _named(root, measure)
+            return _serialize(found, prune=True, no_comments=no_comments), how, _hrefs(found)
+    named = _named(root, measure, no_comments)
     if named is not None:
         return named
     extracted = _extracted(root)
@@ -154,6 +169,8 @@ def _main(
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
+    if no_comments:
+        drop_comments(whole)
     rescued = _serialize([whole], prune=False)
     if extracted and measure(rescued) <= found:
         return extracted, "extracted", _hrefs([parse_fragment(extracted)])
@@ -161,7 +178,7 @@ def _main(
 
 
 def _named(
-    root: lxml.etree._Element, measure: Callable[[str], int]
+    root: lxml.etree._Element, measure: Callable[[str], int], no_comments: bool
 ) -> tuple[str, str, tuple[str, ...]] | None:
     """The container the page names as its content, as text, "named" and its links;
     None when it names none, names several alike (a listing's posts: the first is
@@ -173,11 +190,31 @@ def _named(
             continue
         if _twins(root, element) or _IN_TEMPLATE(element):
             continue
+        element = _around_tabs(element)
+        if element is None:
+            continue
         kept = deepcopy(element)  # a miss leaves the page whole for the next steps
         catalog.prune(kept, catalog.discard, with_backup=True)  # with trafilatura's guard
-        text = _serialize([kept], prune=True)
+        text = _serialize([kept], prune=True, no_comments=no_comments)
         if measure(text) >= RESCUE_CHARS:
             return text, "named", _hrefs([kept])
+    return None
+
+
+def _around_tabs(element: lxml.etree._Element) -> lxml.etree._Element | None:
+    """*element*, or when it is (or is inside) a tab panel, the smallest element
+    around the panel holding the page's title (an ``<h1>`` outside the site's
+    template): a product's title, price, summary and every tab, not its description
+    alone (on which no price edit is ever seen). None when no such element is
+    found under the body."""
+    panels = _TAB_PANEL(element)
+    if not panels:
+        return element
+    for around in panels[0].iterancestors():
+        if around.tag in ("body", "html"):
+            return None
+        if any(not _IN_TEMPLATE(title) for title in around.iter("h1")):
+            return around
     return None
 
 
@@ -328,10 +365,14 @@ def _prune(element: lxml.etree._Element, template: lxml.etree.XPath) -> None:
             part.drop_tree()
 
 
-def _serialize(elements: list[lxml.etree._Element], *, prune: bool) -> str:
+def _serialize(
+    elements: list[lxml.etree._Element], *, prune: bool, no_comments: bool = False
+) -> str:
     parts = []
     for element in elements:
         _prune(element, _TEMPLATE_INSIDE if prune else _NOTHING)
+        if no_comments:
+            drop_comments(element)
         parts.append(lxml.html.tostring(element, encoding="unicode"))
     return "\n".join(parts)
 

@@ -5,6 +5,9 @@ fingerprint sees them (:func:`~increcrawl_scrapy.content.fingerprint.stable_text
 where the same lines differ only in some of their words, proposes a pattern for
 ``INCRECRAWL_VOLATILE_PATTERNS``: the line with its changing words generalized.
 A proposal is offered only once it is checked to make the two versions equal.
+Lines that are only links are never generalized: a link that changes on a page
+is the site's (a navigation list inside the page's content), and a pattern for
+one link misses the next; ``INCRECRAWL_CONTENT_SELECTOR`` is the fix.
 """
 
 from __future__ import annotations
@@ -22,6 +25,29 @@ _NUMBER = re.compile(r"[\d,.:]+")
 _WORD = re.compile(r"[\w-]+")
 # A line's own blanks may differ before blanks are collapsed: match any run of them.
 _BLANKS = r"[ \t\u00a0]+"
+# A markdown line of links only (a list item's marker first, separators between).
+_LINK = r"\[[^\]\n]{0,500}\]\([^)\n]{0,2000}\)"
+_BETWEEN = "[ \t|/,\u00b7\u2022\u203a\u00bb-]{0,16}"  # blanks, bars, dots, arrows
+_LINK_LINE = re.compile(rf"(?:[-*+]|\d{{1,4}}[.)])?[ \t]*{_LINK}(?:{_BETWEEN}{_LINK})*[ \t]*")
+
+
+#: What a change of links on a page's text means, and its fix (the crawl's warning
+#: and ``noisy`` say it alike).
+LINKS_ADVICE = (
+    "the site's links inside the page's text (a navigation list its main content keeps)? "
+    "Set INCRECRAWL_CONTENT_SELECTOR to the element of the page's own content (a volatile "
+    "pattern for one link would miss the next)"
+)
+
+
+def is_link_line(line: str) -> bool:
+    """Whether *line* (of a page's markdown) is nothing but links."""
+    return "](" in line and _LINK_LINE.fullmatch(line.strip()) is not None
+
+
+def link_lines(text: str) -> list[str]:
+    """The lines of *text* that are nothing but links."""
+    return [line.strip() for line in text.split("\n") if is_link_line(line)]
 
 
 @dataclass(frozen=True)
@@ -30,6 +56,12 @@ class Difference:
 
     removed: tuple[str, ...]
     added: tuple[str, ...]
+
+    @property
+    def links_only(self) -> bool:
+        """Whether every differing line is a line of links (and some differ)."""
+        lines = (*self.removed, *self.added)
+        return bool(lines) and all(is_link_line(line) for line in lines)
 
 
 def differing_lines(before: str, after: str, patterns: Iterable[str] = ()) -> Difference:
@@ -91,6 +123,8 @@ def propose(pairs: Sequence[tuple[str, str]], patterns: Iterable[str] = ()) -> l
         difference = differing_lines(before, after, (*patterns, *proposed))
         if not difference.removed and not difference.added:
             continue
+        if difference.links_only:
+            return []  # the site's links: INCRECRAWL_CONTENT_SELECTOR, not a pattern
         if len(difference.removed) != len(difference.added):
             return []  # lines came or went: content, or a block no line rule describes
         for old, new in zip(difference.removed, difference.added, strict=True):

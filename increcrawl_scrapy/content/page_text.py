@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 #: page's fingerprint covers only the links of its main content, not its template's;
 #: v5: a container the page names as its content is taken whole, as a <main> is;
 #: v6: HTML read as browsers build their DOM (content/parse.py, not libxml2's parser),
-#: and an <aside> with a doc-* role, a footnote, is the page's own).
+#: an <aside> with a doc-* role, a footnote, is the page's own, comment sections are
+#: left out and a named tab panel is widened to the page's title).
 SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 
@@ -67,6 +68,7 @@ class ContentOptions:
     #: INCRECRAWL_VOLATILE_PATTERNS: a short page's rescue measures its text without
     #: what is volatile (the defaults' too).
     volatile: tuple[str, ...] = ()
+    keep_comments: bool = False  # INCRECRAWL_KEEP_COMMENTS
 
     @classmethod
     def from_config(cls, config: IncrecrawlConfig) -> ContentOptions:
@@ -86,6 +88,7 @@ class ContentOptions:
             config.content_selector,
             config.max_page_bytes,
             tuple(config.volatile_patterns),
+            config.keep_comments,
         )
 
     def scheme(self) -> str:
@@ -95,7 +98,7 @@ class ContentOptions:
         libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
             f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
-            f"{libraries}"
+            f"comments={int(self.keep_comments)};{libraries}"
         )
 
 
@@ -134,7 +137,10 @@ def page_text(
     measured: dict[str, tuple[str, str | None]] = {}
     try:
         found = main_content(
-            text, options.selector, partial(_stable_chars, options.volatile, measured)
+            text,
+            options.selector,
+            partial(_stable_chars, options.volatile, measured),
+            options.keep_comments,
         )
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None

@@ -22,6 +22,7 @@ from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.hidden import HiddenPages
 from increcrawl_scrapy.crawl.run_summary import run_summary
+from increcrawl_scrapy.crawl.shared_links import SharedLinks
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
 
@@ -91,6 +92,8 @@ class CrawlState:
         self.api_down: Callable[[], str | None] | None = None
         #: Pages the rules took out of comparison, per host (``hidden.py``).
         self.hidden = HiddenPages()
+        #: The links most of a host's pages share in their text (``shared_links.py``).
+        self.shared_links = SharedLinks()
         #: The pipeline's delivery of held results (None without the pipeline).
         self.delivery: Delivery | None = None
         #: Another program's lock met while recording (an sqlite3 shell's open
@@ -179,15 +182,20 @@ class CrawlState:
         collector = self.crawler.stats
         value = collector.get_value if collector is not None else (lambda key, default=0: default)
         counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
+        linked = self.shared_links.warnings(self.store.remembered, self.store.remember)
+        for line in linked:  # most of a host's pages changed with the links they share
+            logger.warning("%s", line)
         noisy, examples = self.store.unannounced(self.seed)
         if noisy:
             logger.warning(
                 "%d pages changed more than once while their sitemap date did not "
                 "move (%s%s): volatile text the rules miss? Only their first such change "
-                "counts as evidence about the dates; add INCRECRAWL_VOLATILE_PATTERNS",
+                "counts as evidence about the dates; %s",
                 noisy,
                 ", ".join(examples),
                 ", ..." if noisy > len(examples) else "",
+                # A pattern for a link would miss the next: the line above says what to do.
+                "see the links above" if linked else "add INCRECRAWL_VOLATILE_PATTERNS",
             )
         for line in self.hidden.warnings():  # a rule that fired on much of a host
             logger.warning("%s", line)

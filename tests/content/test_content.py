@@ -430,3 +430,48 @@ def test_the_text_measured_is_fingerprinted_once(
     found, taken = with_print(True, page_text, page.encode(), "text/html", page, options)
     assert taken == content_fingerprint(found.text)
     assert found.stable is None
+
+
+_OWN = "<h1>Roses</h1><p>" + "The post's own text about roses and frost. " * 8 + "</p>"
+
+
+@pytest.mark.parametrize(
+    "comments",
+    [
+        # Classic themes (Twenty Twenty-One's comments.php), Disqus, older themes.
+        '<div id="comments" class="comments-area default-max-width show-avatars">'
+        '<h2 class="comments-title">2 comments</h2><ol class="comment-list">'
+        '<li id="comment-1" class="comment"><p>Reader said this.</p></li></ol></div>',
+        '<div id="disqus_thread"><p>Reader said this.</p></div>',
+        '<ol class="commentlist"><li class="comment"><p>Reader said this.</p></li></ol>',
+        '<div id="respond" class="comment-respond"><h3>Leave a Reply</h3>'
+        "<p>Reader said this.</p></div>",
+    ],
+)
+@pytest.mark.parametrize("container", ["<main>{}</main>", "<article>{}</article>", "{}"])
+def test_comment_sections_are_left_out_unless_kept(comments: str, container: str) -> None:
+    page = f"<html><body>{container.format(_OWN + comments)}</body></html>"
+    left = main_content(page)
+    assert "own text" in left.html and "Reader said" not in left.html, left.how
+    kept = main_content(page, keep_comments=True)
+    # trafilatura's extraction (a page marking nothing) sets comments apart in any case.
+    assert ("Reader said" in kept.html) == (kept.how != "extracted"), kept.how
+
+
+def test_an_element_holding_the_title_is_never_taken_for_comments() -> None:
+    page = f'<html><body><main><div class="post has-comments">{_OWN}</div></main></body></html>'
+    assert "own text" in main_content(page).html
+
+
+def test_a_named_tab_panel_widens_to_the_page_title_else_is_passed_over() -> None:
+    tabs = (
+        '<div class="tabs"><div class="entry-content" role="tabpanel">'
+        + "<p>Only the description tab. </p>" * 20
+        + "</div></div>"
+    )
+    page = f'<html><body><div id="product-1"><h1>Cap</h1><p class="price">$16</p>{tabs}</div>'
+    found = main_content(page + "</body></html>")
+    assert found.how == "named" and "$16" in found.html and "Cap" in found.html
+    # No title around it: the tab is no page, the next ways are tried.
+    alone = main_content(f"<html><body>{tabs}</body></html>")
+    assert alone.how != "named"
