@@ -52,6 +52,9 @@ class Page:
     key: str | None = None
     #: Answered by Scrapy's HTTP cache: not recorded (``http_cache.py``).
     cached: bool = False
+    #: A page of one item that came alone (``item_alone``): not one of the add-on's
+    #: pages, so its item is not counted among theirs (``increcrawl/items/...``).
+    alone: bool = False
 
     @property
     def items_changed(self) -> bool:
@@ -98,6 +101,17 @@ class PageItem:
     #: The response it was yielded with (a weak reference): Scrapy's item signals
     #: name it, and so hand the item back to its page.
     via: Any = field(default=None, repr=False)
+
+
+def item_alone(item: Any, url: Any, text: str) -> PageItem:
+    """*item* as a page of its own: the ``incremental`` spider's (one a page, grouped
+    by the spider itself), or one no response's page knows (a project without
+    ``PageItemsMiddleware``); *url*: its URL field's value, *text*: what its page's
+    fingerprint is taken of. The pipeline then has one path for every item."""
+    page = Page(url=url if isinstance(url, str) else "", size=1, text=text, alone=True)
+    member = PageItem(page, None, item=item)
+    page.members = [member]
+    return member
 
 
 class OpenPages:
