@@ -22,9 +22,10 @@ from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.log_formatter import NotDelivered
+from increcrawl_scrapy.pages.in_flight import InFlight
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import held_items, open_pages
-from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_alone, item_change
+from increcrawl_scrapy.pages.page import PageItem, item_alone, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -68,8 +69,8 @@ class IncrementalStatePipeline:
         self.content_field: str | None = None
         #: Fingerprints taken off the reactor's thread for the item being recorded.
         self._taken: dict[str, str] = {}
-        #: The items on their way from PageItemsMiddleware, each with its page.
-        self.pages: OpenPages | None = None
+        #: The crawl's items in flight, each with its page (PageItemsMiddleware's).
+        self.pages: InFlight | None = None
         #: Taken with the text on the content thread (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
@@ -81,8 +82,11 @@ class IncrementalStatePipeline:
         self.state, self.store, self.seed = state, state.store, state.seed
         self.run_id = state.run.id
         self.validators = state.validators
-        self.pages = open_pages(self.crawler)
-        self.delivery = state.delivery = Delivery(self.crawler, self.store)
+        pages = open_pages(self.crawler)  # else its items are all alone
+        if pages is None:
+            pages = InFlight(self.config.url_field, self.config.volatile_fields)
+        self.pages = pages
+        self.delivery = state.delivery = Delivery(self.crawler, self.store, pages)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
     def close_spider(self, spider: Spider | None = None) -> None:
@@ -211,7 +215,7 @@ class IncrementalStatePipeline:
             if recorded.outcome is not Outcome.ERROR:
                 state.hidden.checked(url)
         outcome, page = recorded.outcome, recorded.page
-        assert self.delivery is not None
+        assert self.delivery is not None and self.pages is not None
         # The item's own label: its page's, or against the page's previous version.
         change = item_change(outcome.change, group, member.label)
         if first and adapter.get("alias_of"):
@@ -239,7 +243,7 @@ class IncrementalStatePipeline:
         keyed = member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
-            self.delivery.hold(item, page.normalized_url, *_yielded(member))
+            self.pages.hold(member, item, page.normalized_url)
         content_hash = page.content_hash
         if keyed:
             own = self._record_item(item, url, page.normalized_url, member)
@@ -318,7 +322,7 @@ class IncrementalStatePipeline:
     def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
         own label, written once the item is delivered."""
-        assert self.store is not None and self.delivery is not None
+        assert self.store is not None and self.pages is not None
         key = f"{page_key}#item:{member.item_key}"
         recorded = self.store.record(
             url,
@@ -330,7 +334,7 @@ class IncrementalStatePipeline:
             hold=True,
         )
         if recorded.outcome in DELIVERED:
-            self.delivery.hold(item, key, *_yielded(member))
+            self.pages.hold(member, item, key)
         else:
             self.store.deliver(key)
         return recorded
@@ -383,9 +387,3 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
-
-
-def _yielded(member: PageItem) -> tuple[Any, Any, str | None]:
-    """What the delivery of a page's item knows it by: the object yielded, the
-    response it came with (Scrapy's signals name it), its page."""
-    return member.item, member.via, member.group.url
