@@ -22,9 +22,10 @@ from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.log_formatter import NotDelivered
+from increcrawl_scrapy.pages.in_flight import InFlight
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import held_items, open_pages
-from increcrawl_scrapy.pages.page import OpenPages, PageItem, item_change
+from increcrawl_scrapy.pages.page import PageItem, item_alone, item_change
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -68,8 +69,8 @@ class IncrementalStatePipeline:
         self.content_field: str | None = None
         #: Fingerprints taken off the reactor's thread for the item being recorded.
         self._taken: dict[str, str] = {}
-        #: The items on their way from PageItemsMiddleware, each with its page.
-        self.pages: OpenPages | None = None
+        #: The crawl's items in flight, each with its page (PageItemsMiddleware's).
+        self.pages: InFlight | None = None
         #: Taken with the text on the content thread (``spiders/page_content.py``).
         self._beforehand = taken_prints(crawler)
 
@@ -81,8 +82,11 @@ class IncrementalStatePipeline:
         self.state, self.store, self.seed = state, state.store, state.seed
         self.run_id = state.run.id
         self.validators = state.validators
-        self.pages = open_pages(self.crawler)
-        self.delivery = state.delivery = Delivery(self.crawler, self.store)
+        pages = open_pages(self.crawler)  # else its items are all alone
+        if pages is None:
+            pages = InFlight(self.config.url_field, self.config.volatile_fields)
+        self.pages = pages
+        self.delivery = state.delivery = Delivery(self.crawler, self.store, pages)
         self.content_field = getattr(self.crawler.spider, "increcrawl_content_field", None)
 
     def close_spider(self, spider: Spider | None = None) -> None:
@@ -98,9 +102,11 @@ class IncrementalStatePipeline:
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         # One of a page's items (the object yielded, or a copy of it), or an item alone.
         member = self.pages.take(item) if self.pages is not None else None
-        if member is not None and member.group.cached:
+        if member is None:  # an item alone (the incremental spider's): a page of its own
+            member = self._alone(item)
+        if member.group.cached:
             return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
-        if member is not None and member.group.again:  # one item, delivered once a run
+        if member.group.again:  # one item, delivered once a run
             stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
             raise NotDelivered(f"{member.group.url}: listed again")
         if self.store is None:
@@ -113,8 +119,14 @@ class IncrementalStatePipeline:
             return self._after_preparing(item, member, keys, texts)
         return self._process(item, member)
 
+    def _alone(self, item: Any) -> PageItem:
+        """*item* as a page of one item (``pages/page.item_alone``)."""
+        url = ItemAdapter(item).get(self.config.url_field) if ItemAdapter.is_item(item) else None
+        text = self._text(ItemAdapter(item)) if url and isinstance(url, str) else ""
+        return item_alone(item, url, text)
+
     async def _after_preparing(
-        self, item: Any, member: PageItem | None, keys: list[str], texts: list[str]
+        self, item: Any, member: PageItem, keys: list[str], texts: list[str]
     ) -> Any:
         assert self.store is not None
         if keys:
@@ -131,20 +143,16 @@ class IncrementalStatePipeline:
             return self._process(item, member, dict(zip(texts, hashes, strict=True)))
         return self._process(item, member)
 
-    def _texts(self, item: Any, member: PageItem | None) -> list[str]:
+    def _texts(self, item: Any, member: PageItem) -> list[str]:
         """What recording *item* fingerprints: its page's text (a 2xx page whose
         result its group has not recorded yet), then its own (INCRECRAWL_ITEM_KEY)."""
-        adapter = ItemAdapter(item)
-        status = _status(adapter, member)
-        url = member.group.url if member is not None else adapter.get(self.config.url_field)
-        if not url or (status is not None and not 200 <= int(status) < 300):
+        status = _status(ItemAdapter(item), member)
+        if not member.group.url or (status is not None and not 200 <= int(status) < 300):
             return []
         texts = []
-        if member is None:
-            texts.append(self._text(adapter))
-        elif member.group.recorded is None:
+        if member.group.recorded is None:
             texts.append(member.group.page_text)
-        if member is not None and member.item_key is not None:
+        if member.item_key is not None:
             texts.append(member.text)
         return texts
 
@@ -156,25 +164,23 @@ class IncrementalStatePipeline:
         taken = self._taken.get(text) or self._beforehand.pop(text)
         return taken or content_fingerprint(text, self.config.volatile_patterns)
 
-    def _unread(self, item: Any, member: PageItem | None) -> list[str]:
+    def _unread(self, item: Any, member: PageItem) -> list[str]:
         """The rows recording *item* would read from a shared state's table."""
         assert self.store is not None
-        adapter = ItemAdapter(item)
-        url = member.group.url if member is not None else adapter.get(self.config.url_field)
-        if not url or not isinstance(url, str):
+        url = member.group.url
+        if not url:
             return []
         try:
-            page = adapter.get("normalized_url") or _key(member) or self.store.normalize(url)
+            page = ItemAdapter(item).get("normalized_url") or member.group.key
+            page = page or self.store.normalize(url)
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
-        if member is not None and member.item_key is not None:
+        if member.item_key is not None:
             keys.append(f"{page}#item:{member.item_key}")
         return [key for key in keys if not self.store.known(key)]
 
-    def _process(
-        self, item: Any, member: PageItem | None, taken: dict[str, str] | None = None
-    ) -> Any:
+    def _process(self, item: Any, member: PageItem, taken: dict[str, str] | None = None) -> Any:
         if self.store is None:  # another crawl holds the database: nothing is recorded
             raise DropItem("the state database is in use by another crawl")
         state = self.state
@@ -186,26 +192,26 @@ class IncrementalStatePipeline:
                 state.stop_in_use(exc)
         raise DropItem("not recorded: the state database is in use", log_level="DEBUG")
 
-    def _process_recorded(self, item: Any, member: PageItem | None, taken: dict[str, str]) -> Any:
+    def _process_recorded(self, item: Any, member: PageItem, taken: dict[str, str]) -> Any:
         assert self.store is not None and self.state is not None
         state = self.state
         adapter = ItemAdapter(item)
         self._taken = taken
+        group = member.group
         # An item without a URL field belongs to the response it came from.
-        url = member.group.url if member is not None else adapter.get(self.config.url_field)
-        if not url or not isinstance(url, str):
+        url = group.url
+        if not url:
             self._no_url(f"has no {self.config.url_field!r} field")
             return item  # not a page we can keep state for: delivered as it is
         status = _status(adapter, member)
         status = 200 if status is None else int(status)
-        recorded = member.group.recorded if member is not None else None
+        recorded = group.recorded
         first = recorded is None  # else recorded with the page's first item
         if recorded is None:
             recorded = self._record(adapter, url, status, member)
             if recorded is None:
                 return item
-            if member is not None:
-                member.group.recorded = recorded
+            group.recorded = recorded
             if recorded.outcome is not Outcome.ERROR:
                 state.hidden.checked(url)
                 if 200 <= status < 300:
@@ -213,24 +219,19 @@ class IncrementalStatePipeline:
                     changed = recorded.outcome is Outcome.CHANGED
                     state.shared_links.saw(url, text, changed=changed)
         outcome, page = recorded.outcome, recorded.page
-        assert self.delivery is not None
+        assert self.delivery is not None and self.pages is not None
         # The item's own label: its page's, or against the page's previous version.
-        change = (
-            outcome.change
-            if member is None
-            else item_change(outcome.change, member.group, member.label)
-        )
+        change = item_change(outcome.change, group, member.label)
         if first and adapter.get("alias_of"):
             self.store.deliver(page.normalized_url)  # kept, scheduled, never reported
             stats.inc(self.crawler.stats, stats.ALIASES)
             state.hidden.fired(hidden.ALIAS, url)
             raise NotDelivered(f"{url} is {adapter.get('alias_of')} (rel=canonical)")
         if first:
-            delivered = 1 if member is None else member.group.delivered(outcome.change)
-            if outcome in DELIVERED and (member is None or member.item_key is None) and delivered:
-                if member is not None:  # the page's result waits for its items
-                    member.group.waiting = delivered
-                    self.delivery.expect(page.normalized_url, member.group)
+            delivered = group.delivered(outcome.change)
+            if outcome in DELIVERED and member.item_key is None and delivered:
+                group.waiting = delivered  # the page's result waits for its items
+                self.delivery.expect(page.normalized_url, group)
             else:
                 self.store.deliver(page.normalized_url)  # nothing to report: written now
             if outcome is Outcome.ERROR:
@@ -239,22 +240,21 @@ class IncrementalStatePipeline:
                     stats.inc(self.crawler.stats, stats.BACKED_OFF)
                 raise DropItem(f"{url} failed ({status or 'no answer'})", log_level="DEBUG")
             stats.inc_result(self.crawler.stats, outcome.change, never_found=recorded.never_found)
-        if member is not None and member.moved and not first:
+        if member.moved and not first:
             self.delivery.settle(page.normalized_url)  # expected before it was found moved
         if change == MOVED:  # gone from here, on another page (pages/moved.py)
             raise NotDelivered(f"{url}: an item that moved to another page")
-        keyed = member is not None and member.item_key is not None
+        keyed = member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
-            self.delivery.hold(item, page.normalized_url, *_yielded(member))
+            self.pages.hold(member, item, page.normalized_url)
         content_hash = page.content_hash
         if keyed:
-            assert member is not None
             own = self._record_item(item, url, page.normalized_url, member)
             change, content_hash = own.outcome.change, own.page.content_hash
         if change is None:  # gone from a page that is new again: nothing to say
             raise NotDelivered(f"{url}: an item of a version not kept")
-        if change == "unchanged" and member is not None:
+        if change == "unchanged" and not group.alone:  # the add-on's items only
             stats.inc(self.crawler.stats, stats.ITEMS_UNCHANGED)
         _label(
             adapter,
@@ -266,23 +266,23 @@ class IncrementalStatePipeline:
             etag=page.etag,
             last_modified=page.last_modified,
         )
-        if change == "changed" and member is not None and member.changed_fields:
+        if change == "changed" and member.changed_fields:
             _label(adapter, changed_fields=member.changed_fields)
         if self.config.export == "changes" and change == "unchanged":
             raise NotDelivered(f"{url} unchanged")
         return item
 
     def _record(
-        self, adapter: ItemAdapter, url: str, status: int, member: PageItem | None
+        self, adapter: ItemAdapter, url: str, status: int, member: PageItem
     ) -> Recorded | None:
         """Record the page's result (held: written once delivered); None if *url* is
         not a page URL."""
         assert self.store is not None
         content_hash = text = None
         if 200 <= status < 300:
-            text = member.group.page_text if member is not None else self._text(adapter)
+            text = member.group.page_text
             content_hash = self._fingerprint(text)
-            if member is not None and member.group.as_before:  # one of its versions
+            if member.group.as_before:  # one of its versions
                 content_hash = self._kept_hash(url) or content_hash
             if adapter.get("alias_of"):  # its text is its canonical page's (canonical.py)
                 text, content_hash = None, f"{ALIAS_MARK}{adapter.get('alias_of')}"
@@ -290,23 +290,23 @@ class IncrementalStatePipeline:
         # Only direct fetches see the origin's headers (hybrid: its probe's, kept).
         if adapter.get("fetcher") in ("direct", "hybrid"):
             validators = (adapter.get("etag"), adapter.get("last_modified"))
-        elif self.validators and not _key(member):  # seen by SkipNotDueMiddleware
+        elif self.validators and not member.group.key:  # seen by SkipNotDueMiddleware
             validators = self.validators.pop(url, None)  # on the page's response
         try:
             return self.store.record(
                 url,
                 status,
                 seed=self.seed,
-                key=adapter.get("normalized_url") or _key(member),
+                key=adapter.get("normalized_url") or member.group.key,
                 content_hash=content_hash,
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
                 content=text if self.config.keep_content else None,
                 hold=True,
-                memory=member.group.memory if member is not None else None,
+                memory=member.group.memory,
                 error_kind=adapter.get("error_kind"),
-                items_changed=member is not None and member.group.items_changed,
+                items_changed=member.group.items_changed,
             )
         except ValueError as exc:  # not an absolute http(s) URL
             self._no_url(f"has a {self.config.url_field!r} that is not a page URL ({exc})")
@@ -326,7 +326,7 @@ class IncrementalStatePipeline:
     def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
         """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
         own label, written once the item is delivered."""
-        assert self.store is not None and self.delivery is not None
+        assert self.store is not None and self.pages is not None
         key = f"{page_key}#item:{member.item_key}"
         recorded = self.store.record(
             url,
@@ -338,7 +338,7 @@ class IncrementalStatePipeline:
             hold=True,
         )
         if recorded.outcome in DELIVERED:
-            self.delivery.hold(item, key, *_yielded(member))
+            self.pages.hold(member, item, key)
         else:
             self.store.deliver(key)
         return recorded
@@ -372,18 +372,11 @@ class IncrementalStatePipeline:
             )
 
 
-def _key(member: PageItem | None) -> str | None:
-    """The row of the item's page when it is not its URL's (a postback's)."""
-    return member.group.key if member is not None else None
-
-
-def _status(adapter: ItemAdapter, member: PageItem | None) -> Any:
+def _status(adapter: ItemAdapter, member: PageItem) -> Any:
     """The HTTP status of the item's page: the item's ``http_status``, else its
     group's (a page gone, ``pages/gone.py``); None: a 200."""
     status = adapter.get("http_status")
-    if status is None and member is not None:
-        return member.group.status
-    return status
+    return member.group.status if status is None else status
 
 
 def _label(adapter: ItemAdapter, **fields: Any) -> None:
@@ -398,11 +391,3 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="seconds")
-
-
-def _yielded(member: PageItem | None) -> tuple[Any, Any, str | None]:
-    """What the delivery of a page's item knows it by: the object yielded, the
-    response it came with (Scrapy's signals name it), its page."""
-    if member is None:
-        return None, None, None
-    return member.item, member.via, member.group.url

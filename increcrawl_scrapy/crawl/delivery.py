@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,7 +26,6 @@ from scrapy import signals
 from twisted.internet.defer import Deferred
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import config_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -35,15 +33,26 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.state import StateStore
 
 logger = logging.getLogger(__name__)
-#: An item's label when its page did not change (``pages/memory.py``).
-UNCHANGED = "unchanged"
 
 
 class Awaiting(Protocol):
     """What a page whose result waits for several items keeps: how many are still to
-    come (the add-on's ``Page``; a page of the spider has one item, and no count)."""
+    come (the add-on's ``Page``)."""
 
     waiting: int
+
+
+class Handed(Protocol):
+    """An item the pipeline handed on: the rows its delivery writes."""
+
+    rows: list[str]
+
+
+class ItemsInFlight(Protocol):
+    """The crawl's one registry of items in flight (``pages/in_flight.py``)."""
+
+    def delivered(self, item: Any, response: Any = None) -> Handed | None:
+        """The handed-on item *item* is (Scrapy's signal names it), taken off."""
 
 
 @dataclass
@@ -55,41 +64,14 @@ class _Upload:
     ok: bool = False
 
 
-@dataclass(eq=False)
-class _Held:
-    """The rows an item's delivery writes: the item as the pipeline handed it on,
-    and as the spider yielded it (the item Scrapy's signals name when it is lost)."""
-
-    item: Any
-    original: Any
-    keys: list[str]
-    via: Any = None  # a weak reference to the response its item was yielded with
-    url: str | None = None  # its page
-
-    def came_with(self, response: Any) -> bool:
-        return self.via is not None and self.via() is response
-
-    def is_of(self, item: Any) -> bool:
-        return item is self.item or (self.original is not None and item is self.original)
-
-    def labelled(self, adapter: ItemAdapter) -> bool:
-        """Whether *adapter*'s labels (a later pipeline's copy) name these rows."""
-        key = adapter.get("normalized_url")
-        if not key or adapter.get("change") in (None, UNCHANGED):
-            return False
-        return any(row == key or row.startswith(f"{key}#item:") for row in self.keys)
-
-
 class Delivery:
-    """Held results of one crawl, each with its item until delivered: found again
-    by the object or, for a later pipeline's copy, by the labels it carries."""
+    """Held results of one crawl, written once their items are delivered: each item
+    found again by the crawl's registry of items in flight (*in_flight*)."""
 
-    def __init__(self, crawler: Crawler, store: StateStore) -> None:
+    def __init__(self, crawler: Crawler, store: StateStore, in_flight: ItemsInFlight) -> None:
         self.crawler = crawler
         self.store = store
-        self.url_field = config_for(crawler).url_field
-        #: Items handed on by the pipeline, their signals not come yet (in that order).
-        self._held: deque[_Held] = deque()
+        self.in_flight = in_flight
         #: A page's row -> the page, which counts its items still to come.
         self._expected: dict[str, Awaiting] = {}
         store.write_first(self.flush_feeds)
@@ -108,38 +90,6 @@ class Delivery:
         crawler.signals.connect(self.lost, signal=signals.item_dropped)
         crawler.signals.connect(self.lost, signal=signals.item_error)
 
-    def hold(
-        self, item: Any, key: str, original: Any = None, via: Any = None, url: str | None = None
-    ) -> None:
-        """*key* is written once *item* is delivered (*original*: as yielded, with
-        the response *via* names, of the page at *url*)."""
-        self._held.append(_Held(item, original, [key], via, url))
-
-    def _take(self, item: Any, response: Any = None) -> _Held | None:
-        """The held rows of *item*: the object, else the rows its labels name, else
-        (another object, without our labels, that a later pipeline handed on) the
-        next held of the *response* Scrapy's signal names, of its page if it says."""
-        found = next((held for held in self._held if held.is_of(item)), None)
-        adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-        if found is None and adapter is not None:
-            found = next((held for held in self._held if held.labelled(adapter)), None)
-        # A labelled item found nothing: it is none of those held (an unchanged one,
-        # INCRECRAWL_EXPORT = "all"), and must not let its page be written early.
-        unlabelled = adapter is None or adapter.get("change") is None
-        if found is None and response is not None and unlabelled:
-            came = [held for held in self._held if held.came_with(response)]
-            url = adapter.get(self.url_field) if adapter is not None else None
-            found = next((held for held in came if held.url == url), came[0] if came else None)
-        if found is not None:
-            self._held.remove(found)
-        return found
-
-    @property
-    def held(self) -> int:
-        """Items handed on whose signals have not come (a count, not a length: a
-        delivery holding none is still the crawl's delivery)."""
-        return len(self._held)
-
     def expect(self, key: str, page: Awaiting) -> None:
         """*key*'s result is written once the items *page* waits for are delivered."""
         self._expected[key] = page
@@ -154,10 +104,10 @@ class Delivery:
         if change in stats.BY_CHANGE:  # what the feeds got, by their label
             stats.inc(self.crawler.stats, stats.ITEMS_DELIVERED, change=change)
         uploads = self._uploads_of_item()  # the remote feeds the item went to
-        held = self._take(item, response)
+        held = self.in_flight.delivered(item, response)
         # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =
         # "all"): it holds nothing, its labels name nothing.
-        for key in held.keys if held is not None else ():
+        for key in held.rows if held is not None else ():
             for upload in uploads:
                 upload.keys.append(key)
             if uploads:
@@ -287,8 +237,8 @@ class Delivery:
 
     def lost(self, item: Any, **_: Any) -> None:
         # (Dropped before our pipeline, an item of a page: pages/middleware.py.)
-        held = self._take(item)
-        for key in held.keys if held is not None else ():
+        held = self.in_flight.delivered(item)
+        for key in held.rows if held is not None else ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)

@@ -49,6 +49,7 @@ from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import MOVED_STATUS, TAKEN, gone_memory, left_by_gone_page
 from increcrawl_scrapy.pages.http_cache import is_cached
+from increcrawl_scrapy.pages.in_flight import InFlight
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -60,7 +61,7 @@ from increcrawl_scrapy.pages.memory import (
     request_data,
 )
 from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
-from increcrawl_scrapy.pages.page import OpenPages, Page, PageItem, never_came, own_page
+from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
 from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
 from increcrawl_scrapy.pages.unreached import (
@@ -90,8 +91,8 @@ logger = logging.getLogger(__name__)
 PRIORITY = 60
 
 
-def open_pages(crawler: Crawler) -> OpenPages | None:
-    """The crawl's items on their way to the pipeline (None without the middleware)."""
+def open_pages(crawler: Crawler) -> InFlight | None:
+    """The crawl's items in flight (None without the middleware)."""
     middleware = compat.component(crawler, crawler.get_spider_middleware, PageItemsMiddleware)
     return middleware.open if middleware is not None else None
 
@@ -121,7 +122,7 @@ class PageItemsMiddleware:
         self.config = config_for(crawler)
         if self.config.unreached_runs and not is_incremental(crawler.spider):
             self.unreached = UnreachedPages(crawler, self.config.unreached_runs)
-        self.open = OpenPages(self.config.url_field, self.config.volatile_fields)
+        self.open = InFlight(self.config.url_field, self.config.volatile_fields)
         self.held = HeldItems(crawler)
         self.versions = PageVersions(crawler)  # a page's versions this run
         crawler.signals.connect(self._lost, signal=signals.item_dropped)

@@ -1,21 +1,14 @@
 """A page of the add-on: a response's items under one page URL, their labels, its
-result and the items it waits for; and the items on their way from the middleware
-(``pages/middleware.py``) to the pipeline, found again by what they are, so that a
-pipeline before ours may hand on a copy."""
+result and the items it waits for (its items in flight: ``pages/in_flight.py``)."""
 
 from __future__ import annotations
 
-import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
-
-from itemadapter import ItemAdapter
 
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED, item_whole
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, UNCHANGED
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -52,6 +45,9 @@ class Page:
     key: str | None = None
     #: Answered by Scrapy's HTTP cache: not recorded (``http_cache.py``).
     cached: bool = False
+    #: A page of one item that came alone (``item_alone``): not one of the add-on's
+    #: pages, so its item is not counted among theirs (``increcrawl/items/...``).
+    alone: bool = False
 
     @property
     def items_changed(self) -> bool:
@@ -94,106 +90,23 @@ class PageItem:
     moved: bool = False  # relabelled once the run's pages were in (pages/moved.py)
     item: Any = None  # the object the spider yielded (Scrapy's signals name it)
     seen_as: str = ""  # the print of that object, as a copy of it would show it
-    batch: list[PageItem] | None = field(default=None, repr=False)  # while on its way
     #: The response it was yielded with (a weak reference): Scrapy's item signals
     #: name it, and so hand the item back to its page.
     via: Any = field(default=None, repr=False)
+    #: The object the pipeline handed on, and the rows written once it is delivered.
+    handed_on: Any = field(default=None, repr=False)
+    rows: list[str] = field(default_factory=list)
 
 
-class OpenPages:
-    """One crawl's items on their way from the middleware to the pipeline, each
-    with its page: found again by what the item is, never by the object's identity
-    alone, so a pipeline before ours may hand on a copy (``dict(item)``,
-    ``asdict``) or stamp a field. A batch a response, in the order its items were
-    yielded (the pipeline mostly takes the first of a batch), indexed by each
-    item's print and page URL (a copy is found without a scan); each leaves once
-    it reached the pipeline or was dropped before it, so nothing stays for the rest
-    of the crawl."""
-
-    def __init__(self, url_field: str, skip: tuple[str, ...] | frozenset[str]) -> None:
-        self.url_field = url_field
-        self.skip = skip
-        self._batches: deque[list[PageItem]] = deque()
-        self._by_print: dict[str, list[PageItem]] = {}
-        self._by_url: dict[str, list[PageItem]] = {}
-        self._by_response: WeakKeyDictionary[Any, list[list[PageItem]]] = WeakKeyDictionary()
-
-    def expect(self, members: list[PageItem], response: Any = None) -> None:
-        """*members* are on their way, yielded with *response*."""
-        if not members:
-            return
-        batch = list(members)
-        if response is not None:
-            self._by_response.setdefault(response, []).append(batch)
-        for member in batch:
-            if response is not None:
-                member.via = weakref.ref(response)
-            if not member.seen_as:  # what a copy of the object looks like
-                own = member.whole and member.label != GONE  # a gone one's is its old print
-                member.seen_as = member.whole if own else item_whole(member.item, self.skip)
-            self._by_print.setdefault(member.seen_as, []).append(member)
-            self._by_url.setdefault(member.group.url, []).append(member)
-            member.batch = batch
-        self._batches.append(batch)
-
-    def __len__(self) -> int:
-        return sum(map(len, self._batches))
-
-    def take(self, item: Any) -> PageItem | None:
-        """The member *item* is (the object yielded, a copy of it, or, by its URL
-        field, the next of its page's), taken off the way; None: not a page's item."""
-        if not self._batches:
-            return None
-        member = self._first_is(item)
-        if member is None and ItemAdapter.is_item(item):
-            same = self._by_print.get(item_whole(item, self.skip), [])
-            member = next((m for m in same if m.item is item), same[0] if same else None)
-            if member is None:  # stamped in place, and out of order
-                member = self._scan(item)
-            url = ItemAdapter(item).get(self.url_field)
-            if member is None and isinstance(url, str) and self._by_url.get(url):
-                member = self._by_url[url][0]
-        if member is not None:
-            self._remove(member)
-        return member
-
-    def dropped(self, item: Any, response: Any = None) -> PageItem | None:
-        """The member of *item*, as yielded with *response* (Scrapy's signal names
-        both), that a pipeline before ours dropped."""
-        batches = self._by_response.get(response, ()) if response is not None else ()
-        member = next((m for batch in batches for m in batch if m.item is item), None)
-        if member is None:
-            member = self._first_is(item)
-        if member is None and ItemAdapter.is_item(item):
-            same = self._by_print.get(item_whole(item, self.skip), [])
-            member = next((m for m in same if m.item is item), None) or self._scan(item)
-        if member is not None:
-            self._remove(member)
-        return member
-
-    def _first_is(self, item: Any) -> PageItem | None:
-        return next((batch[0] for batch in self._batches if batch[0].item is item), None)
-
-    def _scan(self, item: Any) -> PageItem | None:
-        for batch in self._batches:
-            for member in batch:
-                if member.item is item:
-                    return member
-        return None
-
-    def _remove(self, member: PageItem) -> None:
-        batch = member.batch
-        if batch is None:
-            return
-        batch.remove(member)
-        if not batch:
-            self._batches.remove(batch)
-        member.batch = None
-        for index, key in ((self._by_print, member.seen_as), (self._by_url, member.group.url)):
-            others = index[key]
-            others.remove(member)
-            if not others:
-                del index[key]
+def item_alone(item: Any, url: Any, text: str) -> PageItem:
+    """*item* as a page of its own: the ``incremental`` spider's (one a page, grouped
+    by the spider itself), or one no response's page knows (a project without
+    ``PageItemsMiddleware``); *url*: its URL field's value, *text*: what its page's
+    fingerprint is taken of. The pipeline then has one path for every item."""
+    page = Page(url=url if isinstance(url, str) else "", size=1, text=text, alone=True)
+    member = PageItem(page, None, item=item)
+    page.members = [member]
+    return member
 
 
 def never_came(member: PageItem, settle: Callable[[str], None]) -> None:

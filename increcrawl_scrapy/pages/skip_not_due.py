@@ -43,6 +43,7 @@ from w3lib.url import canonicalize_url
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
+from increcrawl_scrapy.crawl.validators import conditions, header_of
 from increcrawl_scrapy.pages import http_cache
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
@@ -50,7 +51,6 @@ from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
-from increcrawl_scrapy.spiders.page_items import conditions, header_of
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:

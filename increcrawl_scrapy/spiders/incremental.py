@@ -26,6 +26,7 @@ from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.crawl.validators import conditions
 from increcrawl_scrapy.discovery.after import (
     after_discovery,
     discovery_stopped,
@@ -57,7 +58,6 @@ from increcrawl_scrapy.spiders.page_items import (
     META_URL,
     OFFSITE,
     collected,
-    conditions,
     failed_item,
     final_url_of,
     moved_item,

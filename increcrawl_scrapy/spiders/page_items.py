@@ -13,6 +13,7 @@ from twisted.internet.error import ConnectError, ConnectionLost, DNSLookupError,
 from twisted.internet.error import TimeoutError as DownloadTimeout
 
 from increcrawl_scrapy.content.page_text import PageTooLarge
+from increcrawl_scrapy.crawl.validators import header_of
 from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.redirects import OffsiteRedirect
@@ -25,18 +26,6 @@ META_URL = "increcrawl_url"
 META_KEY = "increcrawl_key"
 #: Request meta: the sitemaps no longer list the row (a redirect may be a move).
 META_UNLISTED = "increcrawl_unlisted"
-
-
-def conditions(page: PageState) -> dict[str, str]:
-    """Conditional headers for a page; none for a gone page (it may be back)."""
-    headers: dict[str, str] = {}
-    if page.gone:
-        return headers
-    if page.etag:
-        headers["If-None-Match"] = page.etag
-    if page.last_modified:
-        headers["If-Modified-Since"] = page.last_modified
-    return headers
 
 
 def failure_kind(error: BaseException | None) -> tuple[int, bool]:
@@ -161,11 +150,6 @@ def too_large(failure: BaseException | None) -> bool:
     return isinstance(failure, PageTooLarge) or (
         failure is not None and "max size" in str(failure) and "larger than" in str(failure)
     )
-
-
-def header_of(response: scrapy.http.Response, name: str) -> str | None:
-    value = response.headers.get(name)
-    return value.decode("latin-1") if value else None
 
 
 def mapping(value: Any) -> dict[str, Any]:

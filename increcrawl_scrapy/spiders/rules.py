@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter, is_item
 
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.spiders.page_items import header_of
+from increcrawl_scrapy.crawl.validators import header_of
 
 if TYPE_CHECKING:
     from scrapy import Spider

@@ -117,6 +117,19 @@ def test_wings_only_look_down():
     assert upward == []
 
 
+def test_the_addons_pages_and_the_pipeline_stand_beside_the_spider():
+    """``pages/`` and the pipeline share floor 5 with ``spiders/`` and borrow nothing
+    from it (#50): what both need lives on a floor below (``crawl/validators.py``)."""
+    borrowed = [
+        f"{module}:{line} imports {target}"
+        for module in modules()
+        if wing(module) in ("pages", "pipelines")
+        for target, line in imports(module, typing=True)
+        if wing(target) == "spiders"
+    ]
+    assert borrowed == []
+
+
 def test_no_import_circles():
     """None, counting those an ``if TYPE_CHECKING:`` import closes: a circle of types
     is a circle of concerns all the same."""
