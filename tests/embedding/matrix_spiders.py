@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import scrapy
 from scrapy.http import FormRequest
-from scrapy.linkextractors import LinkExtractor
-from scrapy.spiders import CrawlSpider, Rule
+
+from tests.pages import test_doc_sites as doc_sites
 
 
 def quote_of(block: Any) -> dict[str, Any]:
@@ -133,24 +132,9 @@ class PortraitSpider(TutorialSpider):
         return item
 
 
-class DocsSpider(CrawlSpider):
-    """What a user writes first for a docs site: every link followed, a page's title
-    and paragraphs, its URL in the item."""
-
-    name = "docs"
+class DocsSpider(doc_sites.DocsSpider):
+    """What a user writes first for a docs site (``tests/pages/test_doc_sites.py``):
+    every link followed, a page's title and paragraphs, its URL in the item."""
 
     def __init__(self, site: str = "", **kwargs: Any) -> None:
-        own = LinkExtractor(allow=[re.escape(site)])  # not the theme's links out
-        self.rules = (Rule(own, callback="parse_page", follow=True),)
-        super().__init__(**kwargs)
-        self.start_urls = [f"{site}/"]
-
-    def parse_page(self, response: Any) -> Any:
-        title = (response.css("h1::text").get() or "").strip()
-        if not title or title in ("Home", "Example"):
-            return  # the home page: its links only
-        yield {
-            "url": response.url,
-            "title": title,
-            "text": " ".join(response.css("[role=main] p ::text").getall()),
-        }
+        super().__init__(home=f"{site}/", **kwargs)
