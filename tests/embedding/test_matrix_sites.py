@@ -1,6 +1,5 @@
-"""The project-shape matrix (``matrix.py``) on other sites and stacks: a
-``CrawlSpider`` over a real MkDocs site behind nginx (items with a URL field),
-scrapy-playwright rendering the quotes app's JavaScript pages in the system's
+"""The project-shape matrix (``matrix.py``) on other stacks: scrapy-playwright
+rendering the quotes app's JavaScript pages in the system's
 Chromium, and Scrapy's ``ImagesPipeline`` fetching each quote's portrait."""
 
 from __future__ import annotations
@@ -11,18 +10,13 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.testing.nginx import nginx_binary
 from tests.embedding import matrix_spiders as spiders
 from tests.embedding.matrix import (
-    DAY,
     HOUR,
     LATER,
-    DocsWorld,
     QuotesWorld,
     Shape,
     Step,
-    docs_edited,
-    docs_edited_again,
     quotes_edited,
     quotes_edited_again,
     run_shape,
@@ -40,7 +34,7 @@ QUOTE_STEPS = (
 CHROMIUM = "/usr/bin/chromium"
 
 
-def _needs(module: str, what: str) -> list[pytest.MarkDecorator]:
+def needs(module: str, what: str) -> list[pytest.MarkDecorator]:
     try:
         __import__(module)
     except ImportError:
@@ -49,26 +43,6 @@ def _needs(module: str, what: str) -> list[pytest.MarkDecorator]:
 
 
 SHAPES = [
-    pytest.param(
-        Shape(
-            "crawlspider-docs",
-            DocsWorld,
-            spiders.DocsSpider,
-            # A deleted page no link leads to is checked once 1 run has not fetched it.
-            settings={"INCRECRAWL_UNREACHED_RUNS": 1},
-            steps=(
-                Step(0),
-                Step(HOUR),
-                Step(LATER, docs_edited, more=(6 * DAY,)),
-                Step(HOUR),
-                Step(LATER, docs_edited_again, more=(6 * DAY,)),
-            ),
-        ),
-        marks=[
-            *_needs("mkdocs", "MkDocs"),
-            pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed"),
-        ],
-    ),
     pytest.param(
         Shape(
             "playwright",
@@ -88,7 +62,7 @@ SHAPES = [
             steps=QUOTE_STEPS,
         ),
         marks=[
-            *_needs("scrapy_playwright", "scrapy-playwright"),
+            *needs("scrapy_playwright", "scrapy-playwright"),
             pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="no system Chromium"),
         ],
     ),
@@ -104,7 +78,7 @@ SHAPES = [
             steps=QUOTE_STEPS,
         ),
         marks=[
-            *_needs("PIL", "Pillow"),
+            *needs("PIL", "Pillow"),
             pytest.mark.xfail(
                 strict=True,
                 reason="an item matches another when half its fields are equal: a quote "
