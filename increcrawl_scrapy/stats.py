@@ -100,6 +100,8 @@ ITEMS_HELD_OVER = "increcrawl/items/held_over"
 ITEMS_LISTED_AGAIN = "increcrawl/items/listed_again"
 #: Requests a skipped (not due, or 304) page produced last time, made again.
 REPLAYED = "increcrawl/replayed"
+#: The pages (canonical URLs) those requests lead to: most are repeats.
+REPLAYED_PAGES = "increcrawl/replayed_pages"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"
 UNREACHED_REPLAYED = "increcrawl/unreached/replayed_only"
 # Batch jobs

@@ -106,7 +106,9 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
         lines.append(
             f"  skipped {counted(not_due, 'page')} not due and "
             f"{count(stats.SKIPPED.format(reason='not_modified')):,} not modified (304), "
-            f"replayed {counted(count(stats.REPLAYED), 'request')} they led to; "
+            f"replayed {counted(count(stats.REPLAYED), 'request')} they led to"
+            + _replayed_pages(count)
+            + "; "
             f"{counted(count(stats.ITEMS_UNCHANGED), 'unchanged item')} not delivered"
             + (f" ({moved:,} of them moved from another page)" if moved else "")
         )
@@ -132,6 +134,15 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     else:
         lines.append(f"  {saved(fetched, listed, listing=False)}")
     return lines
+
+
+def _replayed_pages(count: Callable[[str], int]) -> str:
+    """The pages the replayed requests lead to: every skipped page replays all its
+    links, most of them to pages another replay or response asked already."""
+    pages = count(stats.REPLAYED_PAGES)
+    if not pages or pages == count(stats.REPLAYED):
+        return ""
+    return f" (to {counted(pages, 'page')}: Scrapy's duplicate filter drops the repeats)"
 
 
 def _unchanged(count: Callable[[str], int]) -> str:

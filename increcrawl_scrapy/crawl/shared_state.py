@@ -102,6 +102,12 @@ class CrawlState:
         if flag("increcrawl_reset", getattr(crawler.spider, "increcrawl_reset", False)):
             again = self.store.make_due(seed=self.seed)
             logger.info("increcrawl_reset: the schedule starts over (%d pages due now)", again)
+        if not is_incremental(crawler.spider):
+            # A project's own spider has no queue to count: its run's due pages are
+            # those the schedule had due as it started (``status`` said ``due 0``).
+            now = config.clock()
+            due = self.store.reader().status_counts(self.seed, now, now)["due_now"]
+            stats.inc(crawler.stats, stats.DUE, int(due or 0))
         warn_unknown_settings(crawler.settings)
 
     def stop_in_use(self, exc: StateLockedError) -> None:

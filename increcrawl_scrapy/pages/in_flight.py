@@ -109,19 +109,20 @@ class InFlight:
         """The member on its way that is *item* itself (of *response*'s first)."""
         same = [member for member in self._by_object.get(id(item), ()) if member.item is item]
         mine = [member for member in same if _came_with(member, response)]
-        return (mine or same or [None])[0]
+        return next(iter(mine or same), None)
 
     def _off_the_way(self, member: PageItem) -> None:
         self._count -= 1
-        for index, key in (
-            (self._by_object, id(member.item)),
-            (self._by_print, member.seen_as),
-            (self._by_url, member.group.url),
-        ):
-            others = index[key]
-            others.remove(member)
-            if not others:
-                del index[key]
+        _unlist(self._by_object, id(member.item), member)
+        _unlist(self._by_print, member.seen_as, member)
+        _unlist(self._by_url, member.group.url, member)
+
+
+def _unlist(index: dict[Any, list[PageItem]], key: Any, member: PageItem) -> None:
+    others = index[key]
+    others.remove(member)
+    if not others:
+        del index[key]
 
 
 def _came_with(member: PageItem, response: Any) -> bool:

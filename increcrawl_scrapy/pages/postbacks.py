@@ -12,15 +12,17 @@ naming it) are a page of their own, keyed by the URL and the request's fingerpri
 answer, so an edit on page 2 of a postback listing is ``changed`` there, and never
 mixed with the GET page's items. Like an item row, that row is never due on its
 own (it is fetched whenever the spider sends the request) and never requested
-directly. A form whose hidden fields change with the page's content (ASP.NET's
-``__VIEWSTATE``) is another request after each such change, to Scrapy's dupefilter
-as to this key: its items come ``new`` again, so give them a URL field where the
-site has one (their detail page).
+directly. The fingerprint is taken without the fields a server fills with its own
+state (``SERVER_STATE_FIELDS``: ASP.NET's ``__VIEWSTATE``, CSRF tokens): they change
+with the page's content or at every render, not with what the form asks, and page 2
+is page 2 whatever its view state (with them, every postback page's items came
+``new`` after any edit of the listing, and the old ones never ``gone``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode
 
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.schedule.rows import ITEM_MARK
@@ -47,9 +49,35 @@ def fingerprint(crawler: Crawler, request: Request) -> bytes:
     return fingerprinter.fingerprint(request)
 
 
+#: Hidden fields a server fills with its own state, not what a form asks.
+SERVER_STATE_FIELDS = frozenset(
+    {
+        b"__VIEWSTATE",
+        b"__VIEWSTATEGENERATOR",
+        b"__VIEWSTATEENCRYPTED",
+        b"__EVENTVALIDATION",
+        b"__PREVIOUSPAGE",
+        b"__REQUESTDIGEST",
+        b"csrf_token",
+        b"csrfmiddlewaretoken",
+        b"authenticity_token",
+    }
+)
+
+
 def postback_key(crawler: Crawler, page_key: str, request: Request) -> str:
     """The row of the items *request* (a postback) yields for its own URL."""
-    return f"{page_key}{POSTBACK_MARK}{fingerprint(crawler, request).hex()[:16]}"
+    return f"{page_key}{POSTBACK_MARK}{fingerprint(crawler, _asked(request)).hex()[:16]}"
+
+
+def _asked(request: Request) -> Request:
+    """*request* less the server's state fields of its form body."""
+    kind = request.headers.get(b"Content-Type") or b""
+    if not kind.startswith(b"application/x-www-form-urlencoded"):
+        return request
+    fields = parse_qsl(request.body, keep_blank_values=True)
+    asked = [(name, value) for name, value in fields if name not in SERVER_STATE_FIELDS]
+    return request if len(asked) == len(fields) else request.replace(body=urlencode(asked))
 
 
 def postback_row(crawler: Crawler, response: Response) -> str | None:

@@ -84,6 +84,7 @@ class SkipNotDueMiddleware:
         self.config = config_for(crawler)
         self.start_skipped = 0  # start requests skipped (logged the first time)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
+        self.replayed_to: set[str] = set()  # the pages replays led to (the summary's)
         self.started = self.config.clock()  # the run's start: what it fetched is after
         #: Scrapy's duplicate filter drops a request seen already (not BaseDupeFilter's).
         dupefilter = load_object(crawler.settings["DUPEFILTER_CLASS"])
@@ -234,7 +235,10 @@ class SkipNotDueMiddleware:
                 linked.add(canonicalize_url(request.url))
             engine.crawl(request)
             replayed += 1
+            self.replayed_to.add(canonicalize_url(request.url))
         stats.inc(self.crawler.stats, stats.REPLAYED, replayed)
+        if self.crawler.stats is not None and self.replayed_to:
+            self.crawler.stats.set_value(stats.REPLAYED_PAGES, len(self.replayed_to))
         return replayed
 
     def process_response(

@@ -10,16 +10,23 @@ page has an ETag (a hash of its body) and answers 304 to a matching
 are edited, added (past a multiple of ten, a new last page appears), inserted or
 deleted by index; inserting one moves the quotes after it down by one place,
 deleting one moves them up, as such sites do.
+
+Its other shapes (``quotes_shapes.py``): ``/api/quotes?page=N``, ``/js/page/N/``,
+``/grid`` (paged by postbacks), ``/login`` and ``/img/SLUG.png``. With
+*login_required*, every page but ``/login`` redirects there without the session
+cookie of the last login (a new login ends the session before it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import threading
 from collections import Counter
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 from xml.sax.saxutils import escape
 
+from increcrawl_scrapy.testing import quotes_shapes as shapes
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 
 PER_PAGE = 10
@@ -28,12 +35,16 @@ _TAGS = ("life", "love", "humor", "books", "truth", "change", "friends")
 
 
 class QuotesSite:
-    def __init__(self, quotes: int = 100) -> None:
+    def __init__(self, quotes: int = 100, login_required: bool = False) -> None:
         self._lock = threading.Lock()
+        self.login_required = login_required
+        self.session = ""  # the cookie's value since the last login
+        self.csrf_tokens: set[str] = set()
+        self.logins = 0
         self.quotes: list[dict[str, object]] = [self._quote(i) for i in range(quotes)]
         self._made = quotes
         self.deleted_pages: dict[int, int] = {}  # page number -> its 404 or 410
-        self.requested: Counter[str] = Counter()  # path -> requests
+        self.requested: Counter[str] = Counter()  # path (and ?query) -> requests
         self.not_modified: Counter[str] = Counter()  # path -> 304 answers
         self._server: LoopbackServer | None = None
 
@@ -155,24 +166,72 @@ class QuotesSite:
             f'{"".join(blocks)}<nav><ul class="pager">{pager}</ul></nav></body></html>'
         )
 
+    def shown(self, n: int) -> tuple[list[dict[str, object]], bool] | None:
+        """Page *n*'s quotes and whether a next page follows."""
+        if not 1 <= n <= self.pages:
+            return None
+        return self.quotes[(n - 1) * PER_PAGE : n * PER_PAGE], n < self.pages
+
+    def other_shape(self, path: str, query: str) -> tuple[str, str] | None:
+        """The body and type of one of the other shapes' pages, or None."""
+        if path == "/api/quotes":
+            n = int((parse_qs(query).get("page") or ["1"])[0])
+            page = self.shown(n)
+            return None if page is None else (shapes.api_json(page[0], n, page[1]), "json")
+        if path == "/js/" or path.startswith("/js/page/"):
+            n = 1 if path == "/js/" else _number(path, 3)
+            page = self.shown(n)
+            return None if page is None else (shapes.js_html(page[0], n, page[1]), "html")
+        if path == "/grid":
+            page = self.shown(1)
+            return None if page is None else (self.grid(1), "html")
+        if path == "/login":
+            token = secrets.token_hex(8)
+            self.csrf_tokens.add(token)
+            return shapes.login_html(token), "html"
+        return None
+
+    def grid(self, n: int) -> str:
+        page = self.shown(n) or ([], False)
+        return shapes.grid_html(page[0], n, page[1], f"dDw{len(self.quotes)}Pg==")
+
+
+def _number(path: str, at: int) -> int:
+    try:
+        return int(path.split("/")[at])
+    except (IndexError, ValueError):
+        return 0
+
+
+_TYPES = {"html": "text/html; charset=utf-8", "json": "application/json"}
+
 
 def _handler_for(site: QuotesSite) -> type[QuietHandler]:
     class Handler(QuietHandler):
         def do_GET(self) -> None:
-            path = urlsplit(self.path).path
+            path, query = urlsplit(self.path).path, urlsplit(self.path).query
             with site._lock:
-                site.requested[path] += 1
+                site.requested[path + (f"?{query}" if query else "")] += 1
+                if self._refused(path):
+                    return
                 deleted = None
                 kind = "text/html; charset=utf-8"
-                if path == "/":
+                other = site.other_shape(path, query)
+                if path.startswith("/img/") and path.endswith(".png"):
+                    authors = [shapes.slug(a) for a in _AUTHORS]
+                    name = path[5:-4]
+                    if name in authors:
+                        self.send_body(200, shapes.png(authors.index(name)), "image/png")
+                        return
+                    body = None
+                elif other is not None:
+                    body, kind = other[0], _TYPES[other[1]]
+                elif path == "/":
                     body = site.page_html(1)
                 elif path == "/sitemap.xml":
                     body, kind = site.sitemap(), "application/xml"
                 elif path.startswith("/page/"):
-                    try:
-                        number = int(path.split("/")[2])
-                    except (IndexError, ValueError):
-                        number = 0
+                    number = _number(path, 2)
                     deleted = site.deleted_pages.get(number)
                     body = None if deleted else site.page_html(number)
                 else:
@@ -183,7 +242,45 @@ def _handler_for(site: QuotesSite) -> type[QuietHandler]:
             if body is None:
                 self.send_body(404, b"not found", "text/plain")
                 return
-            data = body.encode()
+            self._send(path, body.encode(), kind)
+
+        def do_POST(self) -> None:
+            path = urlsplit(self.path).path
+            length = int(self.headers.get("Content-Length") or 0)
+            form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+            with site._lock:
+                site.requested[f"POST {path}"] += 1
+                if path == "/login":
+                    if form.get("csrf_token") not in site.csrf_tokens or not form.get("username"):
+                        self.send_body(403, b"bad login", "text/plain")
+                        return
+                    site.csrf_tokens.discard(form["csrf_token"])
+                    site.session, site.logins = secrets.token_hex(8), site.logins + 1
+                    self.send_body(
+                        302, b"", "text/plain",
+                        {"Location": "/", "Set-Cookie": f"session={site.session}; Path=/"},
+                    )  # fmt: skip
+                    return
+                if self._refused(path):
+                    return
+                if path == "/grid" and form.get("__EVENTTARGET") == "grid":
+                    n = _number(form.get("__EVENTARGUMENT", "Page$1").replace("$", "/"), 1)
+                    body = site.grid(n) if site.shown(n) else None
+                    if body is not None:
+                        self.send_body(200, body.encode(), _TYPES["html"])
+                        return
+            self.send_body(400, b"bad postback", "text/plain")
+
+        def _refused(self, path: str) -> bool:
+            """Without the session (*login_required*): a redirect to the login form."""
+            if not site.login_required or path == "/login":
+                return False
+            if f"session={site.session}" in (self.headers.get("Cookie") or "") and site.session:
+                return False
+            self.send_body(302, b"", "text/plain", {"Location": "/login"})
+            return True
+
+        def _send(self, path: str, data: bytes, kind: str) -> None:
             etag = f'"{hashlib.sha256(data).hexdigest()[:16]}"'
             if self.headers.get("If-None-Match") == etag:
                 with site._lock:

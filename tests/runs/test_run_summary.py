@@ -64,6 +64,24 @@ def test_a_projects_own_spider_in_the_singular() -> None:
     assert "reached 2 of the 3 pages with state (1 fetched, 1 skipped)" in text
 
 
+def test_replayed_requests_are_told_from_the_pages_they_lead_to() -> None:
+    # A docs site's every page links every other: 25 skipped pages replay 1,795
+    # requests, most of them repeats Scrapy's duplicate filter drops (#50, 11).
+    text = summary(
+        {
+            stats.SKIPPED.format(reason="not_due"): 25,
+            stats.REPLAYED: 1795,
+            stats.REPLAYED_PAGES: 26,
+        },
+        listed=25,
+        embedded=True,
+    )
+    assert (
+        "replayed 1,795 requests they led to (to 26 pages: Scrapy's duplicate filter "
+        "drops the repeats)" in text
+    )
+
+
 def test_a_projects_own_spider_lists_nothing() -> None:
     # A project's own spider has no sitemap: its pages are the pages with state.
     text = summary({stats.SKIPPED.format(reason="not_due"): 6}, listed=6, embedded=True)
