@@ -41,6 +41,8 @@ from increcrawl_scrapy.state.upkeep import (
     check_content_scheme,
     check_normalization,
     check_volatile_rules,
+    old_fingerprints,
+    say_old_fingerprints,
     stored_normalize,
 )
 from increcrawl_scrapy.urls import RULES_VERSION, normalization_settings, normalize_url
@@ -110,6 +112,8 @@ class StateStore(OperatorEdits, StoreReadings):
         )
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
+        #: Pages whose fingerprint was of an old text scheme when the store opened.
+        self.old_fingerprints = 0
         claims = None
         if shared:  # claims and writes with a connection of their own (results.py)
             try:
@@ -141,9 +145,12 @@ class StateStore(OperatorEdits, StoreReadings):
                     self.database,
                     (*VOLATILE_PATTERNS, *volatile_patterns),
                     partial(content_fingerprint, extra_patterns=volatile_patterns),
+                    clock(),
                 )
             if content_scheme is not None:
-                check_content_scheme(self.database, content_scheme)
+                check_content_scheme(self.database, content_scheme, clock())
+                self.old_fingerprints = old_fingerprints(self.database)
+                say_old_fingerprints(self.old_fingerprints, content_scheme)
         except BaseException:
             self.close()
             raise
