@@ -165,17 +165,21 @@ def taken_another_way(page: PageState | None, items_changed: bool = False) -> bo
     return not items_changed and page is not None and page.fingerprint_old
 
 
-def check_content_scheme(database: Backend, scheme: str, now: float) -> None:
-    """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
-    state's fingerprints were taken another way, mark its pages' as old (not item
-    rows': an item's fields are no page text) and make them due at *now*. Kept
-    contents cannot give new ones: they are of the old text too."""
+def check_content_scheme(database: Backend, schemes: tuple[str, ...], now: float) -> int:
+    """Store *schemes*' first (what decides a page's text: ``ContentOptions.scheme``;
+    the others spell it as earlier versions did); if the state's fingerprints were
+    taken another way, mark its pages' as old (not item rows': an item's fields are
+    no page text) and make them due at *now*. Kept contents cannot give new ones:
+    they are of the old text too. Returns the pages marked old (said in the log)."""
     stored = read_setting(database, "content_scheme")
-    if stored == scheme:
-        return
-    with database.transaction() as db:
-        _mark_old(db, db.sql.mark_old, now)
-        write_setting(db, "content_scheme", scheme)
+    if stored != schemes[0]:
+        with database.transaction() as db:
+            if stored not in schemes:
+                _mark_old(db, db.sql.mark_old, now)
+            write_setting(db, "content_scheme", schemes[0])
+    count = old_fingerprints(database)
+    say_old_fingerprints(count, schemes[0])
+    return count
 
 
 def _mark_old(db: Session, statement: str, now: float) -> int:
@@ -200,7 +204,8 @@ def say_old_fingerprints(count: int, scheme: str) -> None:
     """The run's one line on what a new text scheme costs, and when it is paid."""
     if count:
         logger.info(
-            "%d pages have a fingerprint taken another way than today's (text scheme now %s): "
+            "%d pages have a fingerprint taken another way than today's (a changed setting or "
+            "volatile rule, a converter that writes text otherwise; text scheme now %s): "
             "each is re-read whole in this run (%d requests without If-None-Match or "
             "If-Modified-Since, made due now if their schedule had not) and its new "
             "fingerprint taken without reporting a change (stat "
