@@ -14,6 +14,9 @@ GONE_STATUSES = frozenset({404, 410})
 #: Marks a fingerprint taken another way than today's (an upgrade, a changed setting:
 #: ``state/upkeep.py``): the page's next fetch reads it whole and takes a new baseline.
 OLD_FINGERPRINT = "old:"
+#: A page the sitemaps no longer list that answers one of these to another page of
+#: the site has moved there: its row is gone (``spiders/page_items.moved_away``).
+MOVED_STATUSES = frozenset({301, 308})
 
 
 class Outcome(str, Enum):
