@@ -96,6 +96,7 @@ class IncrementalStatePipeline:
             held.hold_over(self.store)
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
+            stats.inc(self.crawler.stats, stats.OLD_FINGERPRINTS, self.store.old_fingerprints)
             with contextlib.suppress(StateLockedError):  # said and handled at close
                 self.store.hand_off()
 

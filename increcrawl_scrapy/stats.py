@@ -87,6 +87,8 @@ NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, aske
 NOT_FOUND_CATCH_ALL = "increcrawl/soft_404/catch_all"
 PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
 REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
+#: Pages whose fingerprint was of an old text scheme at the start: re-read whole.
+OLD_FINGERPRINTS = "increcrawl/pages/old_fingerprints"
 #: Items not delivered: identical to one of their page's previous version.
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.

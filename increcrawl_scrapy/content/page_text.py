@@ -25,6 +25,7 @@ from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.content.markdown import html_to_markdown
 from increcrawl_scrapy.content.parse import parse_html
+from increcrawl_scrapy.content.scheme_samples import samples_digest
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
@@ -92,8 +93,25 @@ class ContentOptions:
         )
 
     def scheme(self) -> str:
-        """What decides a page's text: stored with the state, so that a change of
-        it (a setting, an upgrade of the converters) takes new baselines silently."""
+        """What decides a page's text: stored with the state, so that a change of it
+        (a setting, the parser's version, a converter that writes the text otherwise)
+        takes new baselines. The markdown converter is named by its samples' text, not
+        its version: its upgrades that change no text re-read nothing
+        (``content/scheme_samples.py``); trafilatura's whole version is named."""
+        return (
+            f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
+            f"comments={int(self.keep_comments)};resiliparse={_version('resiliparse')};"
+            f"trafilatura={_version('trafilatura', whole=True)};"
+            f"markdown={samples_digest(html_to_markdown)}"
+        )
+
+    def schemes(self) -> tuple[str, ...]:
+        """Its scheme, then how earlier versions spelt it (``check_content_scheme``)."""
+        return self.scheme(), self.versions_scheme()
+
+    def versions_scheme(self) -> str:
+        """The scheme as spelt before the samples (the libraries' versions): a state
+        that stored it under today's versions was fingerprinted as today's."""
         converters = ("html-to-markdown", "resiliparse", "trafilatura")  # and the parser
         libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
@@ -173,8 +191,11 @@ def _stable_chars(
     return len("".join(kept.split()))
 
 
-def _version(name: str) -> str:
+def _version(name: str, *, whole: bool = False) -> str:
+    """*name*'s installed version: major.minor, or *whole* (trafilatura's patch
+    releases change extracted text too: 2.3.1 that of 5 of 409 real pages)."""
     try:
-        return ".".join(version(name).split(".")[:2])
+        found = version(name)
     except PackageNotFoundError:
         return "-"
+    return found if whole else ".".join(found.split(".")[:2])

@@ -69,7 +69,7 @@ class StateStore(OperatorEdits, StoreReadings):
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
-        content_scheme: str | None = None,
+        content_scheme: tuple[str, ...] | None = None,
         keys_as_stored: bool = False,
         history_runs: int = 100,
     ) -> None:
@@ -110,6 +110,7 @@ class StateStore(OperatorEdits, StoreReadings):
         )
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
+        self.old_fingerprints = 0  # pages of an old text scheme when it opened
         claims = None
         if shared:  # claims and writes with a connection of their own (results.py)
             try:
@@ -141,9 +142,10 @@ class StateStore(OperatorEdits, StoreReadings):
                     self.database,
                     (*VOLATILE_PATTERNS, *volatile_patterns),
                     partial(content_fingerprint, extra_patterns=volatile_patterns),
+                    clock(),
                 )
             if content_scheme is not None:
-                check_content_scheme(self.database, content_scheme)
+                self.old_fingerprints = check_content_scheme(self.database, content_scheme, clock())
         except BaseException:
             self.close()
             raise
@@ -179,7 +181,7 @@ class StateStore(OperatorEdits, StoreReadings):
             ),
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
-            content_scheme=ContentOptions.from_config(config).scheme(),
+            content_scheme=ContentOptions.from_config(config).schemes(),
             keys_as_stored=keys_as_stored,
             history_runs=config.history_runs,
         )
