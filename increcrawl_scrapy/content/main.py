@@ -22,6 +22,9 @@ In this order:
    trafilatura would make, but keeping the page's structure (its headings), so the
    text has the same shape whichever way it was found.
 
+A page too large for steps 3 and 4 (``extract=False``: their cost grows faster than
+the page, minutes for a 10 MB table) goes from step 2 to the whole body, "cut".
+
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
 links and "on this page" boxes sit inside the main element on many themes.
@@ -43,7 +46,7 @@ from cssselect import GenericTranslator, SelectorError
 logger = logging.getLogger(__name__)
 
 #: How the main content was found, in the order tried.
-HOW = ("selector", "main", "article", "named", "extracted", "whole")
+HOW = ("selector", "main", "article", "named", "extracted", "whole", "cut")
 
 _MAIN = lxml.etree.XPath("//main | //*[@role='main']")
 _ARTICLE = lxml.etree.XPath("//article")
@@ -105,22 +108,31 @@ class MainContent(NamedTuple):
 
 
 def main_content(
-    html: str, selector: str | None = None, measure: Callable[[str], int] | None = None
+    html: str,
+    selector: str | None = None,
+    measure: Callable[[str], int] | None = None,
+    *,
+    extract: bool = True,
 ) -> MainContent:
     """The page's main content, how it was found, its canonical link and the links
     in it (the site's navigation, sidebars and footer left out, as from its text).
     *measure* says how much text an HTML fragment holds, for the short pages' rescue
     (its characters by default; the caller's measure leaves out what is volatile, so a
-    counter's width never moves a page from one way to the other)."""
+    counter's width never moves a page from one way to the other). Without
+    *extract*, steps 3 and 4 are left out (a page too large for them)."""
     root = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how, hrefs = _main(root, html, selector, measure or _chars)
+    found, how, hrefs = _main(root, html, selector, measure or _chars, extract)
     return MainContent(found, how, canonical, hrefs)
 
 
 def _main(
-    root: lxml.etree._Element, html: str, selector: str | None, measure: Callable[[str], int]
+    root: lxml.etree._Element,
+    html: str,
+    selector: str | None,
+    measure: Callable[[str], int],
+    extract: bool = True,
 ) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
@@ -130,6 +142,8 @@ def _main(
         found = xpath(root)
         if len(found) == 1:
             return _serialize(found, prune=True), how, _hrefs(found)
+    if not extract:
+        return _whole(root, "cut")
     named = _named(root, measure)
     if named is not None:
         return named
@@ -140,13 +154,18 @@ def _main(
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
+    rescued = _whole(root, "whole")
+    if extracted and measure(rescued[0]) <= found:
+        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
+    return rescued
+
+
+def _whole(root: lxml.etree._Element, how: str) -> tuple[str, str, tuple[str, ...]]:
+    """The whole body less the site's header, navigation, sidebars and footer."""
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
-    rescued = _serialize([whole], prune=False)
-    if extracted and measure(rescued) <= found:
-        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
-    return rescued, "whole", _hrefs([whole])
+    return _serialize([whole], prune=False), how, _hrefs([whole])
 
 
 def _named(

@@ -4,8 +4,10 @@ delivered (the item's ``markdown``), for direct fetches and Geonode alike.
 HTML becomes the markdown of its main content (``content/main.py``), or of the
 whole page with ``INCRECRAWL_MAIN_CONTENT = False``; text (markdown from the API,
 plain text, JSON) is taken as it is; bytes (PDF, images) are fingerprinted as
-bytes. Work is bounded: bodies over ``INCRECRAWL_MAX_PAGE_BYTES`` are refused, and
-callers run this off the reactor's thread.
+bytes. Work is bounded: bodies over ``INCRECRAWL_MAX_PAGE_BYTES`` are refused, pages
+over ``INCRECRAWL_CONTENT_MAX_BYTES`` are read in linear time (their main element,
+else their whole body less the template: no extraction, "cut"), and callers run this
+off the reactor's thread.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 #: v5: a container the page names as its content is taken whole, as a <main> is).
 SCHEME_VERSION = 5
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
+#: trafilatura's extraction of a plain 1 MB table takes about 6 s (and 20 s for 3 MB,
+#: over four minutes and 1.9 GB for 10 MB: it grows faster than the page).
+DEFAULT_CONTENT_MAX_BYTES = 1024 * 1024
 
 
 class UnusablePage(ValueError):
@@ -63,6 +68,8 @@ class ContentOptions:
     #: INCRECRAWL_VOLATILE_PATTERNS: a short page's rescue measures its text without
     #: what is volatile (the defaults' too).
     volatile: tuple[str, ...] = ()
+    #: INCRECRAWL_CONTENT_MAX_BYTES: past this, no extraction (``main_content``).
+    extract_max_bytes: int = DEFAULT_CONTENT_MAX_BYTES
 
     @classmethod
     def from_config(cls, config: IncrecrawlConfig) -> ContentOptions:
@@ -82,6 +89,7 @@ class ContentOptions:
             config.content_selector,
             config.max_page_bytes,
             tuple(config.volatile_patterns),
+            config.content_max_bytes,
         )
 
     def scheme(self) -> str:
@@ -128,7 +136,10 @@ def page_text(
     measured: dict[str, tuple[str, str | None]] = {}
     try:
         found = main_content(
-            text, options.selector, partial(_stable_chars, options.volatile, measured)
+            text,
+            options.selector,
+            partial(_stable_chars, options.volatile, measured),
+            extract=len(body) <= options.extract_max_bytes,
         )
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
