@@ -123,6 +123,8 @@ API_RETRIES = "geonode/retries"
 API_BACKOFF_MS = "geonode/retries/backoff_ms"
 API_TRANSPORT_ERRORS = "geonode/errors/transport"
 API_BAD_ANSWERS = "geonode/errors/bad_answer"
+#: Answers for an origin 2xx without the content asked for (payload.py): each try.
+API_NO_CONTENT = "geonode/errors/no_content"
 API_TOKENS = "geonode/tokens_charged"
 API_BATCH_JOBS = "geonode/batch/jobs"
 
