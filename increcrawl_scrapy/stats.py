@@ -70,6 +70,7 @@ ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
 CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_text.py)
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
+NO_TEXT = "increcrawl/pages/no_text"  # a page whose text is empty: recorded, and said
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text
 #: rel=canonical names another page whose text differs, or that is not crawled: the
 #: page is reported as a page of its own.

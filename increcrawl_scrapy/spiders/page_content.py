@@ -119,6 +119,9 @@ class PageContent:
                 item["url"],
                 self.options.extract_max_bytes,
             )
+        if not found.text.strip():  # a blank page, or one its scripts fill
+            stats.inc(self.crawler.stats, stats.NO_TEXT)
+            logger.warning("%s has no text at all: recorded as an empty page", item["url"])
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
