@@ -6,6 +6,7 @@ same converter as direct mode, and can play every documented failure on demand::
 
     with GeonodeStandIn(api_keys=["k"], concurrency_limit=4) as api:
         api.inject("503", count=2)              # the next two extract calls fail
+        api.inject("content_null")              # the origin's 200, its markdown null
         api.configure(origin_status_mode="error")
         ... crawl with GEONODE_API_URL=api.url, GEONODE_API_KEY="k" ...
         assert api.counters()["peak_concurrency"] <= 4
