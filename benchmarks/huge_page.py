@@ -13,6 +13,7 @@ page (over four minutes and 1.9 GB at 10 MB, issue #51).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,6 +70,7 @@ def main() -> None:
         return
     from increcrawl_scrapy.content.page_text import DEFAULT_CONTENT_MAX_BYTES
 
+    load = os.getloadavg()[0]  # a shared machine's load stretches both columns alike
     rows = []
     for size in (float(s) for s in args.sizes.split(",")):
         limits = [("after", DEFAULT_CONTENT_MAX_BYTES)]
@@ -90,7 +92,8 @@ def main() -> None:
         "A page of a plain repetitive table, no main element, its text taken by "
         "`page_text` in a fresh process; before: no limit (trafilatura's extraction); "
         "after: the default `INCRECRAWL_CONTENT_MAX_BYTES` (1 MiB: the whole body less "
-        "the template).\n\n" + table(["page", "", "taken", "time", "peak memory (process)"], rows)
+        f"the template). Load average at the start: {load:.1f}.\n\n"
+        + table(["page", "", "taken", "time", "peak memory (process)"], rows)
     )
     write_section(NAME, body)
 
