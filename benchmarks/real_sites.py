@@ -35,7 +35,10 @@ from benchmarks.common import table, write_section
 DAY = 86400.0
 
 
-def crawl(site_url: str, db: Path, feed: Path, shift: float, whole: bool) -> list[dict]:
+def crawl(
+    site_url: str, db: Path, feed: Path, shift: float, whole: bool, *extra: str
+) -> list[dict]:
+    """One crawl's items; *extra*: more ``NAME=value`` settings."""
     from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 
     feed.unlink(missing_ok=True)
@@ -47,6 +50,7 @@ def crawl(site_url: str, db: Path, feed: Path, shift: float, whole: bool) -> lis
         f"INCRECRAWL_MAIN_CONTENT={whole is False}",
         "LOG_LEVEL=WARNING",
         "TELNETCONSOLE_ENABLED=False",
+        *extra,
         feed=feed,
     )
     env = crawl_env(None, INCRECRAWL_TIME_SHIFT=str(shift))

@@ -9,6 +9,8 @@ from __future__ import annotations
 FINISHED = "finished"
 #: No discovery source could be read (a sitemap that 404s, is not XML...).
 DISCOVERY_FAILED = "discovery_failed"
+#: The sitemaps listed pages and every one was refused (another site's, say).
+NOTHING_DISCOVERED = "nothing_discovered"
 BAD_KEY = "geonode_bad_key"
 QUOTA_EXHAUSTED = "geonode_quota_exhausted"
 #: The API stayed down through the circuit breaker's probes.
@@ -26,6 +28,7 @@ DATABASE_IN_USE = 75
 
 EXIT_CODES = {
     DISCOVERY_FAILED: 3,
+    NOTHING_DISCOVERED: 3,
     BAD_KEY: 4,
     QUOTA_EXHAUSTED: 4,
     API_UNREACHABLE: 5,

@@ -134,19 +134,48 @@ class Scope:
     admin console, a database's HTTP API), never the site."""
 
     def __init__(
-        self, seed_host: str, *, include_subdomains: bool = False, port: int | None = None
+        self,
+        seed_host: str,
+        *,
+        include_subdomains: bool = False,
+        port: int | None = None,
+        named: set[str] | None = None,
     ) -> None:
         self.host = seed_host.lower()
         self.include_subdomains = include_subdomains
         #: The seed's port, None for the default ones (80 and 443: scheme may change).
         self.port = port
+        #: The seed's host and the hosts of its site its own redirects led to (a bare
+        #: name answering with a 301 to ``www.``): shared by the widened scope, so
+        #: what discovery learns holds for pages too.
+        self.named = named if named is not None else {self.host}
 
     def widened(self, include_subdomains: bool) -> Scope:
         """The same scope, its subdomains included if *include_subdomains*."""
-        return Scope(self.host, include_subdomains=include_subdomains, port=self.port)
+        return Scope(
+            self.host, include_subdomains=include_subdomains, port=self.port, named=self.named
+        )
+
+    def adopt(self, requested: str) -> bool:
+        """Take the host of *requested*, where a redirect of the seed's own sitemap or
+        robots.txt led, as the seed's: whether it is newly taken. Only a host of
+        the same site (``www.`` on or off) on the seed's port is: the seed's site is
+        what its redirects say it is."""
+        try:
+            requested, host = request_target(requested)
+        except UrlRefused:
+            return False
+        if host in self.named or not self.on_port(requested):
+            return False
+        if site_of(host) != site_of(self.host):
+            return False
+        self.named.add(host)
+        return True
 
     def covers(self, host: str) -> bool:
-        return host == self.host or (self.include_subdomains and host.endswith("." + self.host))
+        if host in self.named:
+            return True
+        return self.include_subdomains and any(host.endswith("." + n) for n in self.named)
 
     def on_port(self, requested: str) -> bool:
         return port_of(requested) == self.port

@@ -68,6 +68,8 @@ REDIRECT_OFFSITE = "increcrawl/redirect/offsite"
 #: Items delivered without state: no usable page URL in INCRECRAWL_URL_FIELD.
 ITEMS_WITHOUT_URL = "increcrawl/items/without_url"
 CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_text.py)
+#: Pages nested deeper than the tree holds: flattened (content/parse.py), text kept.
+CONTENT_FLATTENED = "increcrawl/content/flattened"
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
 NO_TEXT = "increcrawl/pages/no_text"  # a page whose text is empty: recorded, and said

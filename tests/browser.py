@@ -44,7 +44,7 @@ def _run(binary: str, *args: str) -> subprocess.CompletedProcess:
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
             check=False,
         )
 

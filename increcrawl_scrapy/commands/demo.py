@@ -42,7 +42,8 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
             "crawl; the demo starts from nothing: give it another --dir (or none)."
         )
         return close_reasons.BAD_INPUT
-    with SampleSite(pages=opts.pages) as site, GeonodeStandIn(api_keys=[DEMO_KEY]) as api:
+    site, api = SampleSite(pages=opts.pages, template=True), GeonodeStandIn(api_keys=[DEMO_KEY])
+    with site, api:
         print(f"Sample site:        {site.url} ({opts.pages} pages, sitemap {site.sitemap_url})")
         print(f"Stand-in Geonode:   {api.url}")
         print(f"State database:     {db}\n")
@@ -67,9 +68,11 @@ def run(settings: BaseSettings, opts: argparse.Namespace) -> int:
         _show("Run 2", second)
 
         counters = api.counters()
+        calls = counters["requests"]
         print(
-            f"Geonode API calls: {counters['requests']}, tokens charged: "
-            f"{counters['tokens_charged']}"
+            f"Geonode API calls: {sum(calls.values())} ("
+            + ", ".join(f"{count} {call}" for call, count in sorted(calls.items()))
+            + f"), tokens charged: {counters['tokens_charged']}"
         )
     print(f"\nState database: {db}")
     print(f"Feeds:          {workdir / 'run1.jsonl'}, {workdir / 'run2.jsonl'}")

@@ -100,10 +100,15 @@ def _schema_behind(reader: StateReader) -> str | None:
     )
 
 
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
 def render(data: dict[str, Any]) -> str:
     template = resources.files("increcrawl_scrapy").joinpath("templates/report.html")
-    # Inside <script>, "</" would end the element: JSON allows "<\/" for it.
-    island = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    # Inside <script>, page text must not read as markup: "</script>" ends the
+    # element, "<!--<script>" starts the double-escaped state (the island's own end
+    # tag then no longer ends it). JSON's \u escapes keep "<", ">" and "&" out of it.
+    island = json.dumps(data, ensure_ascii=False).translate(_SCRIPT_SAFE)
     return template.read_text(encoding="utf-8").replace(_PLACEHOLDER, island)
 
 

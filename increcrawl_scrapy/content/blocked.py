@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from lxml import html as lxml_html
 from lxml.etree import ParserError
+
+from increcrawl_scrapy.content.parse import parse_html
 
 #: Statuses of a direct answer that mean "not to you": the page is asked of Geonode.
 BLOCKED_STATUSES = frozenset({403, 429, 503})
@@ -56,7 +57,7 @@ def is_shell(body: bytes) -> bool:
     if b"<script" not in body.lower():
         return False
     try:
-        document = lxml_html.document_fromstring(body)
+        document = parse_html(body).root  # as a browser shows it
     except (ParserError, ValueError):
         return False
     for element in list(document.iter(*_INVISIBLE)):

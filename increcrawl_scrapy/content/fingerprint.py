@@ -71,26 +71,27 @@ def _related_section(level: int) -> str:
     )
 
 
-#: The default volatile rules, applied in this order. Each match is deleted.
-VOLATILE_PATTERNS: tuple[str, ...] = (
-    *(_related_section(level) for level in range(1, 7)),
-    _NONCE_ATTRIBUTE,
-    _NONCE_ASSIGNMENT,
-    _RENDER_TIMESTAMP,
-    _CACHE_BUSTER,
-    _VIEW_COUNTER,
-)
-# Words each default rule cannot match without (lower case): a rule whose words are
-# all absent from a page is not run on it, which spares most pages most rules.
+# Each default rule with the words it cannot match without (lower case): a rule whose
+# words are all absent from a page is not run on it, which spares most pages most
+# rules. One table, so that no rule is ever added without its words.
 _RELATED = ("related",)
-_TRIGGERS: tuple[tuple[str, ...], ...] = (
-    *(_RELATED for _ in range(1, 7)),
-    ("value", "content"),
-    ("csrf", "xsrf", "nonce", "authenticity", "verification", "session", "sid"),
-    ("rendered", "generated", "served", "cached", "built", "retrieved", "fetched"),
-    ("?",),
-    ("view", "read", "visit", "hit"),
+_DEFAULTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    *((_related_section(level), _RELATED) for level in range(1, 7)),
+    (_NONCE_ATTRIBUTE, ("value", "content")),
+    (
+        _NONCE_ASSIGNMENT,
+        ("csrf", "xsrf", "nonce", "authenticity", "verification", "session", "sid"),
+    ),
+    (
+        _RENDER_TIMESTAMP,
+        ("rendered", "generated", "served", "cached", "built", "retrieved", "fetched"),
+    ),
+    (_CACHE_BUSTER, ("?",)),
+    (_VIEW_COUNTER, ("view", "read", "visit", "hit")),
 )
+#: The default volatile rules, applied in this order. Each match is deleted.
+VOLATILE_PATTERNS: tuple[str, ...] = tuple(pattern for pattern, _ in _DEFAULTS)
+_TRIGGERS: tuple[tuple[str, ...], ...] = tuple(words for _, words in _DEFAULTS)
 #: A user's rule may take this long on one page (the ``regex`` module's timeout).
 USER_PATTERN_SECONDS = 1.0
 
@@ -129,7 +130,7 @@ def stable_text(markdown: str, extra_patterns: Iterable[str] = ()) -> str:
     lower = text.lower()
     present: dict[int, bool] = {}  # by trigger words (six rules share one set)
     for index, pattern in enumerate(compile_patterns(extra_patterns)):
-        if index < len(_TRIGGERS):
+        if index < len(_DEFAULTS):
             words = _TRIGGERS[index]
             found = present.get(id(words))
             if found is None:

@@ -27,7 +27,8 @@ the page, minutes for a 10 MB table) goes from step 2 to the whole body, "cut".
 
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
-links and "on this page" boxes sit inside the main element on many themes.
+links and "on this page" boxes sit inside the main element on many themes. An
+``aside`` with a ``doc-*`` role (a footnote, an endnote) is the page's own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ import lxml.etree
 import lxml.html
 from cssselect import GenericTranslator, SelectorError
 
+from increcrawl_scrapy.content.parse import parse_fragment, parse_html
+
 logger = logging.getLogger(__name__)
 
 #: How the main content was found, in the order tried.
@@ -55,9 +58,17 @@ _TEMPLATE_TAGS = ("nav", "aside", "footer")
 _TEMPLATE_ROLES = ("navigation", "complementary", "contentinfo", "search")
 
 
+#: An ``<aside>`` of the document's own (DPUB-ARIA's ``doc-*`` roles: footnotes,
+#: endnotes, notes; docutils writes Sphinx's footnotes so) is no sidebar of the site's.
+_TAG_TESTS = {
+    "aside": "self::aside[not(starts-with(@role, 'doc-') or .//*[starts-with(@role, 'doc-')])]"
+}
+
+
 def _any_of(tags: tuple[str, ...], roles: tuple[str, ...]) -> str:
     """An XPath predicate: an element of one of *tags*, or of one of *roles*."""
-    return " or ".join([f"self::{tag}" for tag in tags] + [f"@role='{role}'" for role in roles])
+    tests = [_TAG_TESTS.get(tag, f"self::{tag}") for tag in tags]
+    return " or ".join(tests + [f"@role='{role}'" for role in roles])
 
 
 _TEMPLATE_INSIDE = lxml.etree.XPath(f".//*[{_any_of(_TEMPLATE_TAGS, _TEMPLATE_ROLES)}]")
@@ -81,7 +92,6 @@ _CANONICAL = lxml.etree.XPath(
     "//head/link[contains(concat(' ', normalize-space(translate(@rel, 'CANONIL', "
     "'canonil')), ' '), ' canonical ')]/@href"
 )
-_PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True)
 _HREFS = lxml.etree.XPath(".//a/@href | self::a/@href")
 
 
@@ -105,6 +115,7 @@ class MainContent(NamedTuple):
     how: str  # how it was found (:data:`HOW`)
     canonical: str | None  # the page's ``rel=canonical`` href, as written
     links: tuple[str, ...] = ()  # the hrefs of the links in it, as written
+    flattened: bool = False  # nested too deep for the tree: flattened, its text kept
 
 
 def main_content(
@@ -120,16 +131,15 @@ def main_content(
     (its characters by default; the caller's measure leaves out what is volatile, so a
     counter's width never moves a page from one way to the other). Without
     *extract*, steps 3 and 4 are left out (a page too large for them)."""
-    root = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=_PARSER)
+    root, flattened = parse_html(html)  # as a browser builds it (content/parse.py)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how, hrefs = _main(root, html, selector, measure or _chars, extract)
-    return MainContent(found, how, canonical, hrefs)
+    found, how, hrefs = _main(root, selector, measure or _chars, extract)
+    return MainContent(found, how, canonical, hrefs, flattened)
 
 
 def _main(
     root: lxml.etree._Element,
-    html: str,
     selector: str | None,
     measure: Callable[[str], int],
     extract: bool = True,
@@ -147,16 +157,16 @@ def _main(
     named = _named(root, measure)
     if named is not None:
         return named
-    extracted = _extracted(html)
+    extracted = _extracted(root)
     found = measure(extracted) if extracted else 0
     if extracted and found >= RESCUE_CHARS:
-        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
+        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
     rescued = _whole(root, "whole")
     if extracted and measure(rescued[0]) <= found:
-        return extracted, "extracted", _hrefs([lxml.html.fromstring(extracted)])
+        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
     return rescued
 
 
@@ -325,7 +335,7 @@ def _hrefs(elements: list[lxml.etree._Element]) -> tuple[str, ...]:
 
 
 def _chars(fragment: str) -> int:
-    return len("".join(lxml.html.fromstring(fragment).text_content().split()))
+    return len("".join(parse_fragment(fragment).text_content().split()))
 
 
 def _prune(element: lxml.etree._Element, template: lxml.etree.XPath) -> None:
@@ -344,17 +354,20 @@ def _serialize(elements: list[lxml.etree._Element], *, prune: bool) -> str:
     return "\n".join(parts)
 
 
-def _extracted(html: str) -> str | None:
-    """trafilatura's extraction of *html*, as its ``extract`` gives it, less the work
-    ``extract`` adds that we never read (a Simhash of the text, a third of its time)."""
+def _extracted(root: lxml.etree._Element) -> str | None:
+    """trafilatura's extraction of the page, as its ``extract`` gives it, less the work
+    ``extract`` adds that we never read (a Simhash of the text, a third of its time).
+    It reads a copy of our tree (it prunes the tree it is given), not the HTML: its
+    own parse would be libxml2's, not a browser's."""
     from trafilatura import bare_extraction
 
     options, returnstring = _trafilatura()
+    page = deepcopy(root)
     if returnstring is None:  # a trafilatura without the step: its extract() whole
         import trafilatura
 
-        return trafilatura.extract(html, options=options)
-    document = bare_extraction(html, options=options, as_dict=False)
+        return trafilatura.extract(page, options=options)
+    document = bare_extraction(page, options=options, as_dict=False)
     return returnstring(document, options) if document is not None else None
 
 

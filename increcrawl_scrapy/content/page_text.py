@@ -19,12 +19,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, NamedTuple
 
 import lxml.etree
+import lxml.html
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.content.fingerprint import PatternTimeout, stable_text
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.content.markdown import html_to_markdown
+from increcrawl_scrapy.content.parse import parse_html
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
 #: Moves whenever what a page's text is changes (v1: the whole page's markdown; v2:
 #: its main content; v3: a short page's rescue keeps its headings; v4: an add-on
 #: page's fingerprint covers only the links of its main content, not its template's;
-#: v5: a container the page names as its content is taken whole, as a <main> is).
-SCHEME_VERSION = 5
+#: v5: a container the page names as its content is taken whole, as a <main> is;
+#: v6: HTML read as browsers build their DOM (content/parse.py, not libxml2's parser),
+#: and an <aside> with a doc-* role, a footnote, is the page's own).
+SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
 #: trafilatura's extraction of a plain 1 MB table takes about 6 s (and 20 s for 3 MB,
 #: over four minutes and 1.9 GB for 10 MB: it grows faster than the page).
@@ -95,7 +99,7 @@ class ContentOptions:
     def scheme(self) -> str:
         """What decides a page's text: stored with the state, so that a change of
         it (a setting, an upgrade of the converters) takes new baselines silently."""
-        converters = ("html-to-markdown", "trafilatura")
+        converters = ("html-to-markdown", "resiliparse", "trafilatura")  # and the parser
         libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
             f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
@@ -113,6 +117,8 @@ class PageText(NamedTuple):
     #: Its text as the default rules fingerprint it, when taken already (a page
     #: without ``<main>`` is measured so): not taken twice.
     stable: str | None = None
+    #: An HTML page nested too deep for the tree: flattened, every text kept.
+    flattened: bool = False
 
 
 def page_text(
@@ -144,9 +150,16 @@ def page_text(
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
     if not options.main_only:
-        return PageText(html_to_markdown(text), "page", found.canonical)
+        # The converter reads the HTML itself, as a browser does, but cuts text nested
+        # past about 1,000 levels: a page that deep is converted as flattened here.
+        whole = (
+            lxml.html.tostring(parse_html(text).root, encoding="unicode")
+            if found.flattened
+            else text
+        )
+        return PageText(html_to_markdown(whole), "page", found.canonical, flattened=found.flattened)
     markdown, stable = measured.get(found.html) or (html_to_markdown(found.html), None)
-    return PageText(markdown, found.how, found.canonical, found.links, stable)
+    return PageText(markdown, found.how, found.canonical, found.links, stable, found.flattened)
 
 
 def _stable_chars(

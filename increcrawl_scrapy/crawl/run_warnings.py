@@ -12,6 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from increcrawl_scrapy import compat
+from increcrawl_scrapy.crawl.expected_failures import in_one_line
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -54,7 +55,9 @@ class KeptWarnings(logging.Handler):
 
 
 def keep_warnings(crawler: Crawler) -> KeptWarnings:
-    """Start keeping the crawl's warnings (once per crawler; until ``release``)."""
+    """Start keeping the crawl's warnings (once per crawler; until ``release``), the
+    expected network failures among them said in one line."""
+    in_one_line()
     crawl = compat.kept_of_crawl(crawler)
     kept: KeptWarnings | None = crawl.get("warnings")
     if kept is None:

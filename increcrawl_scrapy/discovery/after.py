@@ -12,6 +12,7 @@ from increcrawl_scrapy.state import RunOver, StateError, driver_errors
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
+    from increcrawl_scrapy.scope import Scope
     from increcrawl_scrapy.state import Run
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,30 @@ def discovery_stopped(state: Any, error: Exception, collector: StatsCollector | 
     state.discovery_complete = False
     stats.inc(collector, stats.DISCOVERY_INCOMPLETE)
     return False
+
+
+def nothing_kept(collector: StatsCollector | None, scope: Scope) -> bool:
+    """Whether the sitemaps read listed pages and every one was refused: said in one
+    line (what refused them, and the site they had to be on), for the run to end so."""
+    if collector is None or collector.get_value(stats.DISCOVERED):
+        return False
+    prefix = stats.SITEMAP_SKIPPED.format(reason="")
+    refused = {
+        key[len(prefix) :]: count
+        for key, count in collector.get_stats().items()
+        if key.startswith(prefix) and count
+    }
+    if not refused:
+        return False
+    logger.warning(
+        "The sitemaps listed %d page URLs and none was kept (%s): nothing is discovered; "
+        "pages must be on %s (their own redirects decide: a seed on the bare name of a "
+        "www. site is followed there)",
+        sum(refused.values()),
+        ", ".join(f"{count} {reason}" for reason, count in sorted(refused.items())),
+        " or ".join(sorted(scope.named)),
+    )
+    return True
 
 
 async def after_discovery(run: Run, complete: bool, collector: StatsCollector | None) -> None:

@@ -280,12 +280,20 @@ class SitemapWalk:
         stats.inc(self.stats, stats.DISCOVERED, ingested.recorded - repeats)
         stats.inc(self.stats, stats.INVALID_URLS, ingested.read - ingested.recorded)
 
+    def _salt(self) -> bytes:
+        """What else changes what a sitemap yields, with the hosts the seed's redirects
+        named (a sitemap read whole before they were known is read again)."""
+        named = self.page_scope.named
+        if len(named) == 1:
+            return self.digest_salt
+        return self.digest_salt + ("|" + ",".join(sorted(named))).encode()
+
     def _ingest(self, url: str, body: bytes, validators: Validators) -> Ingested:
         """Parse one sitemap and upsert its URLs as they stream (in a worker thread)."""
         ingested = Ingested(SitemapStats())
         sitemap_stats = ingested.stats
         xml = decompress(body, self.config.sitemap_max_bytes)
-        digest = hashlib.sha256(self.digest_salt + xml).hexdigest()
+        digest = hashlib.sha256(self._salt() + xml).hexdigest()
         twin = self._digests.setdefault(digest, url)
         if twin != url:  # the same document under another name: read once
             sitemap_stats.kind = f"{DUPLICATE}{twin}"

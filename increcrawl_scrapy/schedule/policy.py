@@ -19,6 +19,7 @@ from increcrawl_scrapy.schedule.estimator import History, change_rate, interval_
 from increcrawl_scrapy.schedule.rows import (
     ALIAS_MARK,
     GONE_STATUSES,
+    MOVED_STATUSES,
     SAMPLE_COUNTED,
     STALE,
     TRUSTED,
@@ -77,12 +78,15 @@ def classify(
     fetched_before: bool,
     was_gone: bool = False,
     never_delivered: bool = False,
+    moved: bool = False,
 ) -> Outcome:
     """Decide the outcome of a fetch from the origin status and the fingerprints.
     A gone page that answers again is ``new``: it is back. A 404/410 of a page
     *never_delivered* (nothing of it can have reached a feed: a dead sitemap entry
-    at its first fetch) is ``still_gone``, not ``gone``: nothing to delete downstream."""
-    if status in GONE_STATUSES:
+    at its first fetch) is ``still_gone``, not ``gone``: nothing to delete downstream.
+    A permanent redirect is gone when the page *moved* (it answered one to another page
+    of the site); any other (off-site, say) is an error."""
+    if status in GONE_STATUSES or (moved and status in MOVED_STATUSES):
         return Outcome.STILL_GONE if was_gone or never_delivered else Outcome.GONE
     if status == 304 and not was_gone:
         return Outcome.NOT_MODIFIED

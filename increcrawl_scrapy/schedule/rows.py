@@ -11,6 +11,9 @@ from enum import Enum
 from typing import NamedTuple
 
 GONE_STATUSES = frozenset({404, 410})
+#: A page the sitemaps no longer list that answers one of these to another page of
+#: the site has moved there: its row is gone (``spiders/page_items.moved_away``).
+MOVED_STATUSES = frozenset({301, 308})
 
 
 class Outcome(str, Enum):

@@ -19,7 +19,6 @@ import scrapy
 from protego import Protego
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
-from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
@@ -27,7 +26,12 @@ from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.discovery.after import after_discovery, discovery_stopped, stopped
+from increcrawl_scrapy.discovery.after import (
+    after_discovery,
+    discovery_stopped,
+    nothing_kept,
+    stopped,
+)
 from increcrawl_scrapy.discovery.sources import (
     Discoverer,
     DiscoveryInputs,
@@ -38,7 +42,7 @@ from increcrawl_scrapy.discovery.url_rules import UrlRules
 from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
 from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
 from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
-from increcrawl_scrapy.geonode.payload import META_ANSWER, META_PARAMS
+from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.spiders import progress
@@ -49,18 +53,21 @@ from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
+    META_UNLISTED,
     META_URL,
     OFFSITE,
     collected,
     conditions,
     failed_item,
     final_url_of,
+    moved_item,
     page_item,
     row_of,
     tokens_of,
     too_large,
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
+from increcrawl_scrapy.spiders.site_fetch import SiteFetch
 from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
 from increcrawl_scrapy.spiders.tokens import TokenBudget, month_share
 from increcrawl_scrapy.state import CHUNK, StateLockedError
@@ -133,6 +140,7 @@ class IncrementalSpider(scrapy.Spider):
         self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
+        self._site_fetch: SiteFetch  # sitemaps and robots.txt; set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
         self._hybrid: HybridFetch | None = None  # INCRECRAWL_FETCHER = "hybrid"
 
@@ -146,6 +154,7 @@ class IncrementalSpider(scrapy.Spider):
         spider._rules = UrlRules.from_config(config)
         spider._progress = progress.Progress(crawler, config.progress_interval)
         spider.increcrawl_scope = spider._sitemap_scope.widened(config.include_subdomains)
+        spider._site_fetch = SiteFetch(crawler, config.sitemap_max_bytes, spider._sitemap_scope)
         spider._content = PageContent.of(crawler, config, spider._origin, spider.increcrawl_scope)
         spider._digest_salt = digest_salt(
             spider.seed_host, spider._sitemap_scope.port, config, spider._rules
@@ -237,7 +246,11 @@ class IncrementalSpider(scrapy.Spider):
             singles, batched = self._split(due)
             if batched:
                 batched = await robots_allowed(
-                    batched, self._fetch, self.crawler.settings, self.crawler.stats, self._robots
+                    batched,
+                    self._site_fetch,
+                    self.crawler.settings,
+                    self.crawler.stats,
+                    self._robots,
                 )
             for page in singles:
                 if not await tokens.take_one():
@@ -283,7 +296,7 @@ class IncrementalSpider(scrapy.Spider):
     def _discovery_inputs(self) -> DiscoveryInputs:
         return DiscoveryInputs(
             sources=self.sources,
-            fetch=self._fetch,
+            fetch=self._site_fetch,
             sitemap_scope=self._sitemap_scope,
             page_scope=self.increcrawl_scope,
             config=self.config,
@@ -304,28 +317,11 @@ class IncrementalSpider(scrapy.Spider):
                 close_reasons.DISCOVERY_FAILED,
             )
             state.failure = close_reasons.DISCOVERY_FAILED
+        elif nothing_kept(self.crawler.stats, self._sitemap_scope):
+            # Not the site's answer but a mismatch: its rows are not all missing.
+            state.failure = close_reasons.NOTHING_DISCOVERED
+            self.discovery_complete = state.discovery_complete = False
         await after_discovery(run, self.discovery_complete, self.crawler.stats)
-
-    async def _fetch(
-        self, url: str, headers: dict[str, str] | None = None
-    ) -> scrapy.http.Response | None:
-        """A sitemap or robots.txt, straight from the site (never through the API)."""
-        request = Request(
-            url,
-            headers=headers,
-            callback=NO_CALLBACK,
-            dont_filter=True,
-            meta={
-                META_PARAMS: False,
-                "download_maxsize": self.config.sitemap_max_bytes,
-                "download_warnsize": self.config.sitemap_max_bytes,
-            },
-        )
-        try:
-            return await compat.download(self.crawler, request)
-        except Exception as exc:  # DNS, refused, too large, ignored by robots.txt...
-            logger.warning("Could not fetch %s: %s", url, exc)
-            return None
 
     # -- fetching pages ----------------------------------------------------------
 
@@ -341,6 +337,7 @@ class IncrementalSpider(scrapy.Spider):
                 "download_maxsize": self.config.max_page_bytes,  # decompressed too
                 META_URL: page.url,
                 META_KEY: page.normalized_url,
+                META_UNLISTED: page.missing_runs > 0,
             },
         )
         if self._hybrid is None:
@@ -373,6 +370,10 @@ class IncrementalSpider(scrapy.Spider):
                 "error_kind": OFFSITE,
                 "site_failure": True,
             }
+            return
+        moved = moved_item(response, row, final_url, self._content.another_row)
+        if moved is not None:
+            yield moved
             return
         callback = self._rule_callback(row["url"]) if response.status == 200 else None
         if callback is not None:

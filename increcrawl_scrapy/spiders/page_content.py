@@ -20,6 +20,7 @@ from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+from increcrawl_scrapy.content.parse import FLATTEN_DEPTH
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import hidden
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
@@ -110,6 +111,13 @@ class PageContent:
         if found is None:
             return item
         stats.inc(self.crawler.stats, stats.CONTENT_FOUND, how=found.how)
+        if found.flattened:  # its text is whole; its structure is not the page's
+            stats.inc(self.crawler.stats, stats.CONTENT_FLATTENED)
+            logger.warning(
+                "%s: elements nested deeper than %d flattened (as browsers do), its text kept",
+                item["url"],
+                FLATTEN_DEPTH,
+            )
         if found.how == "whole":  # no main content found: the template in its text
             crawl_state(self.crawler).hidden.taken_whole(item["url"])
         elif found.how == "cut":
@@ -151,10 +159,7 @@ class PageContent:
         if self._paused and self._in_hand <= BACKLOG // 2 and engine is not None:
             engine.unpause()
             self._paused = False
-            # Wake the engine now rather than at its next heartbeat (seconds away).
-            nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
-            if nextcall is not None:
-                nextcall.schedule()
+            compat.wake_engine(self.crawler)  # now, not at its next heartbeat (seconds away)
 
     def alias_of(self, item: dict[str, Any], canonical: str | None) -> str | None:
         """The other URL of the site this page names as its canonical one, if any (an
@@ -171,6 +176,16 @@ class PageContent:
         except ValueError:
             return None
         return target  # an alias if its text is that page's (crawl/aliases.py)
+
+    def another_row(self, item: dict[str, Any], url: str) -> bool:
+        """Whether *url* is kept by the state under another key than *item*'s page (a
+        page of the site that moved to ``www.`` has a row there of its own)."""
+        try:
+            return self.normalize(url) != (
+                item.get("normalized_url") or self.normalize(item["url"])
+            )
+        except ValueError:
+            return False
 
     async def learn_not_found(self, ask: bool = True) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"

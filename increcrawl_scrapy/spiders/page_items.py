@@ -4,7 +4,7 @@ fields of a response, a failure or a batch result (the pipeline records them).""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import scrapy
@@ -16,13 +16,15 @@ from increcrawl_scrapy.content.page_text import PageTooLarge
 from increcrawl_scrapy.geonode.errors import GeonodeError
 from increcrawl_scrapy.geonode.payload import META_ANSWER
 from increcrawl_scrapy.redirects import OffsiteRedirect
-from increcrawl_scrapy.schedule.rows import PageState
+from increcrawl_scrapy.schedule.rows import MOVED_STATUSES, PageState
 
 logger = logging.getLogger(__name__)
 
 #: Request meta: the URL as the row has it, and the row's key.
 META_URL = "increcrawl_url"
 META_KEY = "increcrawl_key"
+#: Request meta: the sitemaps no longer list the row (a redirect may be a move).
+META_UNLISTED = "increcrawl_unlisted"
 
 
 def conditions(page: PageState) -> dict[str, str]:
@@ -115,6 +117,34 @@ def page_item(
         "etag": header_of(response, "ETag"),
         "last_modified": header_of(response, "Last-Modified"),
     }
+
+
+def moved_away(response: scrapy.http.Response, final: str | None) -> int | None:
+    """The permanent redirect a page the sitemaps no longer list answered with, to
+    *final* (another page of the site): it moved there (a slug change, a move to
+    ``www.``), and its row is gone. None for any other answer: a listed page's
+    redirect is the page's (the sitemap names it), a temporary one is no move."""
+    if final is None or not response.meta.get(META_UNLISTED):
+        return None
+    statuses = [s for s in response.meta.get("redirect_reasons") or () if isinstance(s, int)]
+    if not statuses or not MOVED_STATUSES.issuperset(statuses):
+        return None
+    return statuses[0]
+
+
+def moved_item(
+    response: scrapy.http.Response,
+    row: dict[str, Any],
+    final: str | None,
+    another_row: Callable[[dict[str, Any], str], bool],
+) -> dict[str, Any] | None:
+    """The item of a page that moved away (``moved_away``) to *final*, a page the state
+    keeps under another key than *row*'s; None when it did not."""
+    status = moved_away(response, final)
+    if status is None or final is None or not another_row(row, final):
+        return None
+    logger.info("%s moved to %s (%d): gone", row["url"], final, status)
+    return {**row, "http_status": status, "final_url": final, "markdown": None}
 
 
 def final_url_of(response: scrapy.http.Response) -> str | None:

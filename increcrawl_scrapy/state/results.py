@@ -4,7 +4,6 @@ A page's current state is, in this order: its result not yet written (pending or
 then the batch being written), else the row the queue handed out or ``load`` read, else
 the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
-
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
 (``writes.Writer``) with a connection of its own, while recording goes on into fresh
@@ -206,6 +205,7 @@ class Results(RowLoads):
             fetched_before=bool(previous and previous.last_fetched is not None),
             was_gone=bool(previous and previous.gone),
             never_delivered=self._never_delivered(previous),
+            moved=final_url is not None,
         )
         rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous, items_changed)
         outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline

@@ -4,12 +4,18 @@ benchmarks of what a page's own content is.
 The pages' sources are ours (deterministic text with paragraphs, lists, code and a
 table); the HTML around them is the generator's: MkDocs's default theme lists every
 page in each page's navigation, Sphinx's alabaster a sidebar with the whole toctree,
-the Hugo layout a menu of every page and a "recent posts" box. Serve ``out`` with any
-web server (the tests use nginx). Needs ``mkdocs``, ``sphinx`` (PyPI) and ``hugo``.
+the Hugo layout a menu of every page and a "recent posts" box. Any other theme of
+theirs is one ``theme`` away (MkDocs Material, with template overrides in
+``overrides``; furo, the Read the Docs theme, the PyData theme; a Hugo theme's folder
+in ``hugo_theme``); ``testing/more_generators.py`` builds Jekyll and VitePress too.
+``nav_labels`` renames pages in the site's navigation only (a navigation-only
+rebuild). Serve ``out`` with any web server (the tests use nginx). Needs ``mkdocs``,
+``sphinx`` (PyPI) and ``hugo``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -27,6 +33,8 @@ THEMES = {
     "mkdocs": ("mkdocs", "readthedocs"),
     "sphinx": ("alabaster", "classic"),
     "hugo": ("plain", "boxed"),
+    "jekyll": ("minima", "minima"),
+    "vitepress": ("default", "default"),
 }
 _WORD_TEXT = (
     "cache request response spider crawler pipeline item setting signal engine scheduler "
@@ -46,6 +54,10 @@ _SHAPES = (
 )
 
 
+#: Text a page's encoding, entities and a browser's serialization could each change.
+_UNICODE = "Notes: café, naïve, “quoted”, 5\u00a0€ \u2014 ✓ 1 < 2 & 3 > 2, 日本語."
+
+
 def _sentence(rng: random.Random) -> str:
     return rng.choice(_SHAPES).format(*(rng.choice(_WORDS) for _ in range(3)))
 
@@ -58,16 +70,22 @@ class Page:
     edits: int = 0
     written: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
     created: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
+    footnote: str = "A footnote."
 
     def markdown(self) -> str:
         body = [f"# {self.title}", ""]
         for index, paragraph in enumerate(self.paragraphs):
             body += [paragraph, ""]
+            if index == 0:
+                body += [_UNICODE, ""]
             if index == 1:
                 body += [f"- {w}" for w in self.title.lower().split()] + [""]
             if index == 2:
                 body += ["```python", f"settings = {{'{self.slug.upper()}': {index}}}", "```", ""]
+                body += ["## Settings", ""]  # a table of contents, where the theme has one
+                body += ['!!! note "Keep in mind"', f"    {self.slug} is read once.[^1]", ""]
         body += ["| option | value |", "| --- | --- |", f"| {self.slug} | {len(self.paragraphs)} |"]
+        body += ["", f"[^1]: {self.footnote}"]
         return "\n".join(body) + "\n"
 
     def rst(self) -> str:
@@ -75,16 +93,22 @@ class Page:
         body = [bar, self.title, bar, ""]
         for index, paragraph in enumerate(self.paragraphs):
             body += [paragraph, ""]
+            if index == 0:
+                body += [_UNICODE, ""]
             if index == 1:
                 body += [f"* {w}" for w in self.title.lower().split()] + [""]
             if index == 2:
                 code = f"   settings = {{'{self.slug}': {index}}}"
                 body += [".. code-block:: python", "", code, ""]
+                body += [".. note::", "", f"   {self.slug} is read once [#]_.", ""]
+        body += [f".. [#] {self.footnote}", ""]
         return "\n".join(body) + "\n"
 
 
 class DocSite:
     """A site's sources and its build. ``out`` is what a web server serves."""
+
+    generators: tuple[str, ...] = GENERATORS
 
     def __init__(
         self,
@@ -97,14 +121,20 @@ class DocSite:
     ) -> None:
         """*own_sitemap*: MkDocs's own sitemap (every page dated with the build), not
         one with each page's date of last edit (Hugo's is its own either way)."""
-        if generator not in GENERATORS:
-            raise ValueError(f"generator must be one of {GENERATORS}")
+        if generator not in self.generators:
+            raise ValueError(f"generator must be one of {self.generators}")
         self.generator = generator
         self.own_sitemap = own_sitemap
         self.src = workdir / "src"
         self.out = workdir / "out"
         self.base_url = base_url.rstrip("/")
         self.theme = THEMES[generator][0]
+        #: Template overrides (MkDocs: ``custom_dir``), by path inside it.
+        self.overrides: dict[str, str] = {}
+        #: A Hugo theme's folder (its name is the folder's), instead of our layout.
+        self.hugo_theme: Path | None = None
+        #: Labels of pages in the site's navigation only (by slug; else the title).
+        self.nav_labels: dict[str, str] = {}
         self.footer_year = 2026
         self.rng = random.Random(seed)  # noqa: S311 (text, not secrets)
         self.pages: dict[str, Page] = {}
@@ -135,11 +165,21 @@ class DocSite:
         page.paragraphs[index] = f"Revision {page.edits}: " + _sentence(self.rng)
         page.written = self.today
 
+    def edit_footnote(self, slug: str) -> None:
+        """A real edit of the page's footnote only."""
+        page = self.pages[slug]
+        page.edits += 1
+        page.footnote = f"A footnote, revision {page.edits}."
+        page.written = self.today
+
     def advance(self, days: float = 1) -> None:
         self.today += timedelta(days=days)
 
+    def nav_label(self, slug: str) -> str:
+        return self.nav_labels.get(slug, self.pages[slug].title)
+
     def url_of(self, slug: str) -> str:
-        if self.generator == "sphinx":
+        if self.generator in ("sphinx", "vitepress"):
             return f"{self.base_url}/{slug}.html"
         return f"{self.base_url}/{slug}/"
 
@@ -151,6 +191,8 @@ class DocSite:
         lists): a page added or removed is a real change of theirs."""
         if self.generator == "hugo":
             return {f"{self.base_url}/", f"{self.base_url}/posts/"}
+        if self.generator == "jekyll":
+            return {f"{self.base_url}/"}
         return set()
 
     # -- building -----------------------------------------------------------------
@@ -167,7 +209,7 @@ class DocSite:
         for path in self.out.rglob("*"):
             os.utime(path, (stamp, stamp))
 
-    def _run(self, *command: str) -> None:
+    def run(self, *command: str) -> None:
         subprocess.run(  # noqa: S603 (our own commands, no shell)
             command,
             cwd=self.src,
@@ -182,28 +224,39 @@ class DocSite:
         (docs / "index.md").write_text("# Home\n\nThe documentation's home page.\n")
         for slug, page in self.pages.items():
             (docs / f"{slug}.md").write_text(page.markdown())
+        for name, text in self.overrides.items():
+            (self.src / "overrides" / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.src / "overrides" / name).write_text(text)
+        custom = "  custom_dir: overrides\n" if self.overrides else ""
+        nav = "".join(f"  - {json.dumps(self.nav_label(s))}: {s}.md\n" for s in sorted(self.pages))
         (self.src / "mkdocs.yml").write_text(
             f"site_name: Example docs\nsite_url: {self.base_url}/\ntheme:\n  name: {self.theme}\n"
-            f"copyright: Copyright {self.footer_year} Example\n"
+            f"{custom}copyright: Copyright {self.footer_year} Example\n"
+            f"nav:\n  - Home: index.md\n{nav}"
+            "markdown_extensions:\n  - admonition\n  - footnotes\n  - tables\n"
+            "  - toc:\n      permalink: true\n"
         )
-        self._run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
+        self.run(sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(self.out))
         if not self.own_sitemap:  # MkDocs dates every page with the build
-            self._write_sitemap()
+            self.write_sitemap()
 
     def _build_sphinx(self) -> None:
         (self.src / "conf.py").write_text(
             f"project = 'Example'\ncopyright = '{self.footer_year}, Example'\n"
             f"html_theme = '{self.theme}'\nhtml_baseurl = '{self.base_url}/'\n"
         )
-        toctree = "\n".join(f"   {slug}" for slug in sorted(self.pages))
+        toctree = "\n".join(
+            f"   {self.nav_labels[slug]} <{slug}>" if slug in self.nav_labels else f"   {slug}"
+            for slug in sorted(self.pages)
+        )
         (self.src / "index.rst").write_text(
             f"Example\n=======\n\n.. toctree::\n   :maxdepth: 2\n\n{toctree}\n"
         )
         for slug, page in self.pages.items():
             (self.src / f"{slug}.rst").write_text(page.rst())
         shutil.rmtree(self.out, ignore_errors=True)
-        self._run(sys.executable, "-m", "sphinx", "-q", "-b", "html", "-E", ".", str(self.out))
-        self._write_sitemap()
+        self.run(sys.executable, "-m", "sphinx", "-q", "-b", "html", "-E", ".", str(self.out))
+        self.write_sitemap()
 
     def _build_hugo(self) -> None:
         content = self.src / "content" / "posts"
@@ -212,9 +265,29 @@ class DocSite:
             created = (page.created + timedelta(minutes=number)).isoformat()
             stamp = (page.written + timedelta(minutes=number)).isoformat()
             (content / f"{slug}.md").write_text(
-                f'---\ntitle: "{page.title}"\ndate: {created}\nlastmod: {stamp}\n'
-                f'url: "/{slug}/"\n---\n\n' + page.markdown().split("\n", 2)[2]
+                f'---\ntitle: "{page.title}"\nlinkTitle: "{self.nav_label(slug)}"\n'
+                f'date: {created}\nlastmod: {stamp}\nurl: "/{slug}/"\n---\n\n'
+                + page.markdown().split("\n", 2)[2]
             )
+        config = (
+            f'baseURL = "{self.base_url}/"\ntitle = "Example blog"\n'
+            f'copyright = "{self.footer_year}"\ndisableKinds = ["taxonomy", "term", "RSS"]\n'
+        )
+        if self.hugo_theme is not None:  # the theme's layouts, its menu from the config
+            shutil.copytree(self.hugo_theme, self.src / "themes" / self.hugo_theme.name)
+            menu = "".join(
+                f'[[menu.main]]\nname = "{self.nav_label(slug)}"\nurl = "/{slug}/"\n'
+                f"weight = {number}\n"
+                for number, slug in enumerate(sorted(self.pages))
+            )
+            config = f'theme = "{self.hugo_theme.name}"\n{config}{menu}'
+        else:
+            self._hugo_layouts()
+        (self.src / "config.toml").write_text(config)
+        shutil.rmtree(self.out, ignore_errors=True)
+        self.run("hugo", "--quiet", "-d", str(self.out))
+
+    def _hugo_layouts(self) -> None:
         layouts = self.src / "layouts" / "_default"
         layouts.mkdir(parents=True)
         boxed = self.theme == "boxed"
@@ -222,14 +295,8 @@ class DocSite:
         (layouts / "baseof.html").write_text(base)
         (layouts / "single.html").write_text(_HUGO_SINGLE)
         (layouts / "list.html").write_text(_HUGO_LIST)
-        (self.src / "config.toml").write_text(
-            f'baseURL = "{self.base_url}/"\ntitle = "Example blog"\n'
-            f'copyright = "{self.footer_year}"\ndisableKinds = ["taxonomy", "term", "RSS"]\n'
-        )
-        shutil.rmtree(self.out, ignore_errors=True)
-        self._run("hugo", "--quiet", "-d", str(self.out))
 
-    def _write_sitemap(self) -> None:
+    def write_sitemap(self) -> None:
         entries = "".join(
             f"<url><loc>{escape(self.url_of(slug))}</loc>"
             f"<lastmod>{page.written.date().isoformat()}</lastmod></url>"
@@ -248,7 +315,7 @@ _HUGO_BASE = """<!DOCTYPE html>
 <body class="BOXED">
 <header><a href="/">{{ .Site.Title }}</a>
 <nav><ul>{{ range .Site.RegularPages.ByTitle }}
-<li><a href="{{ .RelPermalink }}">{{ .Title }}</a></li>{{ end }}</ul></nav>
+<li><a href="{{ .RelPermalink }}">{{ .LinkTitle }}</a></li>{{ end }}</ul></nav>
 </header>
 <div class="columns">
 <main>{{ block "main" . }}{{ end }}</main>

@@ -21,16 +21,18 @@ __all__ = ["free_port", "nginx", "nginx_binary", "wait_until_up"]
 
 
 def wait_until_up(
-    url: str, process: subprocess.Popen, seconds: float = 30, status: int | None = None
+    url: str, process: subprocess.Popen, seconds: float = 180, status: int | None = None
 ) -> None:
     """Wait until *url* answers (with *status*, when given: another server on the
-    port answers otherwise, and is never taken for this one)."""
+    port answers otherwise, and is never taken for this one). *seconds* bound a hang,
+    not a start: a process that exits is said at once, and a busy machine may take
+    a minute to start Scrapyd (each slow answer is asked again)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
-        with contextlib.suppress(requests.ConnectionError):
-            answer = requests.get(url, timeout=2)
+        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
+            answer = requests.get(url, timeout=10)
             if status is None or answer.status_code == status:
                 return
         time.sleep(0.1)

@@ -71,6 +71,7 @@ class SampleSite:
         children: int = 2,
         lastmod_mode: str = "honest",
         port: int = 0,
+        template: bool = False,
     ) -> None:
         if lastmod_mode not in LASTMOD_MODES:
             raise ValueError(f"lastmod_mode must be one of {LASTMOD_MODES}")
@@ -98,6 +99,9 @@ class SampleSite:
         self.conditional: Counter[str] = Counter()  # page path -> conditional requests
         self.requested: Counter[str] = Counter()  # any path -> requests
         self._port = port
+        #: Pages in a site's template (header, navigation, <main>, footer), as real
+        #: sites have one (the demo's); bare by default, as the tests know them.
+        self.template = template
         self._server: LoopbackServer | None = None  # bound on start()
 
     # -- lifecycle -----------------------------------------------------------
@@ -382,16 +386,26 @@ class SampleSite:
             )
         if i in self._noise:
             volatile += f"<p>{escape(self._noise[i].format(n=self.fetched[f'/page/{i}']))}</p>"
+        content = (
+            f"<h1>Page {i}</h1><p>{escape(self.text(i))}</p>{volatile}"
+            f"<h2>More</h2><p>{' '.join(links)}</p>"
+        )
         return (
             "<!doctype html><html><head>"
             f"<title>Page {i}</title>"
             f'<meta name="csrf-token" content="{secrets.token_hex(8)}">'
-            "</head><body>"
-            f"<h1>Page {i}</h1><p>{escape(self.text(i))}</p>"
-            f"{volatile}"
-            "<h2>More</h2>"
-            f"<p>{' '.join(links)}</p>"
-            "</body></html>"
+            f"</head><body>{self._around(content)}</body></html>"
+        )
+
+    def _around(self, content: str) -> str:
+        """*content* in the site's template, when it has one."""
+        if not self.template:
+            return content
+        nav = "".join(f'<li><a href="/page/{j}">Page {j}</a></li>' for j in self.listed()[:5])
+        return (
+            f'<header><a href="/">Sample site</a><nav><ul>{nav}</ul></nav></header>'
+            f"<main>{content}</main><footer><p>Sample site, {len(self.listed())} pages</p>"
+            "</footer>"
         )
 
     def home_html(self) -> str:

@@ -65,6 +65,10 @@ def test_demo_prints_both_change_sets(tmp_path: Path) -> None:
     assert "Run 2: 5 items in the change set (2 changed, 2 gone, 1 new)" in done.stdout
     assert (tmp_path / "demo" / "crawl_state.sqlite").exists()
     assert (tmp_path / "demo" / "run2.jsonl").read_text().count("\n") == 5
+    # A newcomer's first screen: no warning about the project's own sample pages,
+    # and the API's use in words, not a dict (#53, 4).
+    assert "WARNING" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Geonode API calls: 27 (" in done.stdout and "{" not in done.stdout, done.stdout
     # Again into the same folder: its state is another site's, two days ahead; the
     # demo says so and leaves it as it is.
     state = (tmp_path / "demo" / "crawl_state.sqlite").read_bytes()

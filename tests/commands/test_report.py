@@ -285,3 +285,31 @@ async def test_report_shows_what_changed_in_each_run(tmp_path: Path, api: Geonod
     unknown = increcrawl(db, "report", "-o", str(asked), unknown_url)
     assert unknown.returncode == 1 and "No page" in unknown.stdout
     assert increcrawl(db, "report", "-o", str(asked), "not a url").returncode == 2
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(chromium() is None and not os.environ.get("CI"), reason="no chromium")
+@pytest_twisted.ensureDeferred
+async def test_page_text_that_looks_like_markup_never_breaks_the_report(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A kept diff holding ``<!--<script>`` (a page quoting HTML) once blanked the whole
+    report in Chromium: inside a script element it starts the double-escaped state,
+    where the island's end tag no longer ends it (#53, 2)."""
+    db, out = tmp_path / "state.sqlite", tmp_path / "report.html"
+    quoted = "Quote: <!--<script> and </style> & more"
+    with SampleSite(pages=2) as site:
+        for run in range(2):
+            if run:
+                site.edit(1, text=quoted)
+            clock.advance(DAY)
+            settings = crawl_settings(str(db), clock, INCRECRAWL_KEEP_CONTENT=True)
+            result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+            assert result.reason == "finished"
+    done = increcrawl(db, "report", "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    opened = open_file(out)
+    assert opened.console_errors == [] and opened.dom.get("data-error") is None
+    assert opened.dom.get("data-rendered") == "1"
+    added = opened.dom.xpath('//span[@class="add"]/text()')
+    assert any("<!--<script>" in line for line in added), added

@@ -14,6 +14,7 @@ from increcrawl_scrapy.content.fingerprint import PatternTimeout, content_finger
 from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import main_content
 from increcrawl_scrapy.content.page_text import ContentOptions, PageTooLarge, page_text
+from increcrawl_scrapy.content.parse import parse_html
 
 PAGE = """<!doctype html><html><head><title>T</title></head><body>
 <header><a href="/">Site</a><nav><a href="/a">A</a><a href="/b">B</a></nav></header>
@@ -30,6 +31,18 @@ def test_the_main_element_without_its_navigation_is_the_content() -> None:
     assert "Own text" in html and "x = 1" in html and "cell" in html
     for template in ("Recent", "Previous", "(c) 2026", ">A<", "Site"):
         assert template not in html
+
+
+def test_a_footnote_aside_is_the_pages_own_and_a_sidebar_inside_main_is_not() -> None:
+    # docutils' HTML5 writer (every Sphinx theme): footnotes are asides with a doc-* role.
+    notes = (
+        '<aside class="footnote-list"><aside class="footnote" role="doc-footnote">'
+        "<p>The footnote's own text.</p></aside></aside>"
+        '<aside class="related"><a href="/other">Other post</a></aside>'
+    )
+    html, how, *_ = main_content(PAGE.replace("</main>", notes + "</main>"))
+    assert how == "main" and "The footnote's own text." in html
+    assert "Other post" not in html
 
 
 def test_one_article_when_no_main() -> None:
@@ -191,7 +204,10 @@ def test_the_extraction_is_trafilaturas_own(shape: str) -> None:
     )
     options, returnstring = _trafilatura()
     assert returnstring is not None  # the cheaper way is the one taken here
-    assert _extracted(page) == trafilatura.extract(page, options=options)
+    # Both read the page as parsed here (a browser's DOM), each its own copy.
+    assert _extracted(parse_html(page).root) == trafilatura.extract(
+        parse_html(page).root, options=options
+    )
 
 
 def test_the_selector_wins_css_or_xpath() -> None:

@@ -88,7 +88,7 @@ def crawl(
         if kill_after is None:
             assert process.wait(timeout=300) == 0, log.read_text()[-2000:]
             return False
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while process.poll() is None and time.monotonic() < deadline:
             if feed.exists() and feed.stat().st_size > 0:  # items are being delivered
                 time.sleep(kill_after / 1000)  # then at a random moment

@@ -197,7 +197,7 @@ async def test_a_server_restart_mid_crawl_loses_no_result(own_server, clock: Clo
         restarted = threading.Event()
 
         def restart_when_fetching() -> None:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 300
             while time.monotonic() < deadline and sum(site.fetched.values()) < 10:
                 time.sleep(0.01)
             own_server.restart()
@@ -285,7 +285,7 @@ def test_a_worker_killed_inside_a_write_leaves_nothing_half_written(
         process.stdin.write("write\n")
         process.stdin.flush()
         with psycopg.connect(postgres_dsn, autocommit=True) as watcher:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 300
             while time.monotonic() < deadline:  # the write is waiting inside its transaction
                 (waiting,) = watcher.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

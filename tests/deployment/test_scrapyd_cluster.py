@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from increcrawl_scrapy.testing import SampleSite
-from tests.deployment.test_scrapyd import PROJECT, deploy, log_of
+from tests.deployment.test_scrapyd import ANSWER, JOB, PROJECT, deploy, log_of
 from tests.servers import scrapyd
 
 pytestmark = pytest.mark.e2e
@@ -24,17 +24,17 @@ PAGES = 400
 def schedule(url: str, sitemap: str, settings: dict[str, str]) -> str:
     data = [("project", PROJECT), ("spider", "incremental"), ("sitemap_url", sitemap)]
     data += [("setting", f"{k}={v}") for k, v in settings.items()]
-    answer = requests.post(url + "schedule.json", data=data, timeout=10).json()
+    answer = requests.post(url + "schedule.json", data=data, timeout=ANSWER).json()
     assert answer["status"] == "ok", answer
     return answer["jobid"]
 
 
 def wait_all(jobs: list[tuple[str, str]]) -> None:
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + JOB
     waiting = list(jobs)
     while waiting and time.monotonic() < deadline:
         url, job = waiting[0]
-        listed = requests.get(url + "listjobs.json", params={"project": PROJECT}, timeout=10)
+        listed = requests.get(url + "listjobs.json", params={"project": PROJECT}, timeout=ANSWER)
         if any(j["id"] == job for j in listed.json()["finished"]):
             waiting.pop(0)
         else:

@@ -29,9 +29,15 @@ async def crawl_sitemap(
     url = site.serve("/hostile.xml", body)
     db = tmp_path / "h.sqlite"
     result = await run_crawl(crawl_settings(str(db), clock, **settings), sitemap_url=url)
-    # a sitemap refused whole is a discovery that read nothing (exit code 3)
+    # a sitemap refused whole is a discovery that read nothing (exit code 3), and
+    # one whose every URL was refused kept nothing (exit code 3 too)
     read = result.stats.get("increcrawl/sitemaps")
-    assert result.reason == ("finished" if read else "discovery_failed")
+    refused = any(k.startswith("increcrawl/sitemap/skipped/") for k in result.stats)
+    kept = result.stats.get("increcrawl/discovered")
+    expected = "discovery_failed" if not read else "finished"
+    if read and refused and not kept:
+        expected = "nothing_discovered"
+    assert result.reason == expected
     rows = [r[0] for r in sqlite3.connect(db).execute("SELECT normalized_url FROM pages")]
     return result, rows
 

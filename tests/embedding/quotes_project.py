@@ -62,7 +62,7 @@ class Project:
             returncode, self.log = _stopped(command, env, stop_at)
         else:
             done = subprocess.run(
-                command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=120
+                command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=600
             )
             returncode, self.log = done.returncode, done.stderr
         assert returncode == 0, self.log[-3000:]
@@ -91,7 +91,7 @@ def _stopped(command: list[str], env: dict[str, str], stop_at: str) -> tuple[int
             if not sent and stop_at in line:
                 crawl.send_signal(signal.SIGTERM)  # once: a second is not graceful
                 sent = True
-        return crawl.wait(timeout=120), "".join(lines)
+        return crawl.wait(timeout=600), "".join(lines)
 
 
 def delivered(items: list[dict]) -> list[tuple[str, str]]:

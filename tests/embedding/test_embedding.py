@@ -45,7 +45,7 @@ def shop_crawl(
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         check=False,
     )
 

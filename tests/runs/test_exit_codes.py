@@ -48,6 +48,18 @@ def test_discovery_that_reads_nothing_exits_3(tmp_path: Path, answer: tuple) -> 
     assert "No discovery source could be read" in done.stderr
 
 
+def test_an_unreachable_sitemap_host_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Its exit code and summary were right; Scrapy's robots.txt middleware put two
+    chained tracebacks in the log for an expected failure (#53, 4)."""
+    from increcrawl_scrapy.testing.ports import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/sitemap.xml"  # nothing listens there
+    done = crawl(tmp_path / "s.sqlite", url, "INCRECRAWL_FETCHER=direct", "RETRY_TIMES=0")
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]
+    assert "Connection was refused" in done.stderr  # said, in one line
+
+
 def test_a_bad_key_exits_4(tmp_path: Path) -> None:
     with SampleSite(pages=3) as site, GeonodeStandIn(api_keys=[KEY]) as api:
         done = crawl(
