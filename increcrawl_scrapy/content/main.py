@@ -25,6 +25,9 @@ In this order:
    trafilatura would make, but keeping the page's structure (its headings), so the
    text has the same shape whichever way it was found.
 
+A page too large for steps 3 and 4 (``extract=False``: their cost grows faster than
+the page, minutes for a 10 MB table) goes from step 2 to the whole body, "cut".
+
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
 links and "on this page" boxes sit inside the main element on many themes. An
@@ -52,7 +55,7 @@ from increcrawl_scrapy.content.parse import parse_fragment, parse_html
 logger = logging.getLogger(__name__)
 
 #: How the main content was found, in the order tried.
-HOW = ("selector", "main", "article", "named", "extracted", "whole")
+HOW = ("selector", "main", "article", "named", "extracted", "whole", "cut")
 
 _MAIN = lxml.etree.XPath("//main | //*[@role='main']")
 _ARTICLE = lxml.etree.XPath("//article")
@@ -128,17 +131,20 @@ def main_content(
     selector: str | None = None,
     measure: Callable[[str], int] | None = None,
     keep_comments: bool = False,
+    *,
+    extract: bool = True,
 ) -> MainContent:
     """The page's main content, how it was found, its canonical link and the links
     in it (the site's navigation, sidebars and footer left out, as from its text).
     *measure* says how much text an HTML fragment holds, for the short pages' rescue
     (its characters by default; the caller's measure leaves out what is volatile, so a
     counter's width never moves a page from one way to the other). Comment sections
-    are left out unless *keep_comments*."""
+    are left out unless *keep_comments*. Without *extract*, steps 3 and 4 are left out
+    (a page too large for them)."""
     root, flattened = parse_html(html)  # as a browser builds it (content/parse.py)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how, hrefs = _main(root, selector, measure or _chars, not keep_comments)
+    found, how, hrefs = _main(root, selector, measure or _chars, not keep_comments, extract)
     return MainContent(found, how, canonical, hrefs, flattened)
 
 
@@ -147,6 +153,7 @@ def _main(
     selector: str | None,
     measure: Callable[[str], int],
     no_comments: bool,
+    extract: bool = True,
 ) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
@@ -156,6 +163,8 @@ def _main(
         found = xpath(root)
         if len(found) == 1:
             return _serialize(found, prune=True, no_comments=no_comments), how, _hrefs(found)
+    if not extract:
+        return _whole(root, "cut", no_comments)
     named = _named(root, measure, no_comments)
     if named is not None:
         return named
@@ -166,15 +175,23 @@ def _main(
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
+    rescued = _whole(root, "whole", no_comments)
+    if extracted and measure(rescued[0]) <= found:
+        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
+    return rescued
+
+
+def _whole(
+    root: lxml.etree._Element, how: str, no_comments: bool
+) -> tuple[str, str, tuple[str, ...]]:
+    """The whole body less the site's header, navigation, sidebars and footer (and
+    its comment sections, with *no_comments*)."""
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
     if no_comments:
         drop_comments(whole)
-    rescued = _serialize([whole], prune=False)
-    if extracted and measure(rescued) <= found:
-        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
-    return rescued, "whole", _hrefs([whole])
+    return _serialize([whole], prune=False), how, _hrefs([whole])
 
 
 def _named(

@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 MAX_URLS = 1000  # the API's limit per job
 PAGE_SIZE = 50  # results per status page, the API's maximum
 TERMINAL = ("completed", "failed", "cancelled")
+#: The ``error_kind`` of a result for an origin 200 without content.
+NO_CONTENT = "API no content"
 
 
 class BatchJob:
@@ -129,6 +131,14 @@ def page_result(result: dict[str, Any]) -> dict[str, Any] | None:
         }
     data = _mapping(result.get("data")) if status == 200 else {}
     markdown, html = data.get("markdown"), data.get("html")
+    if status == 200 and not isinstance(markdown, str) and not isinstance(html, str):
+        # Without content a 200 would be recorded as an empty page: an error, kept due.
+        return {
+            "http_status": 0,
+            "error": "origin 200, but no content in the result",
+            "error_kind": NO_CONTENT,
+            "site_failure": False,
+        }
     return {
         "http_status": status,
         "markdown": markdown if isinstance(markdown, str) else None,

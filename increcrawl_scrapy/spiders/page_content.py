@@ -120,6 +120,16 @@ class PageContent:
             )
         if found.how == "whole":  # no main content found: the template in its text
             crawl_state(self.crawler).hidden.taken_whole(item["url"])
+        elif found.how == "cut":
+            logger.info(
+                "%s: over INCRECRAWL_CONTENT_MAX_BYTES (%d bytes) and no main element: "
+                "its text is its whole body less the site's template, not extracted",
+                item["url"],
+                self.options.extract_max_bytes,
+            )
+        if not found.text.strip():  # a blank page, or one its scripts fill
+            stats.inc(self.crawler.stats, stats.NO_TEXT)
+            logger.warning("%s has no text at all: recorded as an empty page", item["url"])
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
