@@ -303,6 +303,7 @@ class IncrementalStatePipeline:
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
+                moved=bool(adapter.get("moved_to")),
                 content=text if self.config.keep_content else None,
                 hold=True,
                 memory=member.group.memory,

@@ -7,8 +7,7 @@ under changed settings), ``runs`` (a run and its discovery), ``queue`` (the chan
 queue, a fetch budget's choice) and ``results`` (buffered results). Time comes from
 an injected clock so tests and the simulator can move it. Thread-safe: every public
 method holds the store's mutex, so discovery can run in a worker thread while the
-reactor records.
-"""
+reactor records."""
 
 from __future__ import annotations
 
@@ -283,6 +282,7 @@ class StateStore(OperatorEdits, StoreReadings):
         validators: tuple[str | None, str | None] | None = None,
         site_failure: bool = False,
         final_url: str | None = None,
+        moved: bool = False,
         lease: str | None = None,
         hold: bool = False,
         content: str | None = None,
@@ -302,10 +302,9 @@ class StateStore(OperatorEdits, StoreReadings):
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
         one (``pages/memory.py``); *items_changed*: its items changed (by that match),
-        a change even if its fingerprint was taken another way (``upkeep.py``).
-        *lease* is the token a shared backend checks; one SQLite file has one crawl
-        (the crawl lock), so it has no leases to check.
-        """
+        a change even if its fingerprint was taken another way (``upkeep.py``); *moved*:
+        a permanent redirect of a page that moved. *lease* is the token a shared
+        backend checks (one SQLite file has one crawl, the crawl lock: none)."""
         return self.results.record(
             key or self.normalize(url),
             url,
@@ -315,6 +314,7 @@ class StateStore(OperatorEdits, StoreReadings):
             validators=validators,
             site_failure=site_failure,
             final_url=final_url,
+            moved=moved,
             hold=hold,
             content=content,
             memory=memory,
