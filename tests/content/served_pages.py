@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from string import Template
 
@@ -31,7 +33,12 @@ class Site:
     def put(self, slug: str, html: str) -> None:
         self.pages[slug] = html
         (self.root / slug).mkdir(parents=True, exist_ok=True)
-        (self.root / slug / "index.html").write_text(html)
+        page = self.root / slug / "index.html"
+        page.write_text(html)
+        # nginx's ETag is the file's mtime and size: an edit of the same size in the
+        # same second would answer 304. Each write is a later second, as a real edit.
+        self.writes = getattr(self, "writes", 0) + 1
+        os.utime(page, (time.time() + 2 * self.writes,) * 2)
         entries = "".join(f"<url><loc>{self.base}/{s}/</loc></url>" for s in sorted(self.pages))
         (self.root / "sitemap.xml").write_text(
             '<?xml version="1.0" encoding="UTF-8"?>'
