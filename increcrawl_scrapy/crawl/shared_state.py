@@ -22,6 +22,8 @@ from increcrawl_scrapy.crawl import run_warnings
 from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.hidden import HiddenPages
 from increcrawl_scrapy.crawl.run_summary import run_summary
+from increcrawl_scrapy.geonode.client import client_for
+from increcrawl_scrapy.geonode.reservations import Reservations
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
 
@@ -67,6 +69,12 @@ class CrawlState:
         self.store.note_spending(
             self.run.id, lambda: int(crawler.stats.get_value(stats.API_TOKENS, 0) or 0)
         )
+        #: What the crawl's API calls may spend, in the run's row before they are sent.
+        self.reservations = Reservations(
+            self.run.reserve_tokens, lambda: int(crawler.stats.get_value(stats.API_TOKENS, 0) or 0)
+        )
+        if config.uses_geonode:
+            client_for(crawler).reservations = self.reservations
         self.max_error_ratio = config.max_error_ratio
         self.tokens_plan = (config.tokens_reset_day, config.monthly_tokens)
         #: Set by a spider that discovers; None for an embedding project's spiders.
@@ -179,6 +187,8 @@ class CrawlState:
         collector = self.crawler.stats
         value = collector.get_value if collector is not None else (lambda key, default=0: default)
         counts = {name: int(value(stats.BY_RUN_COUNT[name], 0)) for name in RUN_COUNTS}
+        # A reservation no answer settled (a batch job cancelled unread) counts as spent.
+        counts["tokens_charged"] += self.reservations.unsettled()
         noisy, examples = self.store.unannounced(self.seed)
         if noisy:
             logger.warning(
