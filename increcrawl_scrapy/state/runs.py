@@ -249,9 +249,10 @@ class Run:
     def reserve_tokens(self, tokens: int) -> None:
         """Count at least *tokens* on the run's row, committed when this returns: what
         its API calls may spend, before they are sent (``geonode/reservations.py``).
-        Blocking: call it in a thread."""
-        with self.database.mutex, self.database.transaction() as db:
-            db.execute(db.sql.note_tokens, (tokens, self.id))
+        Blocking: call it in a thread. One statement, committed alone (PostgreSQL
+        sends it again on a new connection if the connection dropped)."""
+        with self.database.mutex, self.database.locked_errors():
+            self.database.execute(self.database.sql.note_tokens, (tokens, self.id))
 
     def finish(
         self,
