@@ -43,12 +43,22 @@ def crawl(
         )
 
 
-def killed_mid_run(process: subprocess.Popen, api: GeonodeStandIn, after_ms: int) -> bool:
-    """SIGKILL *after_ms* once the API charged this run's first token: whether the
-    run was still going."""
-    before = api.counters()["tokens_charged"]
+def killed_mid_run(
+    process: subprocess.Popen, api: GeonodeStandIn, after_ms: int, spending: str
+) -> bool:
+    """SIGKILL *after_ms* once this run sent its first *spending* call and the API
+    charged a token since: whether the run was still going. (A batch job of a killed
+    run goes on at the API: its tokens alone do not say this run spends.)"""
+    sent = api.counters()["requests"].get(spending, 0)
     deadline = time.monotonic() + 120
-    while api.counters()["tokens_charged"] == before and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the crawl ended before it spent a token"
+        counters = api.counters()
+        if counters["requests"].get(spending, 0) > sent:
+            break
+        time.sleep(0.005)
+    charged = api.counters()["tokens_charged"]
+    while api.counters()["tokens_charged"] == charged and time.monotonic() < deadline:
         assert process.poll() is None, "the crawl ended before it spent a token"
         time.sleep(0.005)
     time.sleep(after_ms / 1000)
@@ -71,13 +81,16 @@ def recorded(db: str) -> int:
         return int(con.execute("SELECT coalesce(sum(tokens_charged), 0) FROM runs").fetchone()[0])
 
 
-def kills_never_undercount(tmp_path: Path, db: str, *settings: str, in_flight: int) -> None:
+def kills_never_undercount(
+    tmp_path: Path, db: str, *settings: str, in_flight: int, spending: str = "POST /v1/extract"
+) -> None:
     chance = random.Random(20261206)
     log = tmp_path / "crawl.log"
     with SampleSite(pages=PAGES) as site, GeonodeStandIn(api_keys=[KEY], latency=0.05) as api:
         for kill in range(1, 4):
             process = crawl(site, api, db, log, *settings)
-            assert killed_mid_run(process, api, chance.randint(0, 400)), log.read_text()[-2000:]
+            after_ms = chance.randint(0, 400)
+            assert killed_mid_run(process, api, after_ms, spending), log.read_text()[-2000:]
             charged = api.counters()["tokens_charged"]
             # Never less than the API charged; more by at most what each killed run had
             # reserved and not spent: its calls in flight and the block ahead.
@@ -106,6 +119,7 @@ def test_killed_batch_jobs_never_spend_tokens_the_month_does_not_know_of(tmp_pat
         "GEONODE_BATCH_MIN_URLS=10",
         "GEONODE_BATCH_POLL_INTERVAL=0.2",
         in_flight=PAGES,
+        spending="POST /v1/batch",
     )
 
 
