@@ -10,7 +10,7 @@ In this order:
    below and several times cheaper, and it keeps code blocks and tables whole;
 3. otherwise the one container the page names as its content (``<div class="post">``,
    ``id="content"``, ``itemprop="articleBody"``…: trafilatura's own catalog of such
-   names, in its order), less what trafilatura's catalog names as no content (share
+   names, in its order: ``content/named_catalog.py``), less what trafilatura's catalog names as no content (share
    and consent boxes, comment forms, hidden parts), when it holds enough text: the
    element trafilatura's extraction starts from, taken whole, at the cost of one pass
    over the page's candidate elements (the page's text and markdown in about 0.4 ms
@@ -39,7 +39,6 @@ selector's element is taken as it is.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from copy import deepcopy
 from functools import lru_cache
@@ -50,6 +49,7 @@ import lxml.html
 from cssselect import GenericTranslator, SelectorError
 
 from increcrawl_scrapy.content.comments import drop_comments
+from increcrawl_scrapy.content.named_catalog import named_catalog
 from increcrawl_scrapy.content.parse import parse_fragment, parse_html
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def _named(
     """The container the page names as its content, as text, "named" and its links;
     None when it names none, names several alike (a listing's posts: the first is
     not the page), puts it in the site's template, or it holds too little text."""
-    catalog = _catalog()
+    catalog = named_catalog()
     for element in catalog.firsts(root):
         # A main or an article is this page's only when it is its one (steps above).
         if element is None or element.tag not in ("div", "section"):
@@ -233,127 +233,6 @@ def _around_tabs(element: lxml.etree._Element) -> lxml.etree._Element | None:
         if any(not _IN_TEMPLATE(title) for title in around.iter("h1")):
             return around
     return None
-
-
-#: Every name in trafilatura's catalog is borne by one of these.
-_NAMED_TAGS = ("article", "div", "main", "section")
-_EXSLT = {"re": "http://exslt.org/regular-expressions"}
-
-
-class _Catalog(NamedTuple):
-    """trafilatura's XPaths of the containers that name a page's content, of the
-    parts inside them that are no content, and its step that prunes those."""
-
-    names: list[Any]
-    discard: list[Any]
-    prune: Callable[..., Any]
-    #: The names as one test of one element (bit i: it bears name i), so that a page
-    #: is read in one pass over its candidates; None when trafilatura writes a name
-    #: in a shape :func:`_as_test` does not know (each name then reads the page).
-    bits: lxml.etree.XPath | None
-    #: The bits of the names that name the page's first <main> too (``|(.//main)[1]``).
-    mains: int
-
-    def firsts(self, root: lxml.etree._Element) -> list[Any]:
-        """For each name, in the catalog's order, the first element of the page
-        (in its order) that bears it, as trafilatura's XPath finds it; or None."""
-        if self.bits is None:
-            return [
-                next((e for e in xpath(root) if isinstance(e, lxml.etree._Element)), None)
-                for xpath in self.names
-            ]
-        # One XPath a candidate rather than one a name over the whole page: on 638
-        # real pages a third of the CPU, and fewer calls that let go of the GIL and
-        # must wait to take it back while the reactor's thread holds it.
-        found: list[Any] = [None] * len(self.names)
-        first_main = next(root.iter("main"), None)
-        for element in root.iter(*_NAMED_TAGS):
-            bits = int(self.bits(element)) if element.attrib else 0
-            if element is first_main:
-                bits |= self.mains
-            for i in range(len(found)):
-                if found[i] is None and bits >> i & 1:
-                    found[i] = element
-            if None not in found:
-                break
-        return found
-
-
-@lru_cache(maxsize=1)
-def _catalog() -> _Catalog:
-    from trafilatura.htmlprocessing import prune_unwanted_nodes
-    from trafilatura.xpaths import BODY_XPATH, OVERALL_DISCARD_XPATH
-
-    # Not those that only name the first <article> or <main>: a page's one is taken
-    # before, and the first of several is not the page.
-    names = [x for x in BODY_XPATH if x.path.strip() not in ("(.//article)[1]", "(.//main)[1]")]
-    tests = [_as_test(x.path) for x in names]
-    bits = None
-    if all(tests):
-        # Elements without attributes are not read: no name may be borne without one
-        # (and every name must compile and run, its functions' prefixes known).
-        try:
-            bits = lxml.etree.XPath(
-                " + ".join(f"number(boolean({t[0]})) * {1 << i}" for i, t in enumerate(tests) if t),
-                namespaces=_EXSLT,
-            )
-            if any(bits(lxml.etree.Element(tag)) for tag in _NAMED_TAGS):
-                bits = None
-        except lxml.etree.XPathError:  # its syntax errors too
-            bits = None
-    mains = sum(1 << i for i, t in enumerate(tests) if t and t[1])
-    return _Catalog(names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes, bits, mains)
-
-
-def _as_test(path: str) -> tuple[str, bool] | None:
-    """A name of trafilatura's, ``.//*[self::div or ...][...]`` taking its first
-    match (``[1]`` or ``(...)[1]``, perhaps ``|(.//main)[1]``), as a test of one
-    element (``self::*[...]``) and whether it names the first <main> too; None for
-    any other shape (a tag not among the candidates, a position, a union)."""
-    path, main = path.strip(), False
-    if path.endswith("|(.//main)[1]"):
-        path, main = path[: -len("|(.//main)[1]")].strip(), True
-    if path.startswith("(") and path.endswith(")[1]"):
-        path = path[1:-4].strip()
-    elif path.endswith("][1]"):
-        path = path[:-3]
-    if not path.startswith(".//*"):
-        return None
-    predicates = _predicates(path[len(".//*") :])
-    if not predicates:
-        return None
-    tags = re.fullmatch(r"self::\w+(\s+or\s+self::\w+)*", " ".join(predicates[0].split()))
-    if not tags or not set(re.findall(r"self::(\w+)", predicates[0])) <= set(_NAMED_TAGS):
-        return None  # an element the pass over the candidates would not see
-    if any(re.fullmatch(r"\s*\d+\s*", p) or "position(" in p or "last(" in p for p in predicates):
-        return None  # a position means another thing on one element
-    return "self::*" + "".join(f"[{p}]" for p in predicates), main
-
-
-def _predicates(text: str) -> list[str] | None:
-    """The bodies of *text*'s XPath predicates (``[...][...]``), or None when it
-    is anything else: brackets balanced outside quoted strings, nothing outside."""
-    found, depth, quote, body = [], 0, "", ""
-    for char in text:
-        if depth == 0:
-            if char == "[":
-                depth, body = 1, ""
-            elif not char.isspace():
-                return None
-            continue
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-            if depth == 0:
-                found.append(body)
-                continue
-        body += char
-    return found if found and depth == 0 else None
 
 
 def _twins(root: lxml.etree._Element, element: lxml.etree._Element) -> bool:
