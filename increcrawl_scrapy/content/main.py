@@ -10,11 +10,12 @@ In this order:
    below and several times cheaper, and it keeps code blocks and tables whole;
 3. otherwise the one container the page names as its content (``<div class="post">``,
    ``id="content"``, ``itemprop="articleBody"``…: trafilatura's own catalog of such
-   names, in its order: ``content/named_catalog.py``), less what trafilatura's catalog names as no content (share
-   and consent boxes, comment forms, hidden parts), when it holds enough text: the
-   element trafilatura's extraction starts from, taken whole, at the cost of one pass
-   over the page's candidate elements (the page's text and markdown in about 0.4 ms
-   against 1.3 ms through trafilatura, on ``benchmarks/content_throughput.py``'s pages).
+   names, in its order: ``content/named_catalog.py``), less what trafilatura's
+   catalog names as no content (share and consent boxes, comment forms, hidden
+   parts), when it holds enough text: the element trafilatura's extraction starts
+   from, taken whole, at the cost of one pass over the page's candidate elements
+   (the page's text and markdown in about 0.4 ms against 1.3 ms through
+   trafilatura, on ``benchmarks/content_throughput.py``'s pages).
    A named container that is one tab of the page (a shop's product description, in a
    ``role="tabpanel"``) is not the page: the smallest element around it holding the
    page's title (its ``<h1>``) is, with the price, the summary and every tab;
