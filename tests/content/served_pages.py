@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from string import Template
 
 import pytest
 
 from tests.crawling import run_crawl
-from tests.servers import nginx
+from tests.servers import nginx, write_served
 
 MARKUP = Path(__file__).parent / "markup"
 LATER = 200 * 86400.0  # every page due again
@@ -33,12 +31,7 @@ class Site:
     def put(self, slug: str, html: str) -> None:
         self.pages[slug] = html
         (self.root / slug).mkdir(parents=True, exist_ok=True)
-        page = self.root / slug / "index.html"
-        page.write_text(html)
-        # nginx's ETag is the file's mtime and size: an edit of the same size in the
-        # same second would answer 304. Each write is a later second, as a real edit.
-        self.writes = getattr(self, "writes", 0) + 1
-        os.utime(page, (time.time() + 2 * self.writes,) * 2)
+        write_served(self.root / slug / "index.html", html)
         entries = "".join(f"<url><loc>{self.base}/{s}/</loc></url>" for s in sorted(self.pages))
         (self.root / "sitemap.xml").write_text(
             '<?xml version="1.0" encoding="UTF-8"?>'

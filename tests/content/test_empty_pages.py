@@ -5,8 +5,6 @@ document with no text) is recorded, and the run says so. Served by nginx."""
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import pytest_twisted
 
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
-from tests.servers import nginx, nginx_binary
+from tests.servers import nginx, nginx_binary, write_served
 
 pytestmark = [
     pytest.mark.e2e,
@@ -31,16 +29,9 @@ PAGES = {
 }
 
 
-_WRITES: list[Path] = []
-
-
 def _write(root: Path, base: str, pages: dict[str, str]) -> None:
-    _WRITES.append(root)
-    later = time.time() + 2 * len(_WRITES)  # a later second each write
     for name, text in pages.items():
-        (root / name).write_text(text)
-        # nginx's ETag is the mtime and size: a same-size edit must be a later second.
-        os.utime(root / name, (later, later))
+        write_served(root / name, text)
     urls = "".join(f"<url><loc>{base}/{name}</loc></url>" for name in pages)
     (root / "sitemap.xml").write_text(
         '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
