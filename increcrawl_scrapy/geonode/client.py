@@ -213,7 +213,11 @@ class GeonodeClient:
         that may spend tokens for *spends* pages reserves them first (``reserve``)."""
         attempt = 0
         while True:
-            retry_after, problem = await self._attempt(method, path, body, params, spends)
+            try:
+                retry_after, problem = await self._attempt(method, path, body, params, spends)
+            except GeonodeFatalError as exc:
+                self._breaker.stop(exc)  # the calls queued behind this one fail with it
+                raise
             if isinstance(problem, dict):
                 return problem
             if attempt >= self.config.max_retries:
@@ -228,7 +232,7 @@ class GeonodeClient:
             logger.debug(
                 "Geonode %s %s: %s; retry %d in %.2fs", method, path, problem, attempt, delay
             )
-            await asyncio.sleep(delay)
+            await self._breaker.sleep(delay)
 
     async def _attempt(
         self,
