@@ -52,7 +52,7 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
 @pytest.fixture
 def own_server():
     """A server of the test's own (it is restarted)."""
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+    from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as server:
         yield server

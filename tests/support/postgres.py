@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from increcrawl_scrapy.testing.ports import free_port
+from tests.support.ports import free_port
 
 SUPERUSER = "increcrawl"
 
@@ -92,9 +92,7 @@ class ThrowawayPostgres:
         command = [str(self.bin / tool), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        done = subprocess.run(  # noqa: S603 - PostgreSQL's own tools, our argv, no shell
-            command, capture_output=True, text=True, timeout=120, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             log = Path(f"{self._root}/log")
             detail = log.read_text()[-2000:] if log.exists() else ""
