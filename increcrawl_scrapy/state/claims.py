@@ -19,7 +19,7 @@ from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
-from increcrawl_scrapy.state.postgres.leases import Lease, claim, held_by_others, release, renew
+from increcrawl_scrapy.state.postgres.leases import Lease, claim, leased_by_others, release, renew
 from increcrawl_scrapy.state.postgres.workers import beat, leave
 
 logger = logging.getLogger(__name__)
@@ -112,9 +112,9 @@ class Claims:
                     warned = True
                 time.sleep(1.0)
 
-    def others_hold(self, seed: str) -> bool:
+    def others_lease(self, seed: str) -> bool:
         with self.lock:
-            return self.patiently(lambda: held_by_others(self.io.raw, seed, self.owner, now=None))
+            return self.patiently(lambda: leased_by_others(self.io.raw, seed, self.owner, now=None))
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""
@@ -123,15 +123,15 @@ class Claims:
         with self.lock:
             return self.io.retrying(lambda: release(self.io.raw, leases))
 
-    def beat(self, seed: str, ttl: float, held: dict[str, int] | None = None) -> tuple[int, int]:
+    def beat(self, seed: str, ttl: float, leased: dict[str, int] | None = None) -> tuple[int, int]:
         """The heartbeat (``state/postgres/workers.py``): live crawls on *seed*, and in all.
-        The leases *held* (key -> token: pages in flight) are renewed with it."""
+        The leases in *leased* (key -> token: pages in flight) are renewed with it."""
         with self.lock:
             counts = self.io.retrying(
                 lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl)
             )
-            if held:
-                self.io.retrying(lambda: renew(self.io.raw, held, seconds=self.seconds))
+            if leased:
+                self.io.retrying(lambda: renew(self.io.raw, leased, seconds=self.seconds))
         return counts
 
     def leave(self) -> None:
