@@ -39,11 +39,13 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
     with StateStore(postgres_dsn, clock=clock, flush_items=1000) as store:
         store.start_run(SEED).upsert([(u, None) for u in URLS])
         _record_all(store)  # ten results buffered, their rows leased
-        assert _terminate_others(postgres_dsn) == 2  # the store's two connections
+        # The store's two connections (at least: on a busy machine a backend ended
+        # just before may still be listed while it exits).
+        assert _terminate_others(postgres_dsn) >= 2
         assert store.flush() == 10
         assert store.count(last_status=200) == 10
         clock.advance(2 * 86_400)
-        assert _terminate_others(postgres_dsn) == 2
+        assert _terminate_others(postgres_dsn) >= 2
         assert len(store.due(SEED)) == 10  # claims go on
     with StateStore(postgres_dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
