@@ -16,9 +16,10 @@ The matching rule, between the page's items now and its previous version's:
 1. an item identical to one of the previous version's (all fields, less the volatile
    ones) is that item, unchanged;
 2. of the rest, in page order, each is the previous item (not yet matched) sharing
-   the most equal field values, if at least half of its fields are equal (ties: the
-   nearest in position): it is ``changed``, with the fields that differ in
-   ``changed_fields``;
+   the most equal field values, if more than half of its fields are equal (ties:
+   the nearest in position; exactly half is no evidence: a field derived from
+   another one, a portrait URL made of the author, would count one coincidence
+   twice): it is ``changed``, with the fields that differ in ``changed_fields``;
 3. a page that is its item's own (the item's URL field names it: *own_url*) had
    one item and has one item: it is the same item, by its URL. Elsewhere a count is
    no evidence ("one item and one item": the last page of a listing held one item
@@ -262,7 +263,11 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
         best, best_key = None, None
         for index, old in left.items():
             equal = sum(1 for name, value in now.fields.items() if old.fields.get(name) == value)
-            if 2 * equal < max(len(now.fields), 1):
+            # More than half: at exactly half, a field derived from another one (a
+            # portrait URL made of the author) doubles one coincidence into "half",
+            # and an inserted item by the same author would take a moved one's place.
+            # Two-field items so need both equal: an edit of one is gone and new.
+            if 2 * equal <= len(now.fields):
                 continue
             key = (equal, -abs(index - position))
             if best_key is None or key > best_key:

@@ -45,6 +45,17 @@ def test_less_than_half_the_fields_equal_is_new_and_gone() -> None:
     assert gone.values == {"text": "b", "author": "Mark Twain", "tags": ["humor"]}
 
 
+def test_half_the_fields_equal_is_no_evidence() -> None:
+    # The portrait URL is made of the author: one coincidence, two equal fields.
+    def portrait(text: str, author: str, tags: tuple[str, ...]) -> dict:
+        return {**quote(text, author, tags), "image_urls": [f"/img/{author}.png"]}
+
+    before = prints(portrait("a", "Mark Twain", ("humor",)))
+    now = prints(portrait("z", "Mark Twain", ("life",)))
+    found = match(before, now)
+    assert [label for label, _ in found.labels] == ["new"] and len(found.gone) == 1
+
+
 def test_ties_go_to_the_nearest_position() -> None:
     # Two quotes by the same author edited: each pairs with the one in its place.
     before = prints(quote("a"), quote("b"), quote("c"))
