@@ -23,6 +23,7 @@ from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.log_formatter import NotDelivered
 from increcrawl_scrapy.pages.in_flight import InFlight
+from increcrawl_scrapy.pages.keyed import item_row
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import held_items, open_pages
 from increcrawl_scrapy.pages.page import PageItem, item_alone, item_change
@@ -178,7 +179,7 @@ class IncrementalStatePipeline:
             return []  # not a page URL: nothing is recorded
         keys = [page]
         if member.item_key is not None:
-            keys.append(f"{page}#item:{member.item_key}")
+            keys.append(item_row(page, member))
         return [key for key in keys if not self.store.known(key)]
 
     def _process(self, item: Any, member: PageItem, taken: dict[str, str] | None = None) -> Any:
@@ -230,7 +231,7 @@ class IncrementalStatePipeline:
             raise NotDelivered(f"{url} is {adapter.get('alias_of')} (rel=canonical)")
         if first:
             delivered = group.delivered(outcome.change)
-            if outcome in DELIVERED and member.item_key is None and delivered:
+            if outcome in DELIVERED and delivered:
                 group.waiting = delivered  # the page's result waits for its items
                 self.delivery.expect(page.normalized_url, group)
             else:
@@ -326,10 +327,10 @@ class IncrementalStatePipeline:
         return page.content_hash if page is not None else None
 
     def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
-        """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
+        """An item with INCRECRAWL_ITEM_KEY: its own row (``pages/keyed.py``), its
         own label, written once the item is delivered."""
         assert self.store is not None and self.pages is not None
-        key = f"{page_key}#item:{member.item_key}"
+        key = item_row(page_key, member)
         recorded = self.store.record(
             url,
             200,

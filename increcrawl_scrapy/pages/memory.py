@@ -56,7 +56,7 @@ NEW, CHANGED, UNCHANGED, GONE = "new", "changed", "unchanged", "gone"
 MOVED, ARRIVED = "moved", "arrived"
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -78,7 +78,7 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
         if name in left_out:
             continue
         text = json.dumps(plain(value), sort_keys=True, ensure_ascii=False, default=str)
-        fields[name] = _digest(text)
+        fields[name] = digest(text)
         if len(text) <= MAX_VALUE:
             values[name] = json.loads(text)
     return ItemPrint(item_whole(item, skip), fields, values)
@@ -86,7 +86,7 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
 
 def item_whole(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> str:
     """The hash of the whole item, less the added and the *skip* fields."""
-    return _digest(item_text(item, skip))
+    return digest(item_text(item, skip))
 
 
 @dataclass

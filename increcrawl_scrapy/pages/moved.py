@@ -68,12 +68,17 @@ class HeldItems:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.items: list[tuple[Any, PageItem]] = []
-        self.delivered_new: set[str] = set()  # prints of new pages' items, delivered
+        #: Prints of new pages' items, delivered, and keys seen (``keyed.py``).
+        self.delivered_new: set[str] = set()
         crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
 
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle or closing; False if too many already
         are, or its page's items were held over by a run before."""
+        if member.item_key is not None:  # a key seen: one gone from elsewhere moved here
+            if len(self.delivered_new) < MAX_HELD:
+                self.delivered_new.add(member.whole)
+            return False
         if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
             return False
         # A new page's item, or one held over: delivered now.

@@ -80,20 +80,12 @@ SHAPES = [
             "within a run only)",
         ),
     ),
-    pytest.param(
-        Shape(
-            "item-key",
-            lambda: QuotesWorld(by="text"),
-            spiders.TutorialSpider,
-            settings={"INCRECRAWL_ITEM_KEY": ["text"]},
-            steps=STEPS,
-        ),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="with INCRECRAWL_ITEM_KEY a key its page no longer yields is never "
-            "delivered gone, and a key that moves to another page is delivered new "
-            "(keys are per page)",
-        ),
+    Shape(
+        "item-key",
+        lambda: QuotesWorld(by="text"),
+        spiders.TutorialSpider,
+        settings={"INCRECRAWL_ITEM_KEY": ["text"]},
+        steps=STEPS,
     ),
 ]
 
