@@ -108,6 +108,10 @@ class IncrementalStatePipeline:
             member = self._alone(item)
         if member.group.cached:
             return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
+        if member.group.earlier:  # held by an earlier run, its page recorded then
+            page = member.group.key or member.group.url
+            _label(ItemAdapter(item), change=member.label, run_id=self.run_id, normalized_url=page)
+            return item
         if member.group.again:  # one item, delivered once a run
             stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
             raise NotDelivered(f"{member.group.url}: listed again")

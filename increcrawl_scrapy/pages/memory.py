@@ -99,8 +99,8 @@ class Memory:
     #: field): the page's 404 says they are gone. Kept apart from ``requests``, which
     #: may be None for a page of its own too (too many, or not plain data).
     own: bool = True
-    #: A run closed with new or gone items of the page held (``pages/moved.py``):
-    #: the next fetch delivers them at once.
+    #: Kept by an earlier version whose run closed with new or gone items of the
+    #: page held (``pages/moved.py``): the next fetch delivers them at once.
     held: bool = False
     #: The request that reached the page (``kept_request``); None when it could not
     #: be kept, or the memory is older than this field.

@@ -145,8 +145,8 @@ class PageItemsMiddleware:
         if not self._active() or response.meta.get(RELEASE):
             async for output in result:
                 yield output
-            if response.meta.get(RELEASE):
-                released = self.held.release()
+            if response.meta.get(RELEASE):  # the crawl is idle: it saw every page
+                released = self.held.release(not compat.engine_closing(self.crawler))
                 self.open.expect([member for _, member in released], response)
                 for item, _ in released:
                     yield item
@@ -342,8 +342,8 @@ class PageItemsMiddleware:
     def _expected(self, out: list[tuple[Any, PageItem]], response: Response) -> list[Any]:
         """*out*, a response's items, on their way; once the crawl is closing, with
         every item held (``pages/moved.py``): no idle comes, this response carries them."""
-        if self.held.items and compat.engine_closing(self.crawler):
-            out = out + self.held.release()
+        if self.held.to_release() and compat.engine_closing(self.crawler):
+            out = out + self.held.release(complete=False)
         self.open.expect([member for _, member in out], response)
         return [item for item, _ in out]
 

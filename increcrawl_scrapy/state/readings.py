@@ -40,6 +40,18 @@ class StoreReadings:
         return memories.lookup(self.results, self.database, key or self.normalize(url))
 
     @serialized
+    def held_items(self, seed: str) -> bytes | None:
+        """The items of *seed* whose verdict (moved, or new or gone) waits for a later
+        run (``pages/pending.py``); shared: a read, off the reactor's thread."""
+        return memories.lookup(self.results, self.database, held_items_key(seed))
+
+    @serialized
+    def keep_held_items(self, seed: str, body: bytes) -> None:
+        """*seed*'s items held for a later run, written with the next flush (a
+        memory of no page's: its key is no URL)."""
+        memories.keep_alone(self.results, held_items_key(seed), body, recorded=False)
+
+    @serialized
     def amend_memory(self, key: str, memory: bytes) -> None:
         """The row *key*'s memory grew after its result was recorded this run (an item
         another listing lists too, ``pages/versions.py``): written with its result,
@@ -122,3 +134,8 @@ class StoreReadings:
             else self.database.execute(sql.all_runs)
         )
         return [dict(row) for row in rows]
+
+
+def held_items_key(seed: str) -> str:
+    """The memories' key of *seed*'s held items (no page's: not a URL)."""
+    return f"increcrawl:held-items:{seed}"
