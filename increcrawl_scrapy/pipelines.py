@@ -182,8 +182,8 @@ class IncrementalStatePipeline:
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
-        if member.item_key is not None:
-            keys.append(item_row(page, member))
+        if member.item_key is not None:  # and the row an earlier version kept it in
+            keys += [item_row(page, member), f"{page}#item:{member.item_key}"]
         return [key for key in keys if not self.store.known(key)]
 
     def _process(self, item: Any, member: PageItem, taken: dict[str, str] | None = None) -> Any:
@@ -335,6 +335,11 @@ class IncrementalStatePipeline:
         own label, written once the item is delivered."""
         assert self.store is not None and self.pages is not None
         key = item_row(page_key, member)
+        if member.group.keyed_by_site and self.store.results.lookup(key) is None:
+            # Kept under its page by an earlier version: the site's row starts there.
+            kept = self.store.results.lookup(f"{page_key}#item:{member.item_key}")
+            if kept is not None and kept.content_hash:
+                self.store.record(url, 200, seed=self.seed, key=key, content_hash=kept.content_hash)
         recorded = self.store.record(
             url,
             200,
