@@ -335,9 +335,9 @@ class IncrementalStatePipeline:
         own label, written once the item is delivered."""
         assert self.store is not None and self.pages is not None
         key = item_row(page_key, member)
-        if member.group.keyed_by_site and self.store.results.lookup(key) is None:
+        if member.group.keyed_by_site and self.store.row(key) is None:
             # Kept under its page by an earlier version: the site's row starts there.
-            kept = self.store.results.lookup(f"{page_key}#item:{member.item_key}")
+            kept = self.store.row(f"{page_key}#item:{member.item_key}")
             if kept is not None and kept.content_hash:
                 self.store.record(url, 200, seed=self.seed, key=key, content_hash=kept.content_hash)
         recorded = self.store.record(

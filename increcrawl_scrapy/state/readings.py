@@ -17,6 +17,7 @@ from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
@@ -38,6 +39,12 @@ class StoreReadings:
         """What *url*'s (or the row *key*'s) last fetch left for the next one
         (``pages/memory.py``); shared: a read, off the reactor's thread."""
         return memories.lookup(self.results, self.database, key or self.normalize(url))
+
+    @serialized
+    def row(self, key: str) -> PageState | None:
+        """The row *key* as it stands (a key, not a URL: an item's row), unwritten
+        results included; read from the table when not at hand."""
+        return self.results.lookup(key)
 
     @serialized
     def held_items(self, seed: str) -> bytes | None:
