@@ -27,6 +27,7 @@ from increcrawl_scrapy.pages.keyed import item_row
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import held_items, open_pages
 from increcrawl_scrapy.pages.page import PageItem, item_alone, item_change
+from increcrawl_scrapy.pages.pending import earlier_row
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -109,9 +110,7 @@ class IncrementalStatePipeline:
         if member.group.cached:
             return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
         if member.group.earlier:  # held by an earlier run, its page recorded then
-            page = member.group.key or member.group.url
-            _label(ItemAdapter(item), change=member.label, run_id=self.run_id, normalized_url=page)
-            return item
+            return self._earlier(item, member)
         if member.group.again:  # one item, delivered once a run
             stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
             raise NotDelivered(f"{member.group.url}: listed again")
@@ -124,6 +123,18 @@ class IncrementalStatePipeline:
         if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
             return self._after_preparing(item, member, keys, texts)
         return self._process(item, member)
+
+    async def _earlier(self, item: Any, member: PageItem) -> Any:
+        """*item*, held by an earlier run (``pages/pending.py``), labelled as the run
+        that found it gone labels one: by its page's row, as it stands."""
+        key, page = await earlier_row(self.store, member)
+        adapter = ItemAdapter(item)
+        _label(adapter, change=member.label, run_id=self.run_id, normalized_url=key)
+        if page is not None:
+            fetched_at = _iso(page.last_fetched)
+            _label(adapter, content_hash=page.content_hash, fetched_at=fetched_at)
+            _label(adapter, etag=page.etag, last_modified=page.last_modified)
+        return item
 
     def _alone(self, item: Any) -> PageItem:
         """*item* as a page of one item (``pages/page.item_alone``)."""

@@ -46,7 +46,7 @@ from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, item_print
 from increcrawl_scrapy.pages.page import Page, PageItem
-from increcrawl_scrapy.pages.pending import HELD_RUNS, Pending
+from increcrawl_scrapy.pages.pending import DELIVERED, HELD_RUNS, Pending, kept, rebuilt
 from increcrawl_scrapy.pages.pending import pack as pack_pending
 from increcrawl_scrapy.pages.pending import unpack as unpack_pending
 from increcrawl_scrapy.state import StateLockedError
@@ -137,13 +137,17 @@ class HeldItems:
     def release(self, complete: bool) -> list[tuple[Any, PageItem]]:
         """The held items with their pages' members, and an earlier run's, paired:
         a gone and a new one of another page that are identical relabelled
-        (``MOVED`` and ``ARRIVED``). The rest are delivered when the run is
-        *complete* (idle: it saw every page it reaches), or an earlier run's held
-        HELD_RUNS runs; else held for a later run (``pages/pending.py``): an item
-        of this run's pages then passes as moved, so its page is recorded."""
+        (``MOVED`` and ``ARRIVED``), a gone one identical to a new one an earlier
+        run delivered ``MOVED``. The new ones left are delivered now, whole (the
+        object the spider yielded); the gone ones when the run is *complete* (idle:
+        it saw every page it reaches), or an earlier run's held HELD_RUNS runs; else
+        held for a later run (``pages/pending.py``), as is the print of a new one
+        delivered by a run that is not: an item of this run's pages held then
+        passes as moved, so its page is recorded."""
         self._looked = True
         held, self.items = self.items, []
-        earlier = [_earlier(pending) for pending in self.pending]
+        new_before = [p for p in self.pending if p.label == DELIVERED]
+        earlier = [_earlier(pending) for pending in self.pending if pending.label != DELIVERED]
         self.pending = []
         everything = held + [(member.item, member) for _, member in earlier]
         new: dict[str, list[PageItem]] = defaultdict(list)
@@ -159,6 +163,8 @@ class HeldItems:
             if partner is not None:
                 partners.remove(partner)
                 partner.label, partner.moved = ARRIVED, True
+            elif (delivered := _delivered_new(member, new_before)) is not None:
+                new_before.remove(delivered)  # its new side, delivered by an earlier run
             elif member.whole not in self.delivered_new:
                 continue
             member.label, member.moved = MOVED, True
@@ -171,6 +177,10 @@ class HeldItems:
             if member.label in (MOVED, ARRIVED):
                 if not of_earlier:  # its page waits for it, or counts it unchanged
                     out.append((item, member))
+            elif member.label == NEW:  # whole, now: the state keeps no more than a print
+                out.append((item, member))
+                if not complete:  # its gone side may be on a page a later run fetches
+                    self.pending.append(self._pending(member, -1, DELIVERED))
             elif complete or runs.get(id(member), -1) >= HELD_RUNS:
                 out.append((item, member))
             else:
@@ -178,16 +188,20 @@ class HeldItems:
                 if not of_earlier:  # its page is recorded without it
                     member.label, member.moved = MOVED, True
                     out.append((item, member))
+        if not complete:  # an idle run saw every page: a gone one would have come
+            self.pending += [p for p in new_before if p.runs < HELD_RUNS]
         return out
 
-    def _pending(self, member: PageItem, runs: int) -> Pending:
+    def _pending(self, member: PageItem, runs: int, label: str = "") -> Pending:
         old = member.old if member.old is not None else item_print(member.item, self.skip)
-        return Pending(member.label, member.group.url, member.group.key, old, runs)
+        group = member.group
+        return Pending(label or member.label, group.url, group.key, old, runs)
 
     def hold_over(self, store: StateStore) -> None:
         """At the close, once every item in progress went through the pipelines:
         the items still held, which no response carried, held for a later run
-        (``pages/pending.py``). Each of their pages is written as it is now: its
+        (``pages/pending.py``): a new one whole (its class, every field), since no
+        pipeline takes it any more. Each of their pages is written as it is now: its
         result, if its other items were delivered (recorded with its memory), else
         its memory alone (its result unwritten, due), so its next fetch does not
         find them again. Then the items held for a later run are written, each
@@ -197,6 +211,8 @@ class HeldItems:
         for _, member in left:
             pages.setdefault(id(member.group), (member.group, []))[1].append(member)
             self.pending.append(self._pending(member, -1))
+            if member.label == NEW:
+                self.pending[-1].item = kept(member.item)
         for page, _ in pages.values():
             try:
                 key = page.key or store.normalize(page.url)
@@ -219,7 +235,8 @@ class HeldItems:
 
     def _write(self, store: StateStore) -> None:
         """The items held for a later run, into the state (if any, or some were read)."""
-        fresh = sum(1 for pending in self.pending if pending.runs < 0)
+        # The prints of new items delivered are not counted held.
+        fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
         stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)
         if not self.pending and not self._read:
             return
@@ -232,13 +249,23 @@ class HeldItems:
             return
 
 
+def _delivered_new(member: PageItem, delivered: list[Pending]) -> Pending | None:
+    """Of the new items earlier runs *delivered*, the one gone *member* moved to: the
+    same print (a declared key's: the same key) on another page."""
+    page = (member.group.url, member.group.key)
+    return next(
+        (p for p in delivered if p.old.whole == member.whole and (p.url, p.key) != page), None
+    )
+
+
 def _earlier(pending: Pending) -> tuple[Pending, PageItem]:
     """An item an earlier run held, as a member of a page of its own that this run
     does not record (``Page.earlier``): delivered with the fields kept of it."""
     page = Page(url=pending.url, size=1, text="", key=pending.key, matched=True)
     page.earlier = True
     member = PageItem(page, None, label=pending.label, whole=pending.old.whole, old=pending.old)
-    member.item = dict(pending.old.values)
+    # A gone item is the fields that identify it; a new one was kept whole.
+    member.item = dict(pending.old.values) if pending.item is None else rebuilt(pending.item)
     page.members = [member]
     return pending, member
 
