@@ -40,15 +40,18 @@ def keyed_print(item: Any, key: str, skip: frozenset[str] | tuple[str, ...]) -> 
     return ItemPrint(digest(f"key\0{key}"), fields.fields, fields.values)
 
 
-def keys_left(blob: bytes | None, prints: list[ItemPrint]) -> list[ItemPrint]:
+def keys_left(blob: bytes | None, prints: list[ItemPrint]) -> tuple[list[ItemPrint], set[str]]:
     """Of the keys the page's previous fetch left in its memory (*blob*), those its
-    items now (*prints*) do not show. A memory kept before keys were printed has
-    none: nothing is gone."""
+    items now (*prints*) do not show; and of those they show, the hashes of the ones
+    it did not (arrived: from another page, maybe, which a bounded run may not see:
+    ``pages/moved.py`` keeps their prints). A memory kept before keys were printed
+    has none: nothing is gone, nothing arrived."""
     previous = unpack(blob)
     if previous is None:
-        return []
+        return [], set()
     now = {keyed.whole for keyed in prints}
-    return [old for old in previous.items if old.whole not in now]
+    before = {old.whole for old in previous.items}
+    return [old for old in previous.items if old.whole not in now], now - before
 
 
 def item_row(page_key: str, member: PageItem) -> str:

@@ -319,7 +319,7 @@ class PageItemsMiddleware:
                 if keys:  # its print's hash is its key's: a copy is found by its fields
                     member.seen_as = item_whole(member.item, skip)
             if keys and not cached:  # its keys it no longer shows (pages/keyed.py)
-                left = keys_left(await self.versions.memory(url, row), prints)
+                left, page.arrived = keys_left(await self.versions.memory(url, row), prints)
                 page.matched = bool(left)
                 gone += [self._gone_item(page, old, grouped) for old in left]
             elif not cached:  # a cached answer: neither matched nor held

@@ -44,7 +44,7 @@ from scrapy.exceptions import DontCloseSpider
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, item_print
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, ItemPrint, item_print
 from increcrawl_scrapy.pages.page import Page, PageItem
 from increcrawl_scrapy.pages.pending import DELIVERED, HELD_RUNS, Pending, kept, rebuilt
 from increcrawl_scrapy.pages.pending import pack as pack_pending
@@ -78,6 +78,9 @@ class HeldItems:
         self.pending: list[Pending] = []
         self._read = False  # the state's were read (written back, even if none left)
         self._looked = False  # paired by a release this run
+        self._idle = False  # it saw every page (a bounded run never does)
+        #: Keys new to their page (``keyed.py``): a later run's gone one moved here.
+        self.arrived: list[PageItem] = []
         self.skip = config_for(crawler).volatile_fields
         crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
         crawler.signals.connect(self._read_pending, signal=signals.spider_opened)
@@ -101,6 +104,8 @@ class HeldItems:
         if member.item_key is not None:  # a key seen: one gone from elsewhere moved here
             if len(self.delivered_new) < MAX_HELD:
                 self.delivered_new.add(member.whole)
+            if member.whole in member.group.arrived and len(self.arrived) < MAX_HELD:
+                self.arrived.append(member)  # kept for a later run unless this one is idle
             return False
         if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
             return False
@@ -117,6 +122,7 @@ class HeldItems:
         return bool(self.items) or (bool(self.pending) and not self._looked)
 
     def idle(self) -> None:
+        self._idle = True
         if not self.to_release() or self.crawler.engine is None:
             return
         request = Request(
@@ -193,9 +199,11 @@ class HeldItems:
         return out
 
     def _pending(self, member: PageItem, runs: int, label: str = "") -> Pending:
-        old = member.old if member.old is not None else item_print(member.item, self.skip)
         group = member.group
-        return Pending(label or member.label, group.url, group.key, old, runs)
+        if label == DELIVERED:  # to pair a gone one: its hash (a key's, with a key)
+            return Pending(label, group.url, group.key, ItemPrint(member.whole, {}, {}), runs)
+        old = member.old if member.old is not None else item_print(member.item, self.skip)
+        return Pending(member.label, group.url, group.key, old, runs)
 
     def hold_over(self, store: StateStore) -> None:
         """At the close, once every item in progress went through the pipelines:
@@ -235,6 +243,8 @@ class HeldItems:
 
     def _write(self, store: StateStore) -> None:
         """The items held for a later run, into the state (if any, or some were read)."""
+        if not self._idle:  # keys new to their page may have come from one not seen
+            self.pending += [self._pending(m, -1, DELIVERED) for m in self.arrived]
         # The prints of new items delivered are not counted held.
         fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
         stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)

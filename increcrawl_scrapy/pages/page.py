@@ -51,6 +51,8 @@ class Page:
     #: Its items' keys (INCRECRAWL_ITEM_KEY) are rows of the site's, not the page's:
     #: items without a URL field, which move between a listing's pages (keyed.py).
     keyed_by_site: bool = False
+    #: The hashes of its keys its previous version did not show (``keyed.py``).
+    arrived: set[str] = field(default_factory=set)
     #: An earlier run's page, recorded then: its item was held for a later run and
     #: is delivered now (``pages/pending.py``), its page not recorded again.
     earlier: bool = False
