@@ -21,15 +21,16 @@ page: an item missing from one of its pages may be on one it did not fetch, an i
 new on one may have come from there. A closing engine sends no more requests but
 still scrapes those in progress: the first of their responses to pass
 ``PageItemsMiddleware`` once the crawl is closing pairs every item held, as above,
-with the items earlier runs held; what it cannot pair is held for a later run
-(``pages/pending.py``: in the state, never delivered ``gone`` then ``new``), and
-passes the pipelines as moved, so that its page is recorded as it is now. A close
-with no response left to come (a timeout while the next request waits for its
-download delay, or is answered 304) holds them for a later run the same way
-(``HeldItems.hold_over``). A later run pairs them with its own, and delivers the
-rest once it is idle (it saw every page it reaches) or once they were held
-HELD_RUNS runs. A memory kept by an earlier version with its items "held" (``held``)
-has its page's next fetch deliver them at once.
+with the items earlier runs held. A new item it cannot pair is delivered, whole,
+its print kept; a gone one is held for a later run (``pages/pending.py``: in the
+state), and passes the pipelines as moved, so that its page is recorded as it is
+now. A close with no response left to come (a timeout while the next request waits
+for its download delay, or is answered 304) holds them for a later run the same way
+(``HeldItems.hold_over``; a new one whole). A later run pairs them with its own (a
+gone one and a print of a new one delivered: moved), and delivers the rest once it
+is idle (it saw every page it reaches) or once they were held HELD_RUNS runs. A
+memory kept by an earlier version with its items "held" (``held``) has its page's
+next fetch deliver them at once.
 """
 
 from __future__ import annotations
