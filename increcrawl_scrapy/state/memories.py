@@ -33,9 +33,7 @@ class Memories:
         self._alone[key] = body
 
     def get(self, key: str) -> bytes | None:
-        """*key*'s memory not written yet: with its result, else alone."""
-        body = self._pending.get(key)
-        return body if body is not None else self._alone.get(key)
+        return self._pending.get(key)
 
     def discard(self, key: str) -> None:
         self._pending.pop(key, None)
