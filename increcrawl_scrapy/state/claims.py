@@ -11,6 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from twisted.python.threadable import isInIOThread
@@ -56,8 +57,7 @@ class Claims:
         """Lease due rows of *seed* (any worker's live lease excludes a row), or those
         of *keys* that are (a budget's choice), none of *skip*: the rows, their leases
         and their hosts' counts, for the caller to keep."""
-        with self.lock:
-            return self.patiently(lambda: self._claim(seed, size, until, keys, skip))
+        return self.patiently(lambda: self._claim(seed, size, until, keys, skip), self.lock)
 
     def _claim(
         self,
@@ -92,15 +92,18 @@ class Claims:
         counts = self.hosts.read(self.io, {page.host or "" for page in pages})
         return pages, leases, counts
 
-    def patiently(self, work: Callable[[], _T]) -> _T:
-        """*work* on the io connection; while the server is unreachable (a restart),
-        tried again every second for up to ``outage_seconds`` (on a worker thread:
-        the crawl's thread never waits here)."""
+    def patiently(self, work: Callable[[], _T], lock: Any = None) -> _T:
+        """*work* on the io connection, each try holding *lock*; while the server is
+        unreachable (a restart), tried again every second for up to
+        ``outage_seconds`` (on a worker thread: the crawl's thread never waits here),
+        the lock let go between tries: the heartbeat and the leases' release are not
+        held up behind the wait."""
         deadline = time.monotonic() + self.outage_seconds
         warned = False
         while True:
             try:
-                return self.io.retrying(work)
+                with lock if lock is not None else nullcontext():
+                    return self.io.retrying(work)
             except Exception:
                 if not self.io.broken() or time.monotonic() >= deadline or isInIOThread():
                     raise  # and never wait on the reactor's thread
@@ -113,8 +116,9 @@ class Claims:
                 time.sleep(1.0)
 
     def others_lease(self, seed: str) -> bool:
-        with self.lock:
-            return self.patiently(lambda: leased_by_others(self.io.raw, seed, self.owner, now=None))
+        return self.patiently(
+            lambda: leased_by_others(self.io.raw, seed, self.owner, now=None), self.lock
+        )
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""

@@ -6,6 +6,8 @@ answers again; claims go on; nothing is written twice or half."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,33 @@ def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
     with StateStore(dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
         assert reopened.due(SEED) == []
+
+
+def test_a_claim_waiting_for_the_server_holds_up_nothing_else(
+    own_server, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The claim waits (on a worker thread) for a restarting server; the claims' lock
+    # is let go between its tries: the heartbeat and the release of leases, which
+    # take it too, are not held up for the outage's 60 s.
+    dsn = own_server.create_database("waiting")
+    with StateStore(dsn, clock=clock) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        own_server.halt()
+        claimed: list = []
+        claiming = threading.Thread(target=lambda: claimed.extend(store.due(SEED)))
+        claiming.start()
+        try:
+            deadline = time.monotonic() + 120
+            while "cannot be reached" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "cannot be reached" in caplog.text  # the claim is waiting
+            lock = store.results.claims.lock
+            assert lock.acquire(timeout=10)
+            lock.release()
+        finally:
+            own_server.resume()
+            claiming.join(120)
+        assert len(claimed) == len(URLS)
 
 
 def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Clock) -> None:

@@ -65,8 +65,15 @@ class ThrowawayPostgres:
     def restart(self) -> None:
         """Stop the server at once (as a crash would: every connection drops) and
         start it again on the same port."""
+        self.halt()
+        self.resume()
+
+    def halt(self) -> None:
+        """Stop the server at once, its data kept (``resume`` starts it again)."""
+        self._run("pg_ctl", "-D", f"{self._root}/data", "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
         data = f"{self._root}/data"
-        self._run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
         self._run(
             "pg_ctl", "-D", data, "-o", self._options(), "-l", f"{self._root}/log", "-w", "start"
         )
