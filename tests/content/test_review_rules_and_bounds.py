@@ -82,18 +82,6 @@ COLUMN = """<!doctype html><html><head><title>Why rates will rise - The Daily</t
 </div></article></main><footer>(c) The Daily</footer></body></html>"""
 
 
-@pytest_twisted.ensureDeferred
-async def test_opinion_column_body_edit_is_reported(site, tmp_path: Path, clock) -> None:  # noqa: F811
-    site.put("rates", COLUMN.format(bp=25))
-    settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
-    first = await crawl(site, settings)
-    site.put("rates", COLUMN.format(bp=75))
-    clock.advance(LATER)
-    second = await crawl(site, settings)
-    assert "basis points" in first.items[0]["markdown"]
-    assert second.changes("changed") == {site.url("rates")}
-
-
 POLICY = """<!doctype html><html><head><title>Comments policy - Example Blog</title></head>
 <body><header><nav><a href="/">Home</a></nav></header>
 <main><div id="comments-policy" class="page-content">
@@ -103,16 +91,34 @@ POLICY = """<!doctype html><html><head><title>Comments policy - Example Blog</ti
 </div></main><footer>(c) Example Blog</footer></body></html>"""
 
 
+#: A page whose own text a comment rule could take: its name, the first version, the
+#: edit, and a phrase of its own text.
+NOT_COMMENTS = [
+    ("rates", COLUMN.format(bp=25), COLUMN.format(bp=75), "basis points"),
+    ("comments-policy", POLICY.format(hours=24), POLICY.format(hours=72), "moderated"),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "after", "phrase"), NOT_COMMENTS)
 @pytest_twisted.ensureDeferred
-async def test_comments_policy_page_is_not_empty(site, tmp_path: Path, clock) -> None:  # noqa: F811
-    site.put("comments-policy", POLICY.format(hours=24))
+async def test_a_pages_own_text_named_like_comments_is_kept(
+    site,  # noqa: F811
+    tmp_path: Path,
+    clock,
+    name: str,
+    before: str,
+    after: str,
+    phrase: str,
+) -> None:
+    # An opinion column's body (div.commentary), a comments-policy page.
+    site.put(name, before)
     settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
     first = await crawl(site, settings)
-    site.put("comments-policy", POLICY.format(hours=72))
+    site.put(name, after)
     clock.advance(LATER)
     second = await crawl(site, settings)
-    assert "moderated" in first.items[0]["markdown"]
-    assert second.changes("changed") == {site.url("comments-policy")}
+    assert phrase in first.items[0]["markdown"]
+    assert second.changes("changed") == {site.url(name)}
 
 
 GUESTBOOK = 20_000
