@@ -58,11 +58,11 @@ async def test_pages_are_probed_first_but_a_ruled_page_is_extracted(hybrid, capl
     got.fetcher.announce()
     assert "with a direct probe first and, when they changed, through the Geonode" in caplog.text
     fetcher = await opened(got, store)
-    # The ruled page first: it is no scout, so the next page of the host is.
-    ruled, probe = await run(
-        drained(fetcher.fetch([page("/ruled"), page("/a", content_hash="h", etag='"v1"')]))
-    )
-    assert HybridFetch.step(ruled.meta) is None and not ruled.headers  # Geonode's, as is
+    # A ruled page is Geonode's, as the spider made it, and no scout of its host.
+    [ruled] = await run(drained(fetcher.fetch([page("/ruled")])))
+    assert HybridFetch.step(ruled.meta) is None and not ruled.headers
+    assert fetcher.hybrid.hosts.scouting == set()
+    [probe] = await run(drained(fetcher.fetch([page("/a", content_hash="h", etag='"v1"')])))
     assert HybridFetch.step(probe.meta) == PROBE and probe.meta["dont_retry"]
     assert probe.headers[b"If-None-Match"] == b'"v1"'  # conditional: a 304 is free
     assert fetcher.hybrid.hosts.scouting == {"site.test"}  # the host's verdict is out
