@@ -7,7 +7,9 @@ import logging
 
 import pytest
 import pytest_twisted
+from twisted.internet import reactor, task
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.spiders.fetchers import BatchGeonodeFetcher, GeonodeFetcher
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.crawling import KEY
@@ -99,4 +101,25 @@ async def test_a_batch_is_cut_to_the_tokens_left(servers, tmp_path, clock) -> No
     fetcher.budget(None)
     items = await run(drained(fetcher.fetch([page(url) for url in site.page_urls()[:4]])))
     assert len(items) == 2 and fetcher.out_of_tokens
+    await finished(got)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_job_under_way_is_cancelled_at_close(servers, tmp_path, clock) -> None:
+    site, api = servers
+    api.configure(batch_stall=True)  # the job stays "processing"
+    got = made(tmp_path, clock, api, GEONODE_BATCH_MIN_URLS=2)
+    fetcher = got.fetcher
+    await run(fetcher.open(state()))
+    fetcher.budget(None)
+    fetching = run(drained(fetcher.fetch([page(url) for url in site.page_urls()[:3]])))
+    for _ in range(200):  # submitted within 10 s
+        if fetcher.jobs.active:
+            break
+        await task.deferLater(reactor, 0.05)
+    assert fetcher.jobs.active
+    await run(fetcher.close())  # the crawl stops: so does the job, and its charges
+    assert api.counters()["requests"].get("DELETE /v1/batch/{job_id}") == 1
+    assert got.crawler.stats.get_value(stats.BATCH_CANCELLED) == 1
+    assert await fetching == []  # its pages stay due
     await finished(got)
