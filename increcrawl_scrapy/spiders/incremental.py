@@ -3,8 +3,9 @@
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
 The spider keeps the phases of a run. Its sources are read by ``discovery.sources``,
-batch jobs spoken by ``geonode.batch``; the spider never judges content: it yields
-one item per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
+its due pages fetched by the crawl's one fetcher (``spiders/fetchers/``: direct,
+Geonode, batch jobs or hybrid); the spider never judges content: it yields one item
+per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
