@@ -98,8 +98,14 @@ async def finished(got: Made) -> None:
     """The crawl ends (awaited in the test's body): the fetcher's close, then the
     crawl's state and API client, as ``spider_closed`` and ``engine_stopped`` do."""
     await run(got.fetcher.close())
+    manager = got.crawler.signals
+    # Scrapy 2.13 has only the Deferred form; later ones deprecate it for this one.
+    send_async = getattr(manager, "send_catch_log_async", None)
     for signal in (signals.spider_closed, signals.engine_stopped):
-        await run(got.crawler.signals.send_catch_log_async(signal, reason="finished"))
+        if send_async is not None:
+            await run(send_async(signal, reason="finished"))
+        else:
+            await manager.send_catch_log_deferred(signal, reason="finished")
 
 
 def state(store: Any = None) -> SimpleNamespace:
