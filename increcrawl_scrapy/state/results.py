@@ -415,14 +415,11 @@ class Results(RowLoads):
         self._epoch += 1
 
     def close(self) -> None:
-        """Write what is pending, give back unanswered leases, stop the writer. On a
-        shared state whose server is unreachable (a restart), the last write waits
-        for it (``Claims.patiently``: nothing records any more)."""
+        """Write what is pending, give back unanswered leases, stop the writer. (A
+        crawl on a shared state has waited out a restarting server for its last write
+        before: ``claims.write_last``.)"""
         try:
-            if self.claims is not None:
-                self.claims.patiently(self.flush)
-            else:
-                self.flush()
+            self.flush()
             self.release()
         finally:
             self.writer.shutdown()

@@ -25,13 +25,13 @@ from increcrawl_scrapy.schedule.policy import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.backend import Backend, serialized
-from increcrawl_scrapy.state.claims import Claims
+from increcrawl_scrapy.state.claims import Claims, write_last
 from increcrawl_scrapy.state.edits import OperatorEdits
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, Budget, ChangeQueue, choose
+from increcrawl_scrapy.state.queue import CHUNK, Budget, ChangeQueue, choose
 from increcrawl_scrapy.state.readings import StoreReadings
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
@@ -219,9 +219,8 @@ class StateStore(OperatorEdits, StoreReadings):
     # -- the change queue ----------------------------------------------------
 
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
-        """Rows of *seed* whose next check has come, most overdue first: live rows,
-        and gone rows still listed (their slow re-check). At most *limit*: those
-        likeliest to have changed (``budget()``)."""
+        """Rows of *seed* due, most overdue first: live rows, and gone rows still listed
+        (their slow re-check). At most *limit*: the likeliest changed (``budget()``)."""
         return [page for chunk in self.due_chunks(seed, limit) for page in chunk]
 
     def due_chunks(
@@ -242,10 +241,7 @@ class StateStore(OperatorEdits, StoreReadings):
             budget = self.budget(seed, limit)
         if budget is None or budget.chosen is None:
             return self.queue.chunks(seed, limit, size, wait=wait)
-        chosen = budget.chosen
-        if self.shared:  # claimed as the queue's rows are: a share at a time
-            size = min(size, SHARED_CHUNK)
-        return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
+        return self.queue.chosen_chunks(budget.chosen, size, wait=wait)
 
     @serialized
     def budget(self, seed: str, limit: int | None) -> Budget:
@@ -340,6 +336,10 @@ class StateStore(OperatorEdits, StoreReadings):
     def flush(self) -> int:
         """Write buffered results in one transaction. Returns how many rows."""
         return self.results.flush()
+
+    async def write_last(self) -> int:
+        """The crawl's last write (``claims.write_last``)."""
+        return await write_last(self.flush, self.results.claims)
 
     def load(self, keys: list[str]) -> None:
         """Read rows before recording them (``Results.load``): off the reactor's thread."""

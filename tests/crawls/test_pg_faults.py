@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from scrapy.utils.test import get_crawler
 
 from increcrawl_scrapy.spiders.cluster_share import ClusterShare
 from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.claims import ServerAway
 from tests.conftest import Clock
 
 SEED = "https://example.com/sitemap.xml"
@@ -82,31 +84,57 @@ def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
         assert reopened.due(SEED) == []
 
 
-def test_a_claim_waiting_for_the_server_holds_up_nothing_else(
+def test_a_claim_while_the_server_restarts_is_asked_again_later(
     own_server, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The claim waits (on a worker thread) for a restarting server; the claims' lock
-    # is let go between its tries: the heartbeat and the release of leases, which
-    # take it too, are not held up for the outage's 60 s.
+    # No thread waits for a restarting server: the claim says "ask again" at once (an
+    # empty chunk; the crawl waits on the reactor), holding no lock (the heartbeat
+    # and the release of leases take it too), and gives up after the outage's bound.
+    # (Claims run on worker threads: on the reactor's, an outage is raised at once.)
     dsn = own_server.create_database("waiting")
-    with StateStore(dsn, clock=clock) as store:
+    with StateStore(dsn, clock=clock) as store, ThreadPoolExecutor(1) as worker:
         store.start_run(SEED).upsert([(u, None) for u in URLS])
+        claims = store.results.claims
+        chunks = store.due_chunks(SEED, wait=True)
+
+        def off_reactor(call):
+            return worker.submit(call).result(timeout=120)
+
         own_server.halt()
-        claimed: list = []
-        claiming = threading.Thread(target=lambda: claimed.extend(store.due(SEED)))
-        claiming.start()
         try:
-            deadline = time.monotonic() + 120
-            while "cannot be reached" not in caplog.text and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert "cannot be reached" in caplog.text  # the claim is waiting
-            lock = store.results.claims.lock
-            assert lock.acquire(timeout=10)
-            lock.release()
+            assert off_reactor(lambda: next(chunks)) == []
+            assert off_reactor(lambda: next(chunks)) == []
+            assert caplog.text.count("cannot be reached") == 1  # said once an outage
+            assert claims.lock.acquire(timeout=0)
+            claims.lock.release()
+            with pytest.raises(ServerAway):
+                off_reactor(lambda: store.due(SEED))  # a caller that does not wait is told
+            claims.outage_seconds = 0  # the outage outlasts its bound: the error itself
+            with pytest.raises(Exception) as raised:
+                off_reactor(lambda: next(chunks))
+            assert not isinstance(raised.value, ServerAway)
         finally:
             own_server.resume()
-            claiming.join(120)
+        claimed = off_reactor(lambda: next(store.due_chunks(SEED, wait=True)))
         assert len(claimed) == len(URLS)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_crawls_last_write_waits_out_a_restarting_server(
+    own_server, clock: Clock
+) -> None:
+    dsn = own_server.create_database("last_write")
+    store = StateStore(dsn, clock=clock, flush_items=1000)
+    try:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        _record_all(store)  # ten results buffered
+        own_server.halt()
+        threading.Timer(3.0, own_server.resume).start()
+        assert await deferred_from_coro(store.write_last()) == 10
+    finally:
+        store.close()
+    with StateStore(dsn, clock=clock) as reopened:
+        assert reopened.count(last_status=200) == 10
 
 
 @pytest_twisted.ensureDeferred
@@ -140,7 +168,6 @@ def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Cl
     # neither is aborted. And a row another worker inserted meanwhile (a result of a
     # URL not yet discovered) does not abort the chunk.
     import threading
-    import time
 
     import psycopg
 
@@ -247,7 +274,6 @@ async def test_a_server_restart_mid_crawl_loses_no_result(own_server, clock: Clo
     # The server restarts while a crawl fetches (every connection drops): the crawl
     # goes on, its results are written once the server is back, and it finishes.
     import threading
-    import time
 
     from increcrawl_scrapy.testing import SampleSite
     from tests.crawling import crawl_settings, run_crawl
@@ -315,7 +341,6 @@ def test_a_worker_killed_inside_a_write_leaves_nothing_half_written(
     # expire, and another worker fetches and records every page once.
     import subprocess
     import sys
-    import time
 
     import psycopg
 
