@@ -55,6 +55,8 @@ CHILD_SIZE = 1000
 RATES = {
     "default": ((0.05, 30.0), (0.006, 7.0), (0.0004, 1.0)),
     "heavy": ((0.10, 180.0), (0.04, 60.0), (0.012, 14.0), (0.003, 3.0), (0.0008, 0.5)),
+    # every page edited about monthly, as a blog's posts (#52): the host bound's case
+    "homogeneous": ((1.0, 30.0),),
 }
 VOLATILE_SHARE = 0.10
 ADDED_PER_WEEK, DELETED_PER_WEEK = 100, 50

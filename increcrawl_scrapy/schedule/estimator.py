@@ -180,3 +180,38 @@ def interval_for(rate: float, probability: float) -> float:
     if rate <= 0:
         return math.inf
     return -math.log1p(-probability) / rate
+
+
+@dataclass(frozen=True)
+class HostPrior:
+    """What a host's pages say about a page's change rate before its own history
+    does: a gamma distribution of rates (shape *alpha*, rate *beta* in seconds),
+    fitted by moments to every page's changes seen per time observed (empirical
+    Bayes: a page's own history is one to three changes, its host's hundreds)."""
+
+    alpha: float
+    beta: float
+
+    def rate(self, changes: float, observed: float) -> float:
+        """The posterior mean rate of a page seen changing *changes* times in
+        *observed* seconds: its host's rate while its own evidence is thin, its own
+        once it is not. On a host whose pages change alike (a blog's posts) it stays
+        near the host's rate; where most pages never change (a docs site) it falls
+        with the time the page has stood still."""
+        return (self.alpha + changes) / (self.beta + max(observed, 0.0))
+
+
+def host_prior(pages: float, changes: float, observed: float, squares: float) -> HostPrior | None:
+    """The gamma prior of a host's page rates from its pages' totals: how many
+    pages, changes seen, time observed (seconds), and Σ changes²/observed. The
+    spread of the rates is what the pages' counts vary beyond Poisson noise; the
+    prior weighs at most as much as the changes it is fitted to (a host with few
+    changes seen says little). None: no change seen yet, nothing to say."""
+    if changes < 1 or observed <= 0 or pages < 2:
+        return None
+    mean = changes / observed
+    variance = (squares - mean * changes - pages * mean) / observed
+    # A spread at or below the noise: the pages change alike (alpha as strong as
+    # the evidence allows).
+    alpha = changes if variance <= 0 else min(changes, mean * mean / variance)
+    return HostPrior(alpha, alpha / mean)

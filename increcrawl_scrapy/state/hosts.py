@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from increcrawl_scrapy.schedule.dates import lastmod_verdict, sample_found_change
+from increcrawl_scrapy.schedule.estimator import HostPrior, host_prior
 from increcrawl_scrapy.schedule.rows import SAMPLE_COUNTED, TRUSTED, UNKNOWN, Outcome, PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 
@@ -51,6 +52,9 @@ class Hosts:
         self._delta: dict[str, list[float]] = {}
         #: Per held result (its key), the evidence it added: taken back if discarded.
         self._held: dict[str, tuple[str, list[float]]] = {}
+        #: Per host, the prior of its pages' change rates, read once per process (a
+        #: run's results move it little: its pages' histories are weeks long).
+        self._priors: dict[str, HostPrior | None] = {}
 
     def _load(self, host: str) -> list[float]:
         if host not in self._counts:
@@ -66,6 +70,21 @@ class Hosts:
             return UNKNOWN
         mc, mu, uc, _uu = self._load(host)
         return lastmod_verdict(mc, mu, uc, self.min_evidence)
+
+    def prior(self, host: str | None) -> HostPrior | None:
+        """What *host*'s pages say about a page's change rate (None: nothing yet)."""
+        if not host:
+            return None
+        if host not in self._priors:
+            rows = self.database.execute(self.database.sql.host_rates, (json.dumps([host]),))
+            totals = next((row[1:] for row in rows), None)
+            self._priors[host] = host_prior(*(float(v or 0) for v in totals)) if totals else None
+        return self._priors[host]
+
+    def planned(self, start: float, end: float) -> dict[int, int]:
+        """The checks planned per coming day (``schedule/leveling.py``)."""
+        rows = self.database.execute(self.database.sql.planned_days, (start, start, end))
+        return {int(day): int(count) for day, count in rows}
 
     def observe(self, page: PageState, changed: bool, now: float, held: str | None = None) -> None:
         """One fetch of *page* (fetched before, with a sitemap date): did its date

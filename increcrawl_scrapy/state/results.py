@@ -6,10 +6,9 @@ the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
-(``writes.Writer``) with a connection of its own, while recording goes on into fresh
-buffers; rows a recording would read are loaded first by ``load`` on a worker
-thread. The store's mutex then guards memory, never a round trip. With SQLite (a
-local file, one connection) a flush writes in place.
+(``writes.Writer``) with its own connection, while recording goes on into fresh
+buffers; rows a recording would read are loaded first by ``load`` on a worker thread.
+The store's mutex then guards memory, never a round trip; SQLite flushes in place.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
 
+from increcrawl_scrapy.schedule.leveling import Leveling
 from increcrawl_scrapy.schedule.policy import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.schedule.rows import (
     ITEM_MARK,
@@ -78,6 +78,7 @@ class Results(RowLoads):
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
         self.history = RunHistory()  # the run's checks, written with their results
+        self.leveling = Leveling(hosts.planned, policy.max_staleness)
         #: The start of this store's run when it is its seed's first (else None).
         self.first_run_since: float | None = None
         #: Called before results are written (the crawl flushes its feeds first).
@@ -138,12 +139,8 @@ class Results(RowLoads):
     def lookup(self, key: str) -> PageState | None:
         """A row as it stands: unwritten result (the latest first), else queued or
         loaded row, else stored row."""
-        page = (
-            self._pending.get(key)
-            or self._held.get(key)
-            or self.writer.in_flight.get(key)
-            or self._queued.get(key)
-        )
+        page = self._pending.get(key) or self._held.get(key)
+        page = page or self.writer.in_flight.get(key) or self._queued.get(key)
         if page is not None or key in self._absent:
             return page
         row = self.database.tuples(self.database.sql.page_by_key, (key,)).fetchone()
@@ -214,9 +211,10 @@ class Results(RowLoads):
             self._new_keys.add(key)  # a URL discovery never saw: inserted when written
             previous = new_page(key, url, seed, now, self.policy.default_interval)
             previous = previous._replace(host=host_of(key))
-        verdict = self.hosts.verdict(previous.host)
+        verdict, prior = self.hosts.verdict(previous.host), self.hosts.prior(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
-        page = apply_result(previous, result, now, self.policy, verdict)
+        place = None if ITEM_MARK in key else self.leveling.place  # next checks spread
+        page = apply_result(previous, result, now, self.policy, verdict, prior, place)
         if rebaselined:
             page = page._replace(content_hash=content_hash)
         if ITEM_MARK in key:  # a label of its page's item: never fetched on its own

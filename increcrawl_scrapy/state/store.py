@@ -203,6 +203,7 @@ class StateStore(OperatorEdits, StoreReadings):
             normalize=self.normalize,
             clock=self.clock,
             default_interval=self.policy.default_interval,
+            max_staleness=self.policy.max_staleness,
             missing_runs=self.missing_runs,
             lastmod=self.lastmod,
         )

@@ -553,6 +553,23 @@ def test_the_add_ons_checks_put_the_rows_whose_checks_failed_last(
     assert store.unreached(SEED, 2, aged=later) == []
 
 
+def test_max_staleness_brings_rows_scheduled_before_within_it(
+    open_store: Factory, clock: Clock
+) -> None:
+    """INCRECRAWL_MAX_STALENESS set since a row was scheduled: the next run's start
+    brings its check within the bound after its last fetch (#52, 1)."""
+    store = open_store(policy=LearnedPolicy())
+    store.start_run(SEED)
+    [url] = urls(1)
+    store.record(url, 200, seed=SEED, key=url, content_hash="a")
+    store.flush()
+    fetched = store.get(url).last_fetched
+    assert store.get(url).next_check > fetched + 3_600
+    bounded = open_store(policy=LearnedPolicy(max_staleness=3_600.0))
+    bounded.start_run(SEED)
+    assert bounded.get(url).next_check == fetched + 3_600
+
+
 def test_a_memory_amended_after_its_result_is_written_is_written_too(
     open_store: Factory,
 ) -> None:
