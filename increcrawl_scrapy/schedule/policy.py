@@ -144,10 +144,8 @@ class RevisitPolicy:
 
     def spreads(self, fetches: int) -> bool:
         """Whether the next check of a page fetched *fetches* times is spread over the
-        coming days (``leveling.py``): from its third fetch. The first checks after
-        discovery stay as they are: spread, they would carry the first week's load
-        (every page checked three times) into the second."""
-        return fetches >= MIN_OBSERVATIONS
+        coming days (``leveling.py``): never, the adaptive rule's intervals are exact."""
+        return False
 
     def bounded(self, interval: float) -> float:
         return min(self.max_interval, max(self.min_interval, interval))
@@ -279,6 +277,12 @@ class LearnedPolicy(RevisitPolicy):
         """The adaptive rule's interval for a page still learning, within its host's bound."""
         wanted = self.next_interval(page.interval_s, outcome)
         return max(self.min_interval, min(wanted, self.host_bound(page, outcome, prior, now)))
+
+    def spreads(self, fetches: int) -> bool:
+        """From a page's third fetch. The first checks after discovery stay as they
+        are: spread, they would carry the first week's load (every page checked
+        three times) into the second."""
+        return fetches >= MIN_OBSERVATIONS
 
     def host_bound(
         self, page: PageState, outcome: Outcome, prior: HostPrior | None, now: float
