@@ -134,3 +134,20 @@ def test_the_closed_form_for_pages_never_seen_changing_solves_the_equation(
     assert weight * tau0 / math.expm1(rate * tau0) == pytest.approx(unchanged, rel=1e-9)
     # and agrees with the general solver given the same interval as a real one
     assert mle_rate([tau0], unchanged / weight) == pytest.approx(rate, rel=1e-6)
+
+
+def test_a_hosts_prior_holds_quiet_pages_of_a_homogeneous_host_to_its_rate() -> None:
+    from increcrawl_scrapy.schedule.estimator import host_prior
+
+    day = 86_400.0
+    # 60 pages watched 30 days, each changed once (all alike): the host's rate is
+    # one change a month, and a page quiet for 30 days is still taken at it.
+    alike = host_prior(60, 60, 60 * 30 * day, 60 * 1 / (30 * day))
+    assert alike is not None
+    assert alike.rate(0, 30 * day) * 30 * day == pytest.approx(1.0, rel=0.05)
+    # 6 pages changing daily, 54 never: the spread prior lets a quiet page's rate
+    # fall with the time it stood still.
+    spread = host_prior(60, 6 * 30, 60 * 30 * day, 6 * 30 * 30 / (30 * day))
+    assert spread is not None
+    assert spread.rate(0, 60 * day) < spread.rate(0, 10 * day) / 3
+    assert host_prior(60, 0, 60 * 30 * day, 0) is None  # no change seen: nothing to say
