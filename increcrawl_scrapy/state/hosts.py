@@ -55,6 +55,8 @@ class Hosts:
         #: Per host, the prior of its pages' change rates, read once per process (a
         #: run's results move it little: its pages' histories are weeks long).
         self._priors: dict[str, HostPrior | None] = {}
+        #: False on a shared state: a prior is not read when a result is recorded.
+        self.priors_read = True
 
     def _load(self, host: str) -> list[float]:
         if host not in self._counts:
@@ -73,7 +75,7 @@ class Hosts:
 
     def prior(self, host: str | None) -> HostPrior | None:
         """What *host*'s pages say about a page's change rate (None: nothing yet)."""
-        if not host:
+        if not host or not self.priors_read:
             return None
         if host not in self._priors:
             rows = self.database.execute(self.database.sql.host_rates, (json.dumps([host]),))

@@ -78,7 +78,9 @@ class Results(RowLoads):
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
         self.history = RunHistory()  # the run's checks, written with their results
-        self.leveling = Leveling(hosts.planned, policy.max_staleness)
+        # Not yet on a shared state: their reads would run on the reactor (#52).
+        self.leveling = None if claims else Leveling(hosts.planned, policy.max_staleness)
+        hosts.priors_read = claims is None
         #: The start of this store's run when it is its seed's first (else None).
         self.first_run_since: float | None = None
         #: Called before results are written (the crawl flushes its feeds first).
@@ -213,7 +215,7 @@ class Results(RowLoads):
             previous = previous._replace(host=host_of(key))
         verdict, prior = self.hosts.verdict(previous.host), self.hosts.prior(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
-        place = None if ITEM_MARK in key else self.leveling.place  # next checks spread
+        place = None if ITEM_MARK in key or not self.leveling else self.leveling.place
         page = apply_result(previous, result, now, self.policy, verdict, prior, place)
         if rebaselined:
             page = page._replace(content_hash=content_hash)

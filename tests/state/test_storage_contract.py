@@ -565,6 +565,10 @@ def test_max_staleness_brings_rows_scheduled_before_within_it(
     store.flush()
     fetched = store.get(url).last_fetched
     assert store.get(url).next_check > fetched + 3_600
+    # The reads of the host bound and the spreading (``Hosts.prior``, ``planned``).
+    store.hosts.priors_read = True
+    assert store.hosts.prior("example.com") is None  # no page fetched twice yet
+    assert store.hosts.planned(fetched, fetched + 10 * DAY).get(1, 0) >= 1
     bounded = open_store(policy=LearnedPolicy(max_staleness=3_600.0))
     bounded.start_run(SEED)
     assert bounded.get(url).next_check == fetched + 3_600
