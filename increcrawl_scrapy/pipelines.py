@@ -96,6 +96,7 @@ class IncrementalStatePipeline:
             held.hold_over(self.store)
         if self.store is not None:  # written now, or on a shared state's writer thread
             stats.inc(self.crawler.stats, stats.REBASELINED, self.store.rebaselined)
+            stats.inc(self.crawler.stats, stats.OLD_FINGERPRINTS, self.store.old_fingerprints)
             with contextlib.suppress(StateLockedError):  # said and handled at close
                 self.store.hand_off()
 
@@ -302,6 +303,7 @@ class IncrementalStatePipeline:
                 validators=validators,
                 site_failure=bool(adapter.get("site_failure")),
                 final_url=adapter.get("final_url") or None,
+                moved=bool(adapter.get("moved_to")),
                 content=text if self.config.keep_content else None,
                 hold=True,
                 memory=member.group.memory,

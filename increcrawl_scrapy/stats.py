@@ -72,6 +72,7 @@ CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_
 CONTENT_FLATTENED = "increcrawl/content/flattened"
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
+NO_TEXT = "increcrawl/pages/no_text"  # a page whose text is empty: recorded, and said
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text
 #: rel=canonical names another page whose text differs, or that is not crawled: the
 #: page is reported as a page of its own.
@@ -87,6 +88,8 @@ NOT_FOUND_PROBES = "increcrawl/soft_404/probes"  # pages that cannot exist, aske
 NOT_FOUND_CATCH_ALL = "increcrawl/soft_404/catch_all"
 PATTERN_TIMEOUTS = "increcrawl/pages/pattern_timeouts"  # a user's rule took too long
 REBASELINED = "increcrawl/pages/rebaselined"  # a new fingerprint scheme: new baseline
+#: Pages whose fingerprint was of an old text scheme at the start: re-read whole.
+OLD_FINGERPRINTS = "increcrawl/pages/old_fingerprints"
 #: Items not delivered: identical to one of their page's previous version.
 ITEMS_UNCHANGED = "increcrawl/items/unchanged"
 #: Items that moved to another page (a gone one there, identical): not delivered.
@@ -127,6 +130,8 @@ API_RETRIES = "geonode/retries"
 API_BACKOFF_MS = "geonode/retries/backoff_ms"
 API_TRANSPORT_ERRORS = "geonode/errors/transport"
 API_BAD_ANSWERS = "geonode/errors/bad_answer"
+#: Answers for an origin 2xx without the content asked for (payload.py): each try.
+API_NO_CONTENT = "geonode/errors/no_content"
 API_TOKENS = "geonode/tokens_charged"
 API_BATCH_JOBS = "geonode/batch/jobs"
 

@@ -27,6 +27,21 @@ class Clock:
         self.now += seconds
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _public_suffixes_offline() -> None:
+    """Scrapy's cookies middleware reads the Public Suffix List with tldextract, which
+    fetches it from publicsuffix.org on first use (a fresh machine has no cache): tests
+    send no traffic off this machine, so in-process crawls read the snapshot tldextract
+    ships (a WARNING and a traceback in the log otherwise, where no network is)."""
+    try:
+        from scrapy.downloadermiddlewares import cookies
+        from tldextract import TLDExtract
+    except ImportError:
+        return
+    if hasattr(cookies, "_split_domain"):
+        cookies._split_domain = TLDExtract(suffix_list_urls=(), include_psl_private_domains=True)
+
+
 @pytest.fixture(autouse=True)
 def _logging_left_as_found() -> Iterator[None]:
     """A test that leaves the root logger at another level, or with a handler more or

@@ -7,16 +7,31 @@ Neither can report a port it was given as 0, so a free port is found first
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from increcrawl_scrapy.testing.nginx import free_port, nginx, nginx_binary, wait_until_up
 
-__all__ = ["free_port", "nginx", "nginx_binary", "scrapyd", "wait_until_up"]
+__all__ = ["free_port", "nginx", "nginx_binary", "scrapyd", "wait_until_up", "write_served"]
+
+#: Seconds ahead of now each served write is dated (one more each time).
+_LATER = itertools.count(2, 2)
+
+
+def write_served(path: Path, text: str) -> None:
+    """Write a file nginx serves, dated a later second than any before: nginx's ETag is
+    the file's mtime and size, so an edit of the same size in the same second would
+    answer 304, which no real edit does."""
+    path.write_text(text)
+    later = time.time() + next(_LATER)
+    os.utime(path, (later, later))
+
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -174,6 +174,10 @@ class IncrecrawlConfig:
     max_page_bytes: int = setting(  # decompressed
         "INCRECRAWL_MAX_PAGE_BYTES", 10 * 1024 * 1024, number(int, minimum=1024)
     )
+    # past this, a page without a main element is read whole, not extracted (its cost)
+    content_max_bytes: int = setting(
+        "INCRECRAWL_CONTENT_MAX_BYTES", 1024 * 1024, number(int, minimum=1024)
+    )
     skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
     flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
     flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))

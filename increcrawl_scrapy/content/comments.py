@@ -62,10 +62,16 @@ def _all_screened(path: str) -> bool:
 
 def drop_comments(element: lxml.etree._Element) -> None:
     """Remove the comment sections inside *element* (the outermost of nested ones).
-    An element holding a heading of the page's first level is the page's, whatever
-    its class says (``<div class="post has-comments">``): it is kept."""
+    A section the catalog names is one if its name is only a comment section's
+    (:data:`_STRONG`), or if it holds what comments are: entries
+    or a list of them (an element inside named for comments), a form to write one,
+    or nothing yet (a placeholder a script fills, as Disqus's). The catalog's names
+    are loose (``contains(@class, 'comment')``, ``id^='comments'``): a Sphinx
+    section titled "Comments", an opinion column's ``div.commentary`` or a comments
+    policy are a page's own text. An element holding the page's first heading is the
+    page's, whatever its class says."""
     catalog = _catalog()
-    found: list[lxml.etree._Element] = []
+    found: set[lxml.etree._Element] = set()
     for candidate in element.iterdescendants():
         if not isinstance(candidate.tag, str):
             continue  # a comment node, a processing instruction
@@ -75,8 +81,42 @@ def drop_comments(element: lxml.etree._Element) -> None:
                 continue
         if found and any(a in found for a in candidate.iterancestors()):
             continue  # inside a section found already
-        named = any(test(candidate) for test in catalog.tests)
-        if named and candidate.find(".//h1") is None:
-            found.append(candidate)
+        if any(test(candidate) for test in catalog.tests) and _holds_comments(candidate):
+            found.add(candidate)
     for section in found:
         section.drop_tree()
+
+
+#: What a comment section holds: an entry or list named for comments, a form.
+_COMMENTS_INSIDE = lxml.etree.XPath(
+    ".//*[contains(translate(concat(@id, ' ', @class), 'COMENT', 'coment'), 'comment')]"
+    " | .//form | .//textarea | self::form"
+)
+
+
+#: Names only a comment section bears (a class or an id, whole): no page's own text
+#: is called so.
+_STRONG = frozenset(
+    {
+        "comments-area",
+        "comment-list",
+        "commentlist",
+        "comment-respond",
+        "comment-form",
+        "respond",
+        "disqus_thread",
+        "wp-block-comments",
+        "wp-block-post-comments",
+    }
+)
+
+
+def _holds_comments(section: lxml.etree._Element) -> bool:
+    if section.find(".//h1") is not None:
+        return False
+    names = f"{section.get('id', '')} {section.get('class', '')}".lower().split()
+    if _STRONG.intersection(names):
+        return True
+    if not "".join(section.itertext()).strip():
+        return True  # a placeholder a script fills (Disqus's #disqus_thread)
+    return bool(_COMMENTS_INSIDE(section))

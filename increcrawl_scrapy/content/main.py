@@ -10,11 +10,12 @@ In this order:
    below and several times cheaper, and it keeps code blocks and tables whole;
 3. otherwise the one container the page names as its content (``<div class="post">``,
    ``id="content"``, ``itemprop="articleBody"``…: trafilatura's own catalog of such
-   names, in its order), less what trafilatura's catalog names as no content (share
-   and consent boxes, comment forms, hidden parts), when it holds enough text: the
-   element trafilatura's extraction starts from, taken whole, at the cost of one pass
-   over the page's candidate elements (the page's text and markdown in about 0.4 ms
-   against 1.3 ms through trafilatura, on ``benchmarks/content_throughput.py``'s pages).
+   names, in its order: ``content/named_catalog.py``), less what trafilatura's
+   catalog names as no content (share and consent boxes, comment forms, hidden
+   parts), when it holds enough text: the element trafilatura's extraction starts
+   from, taken whole, at the cost of one pass over the page's candidate elements
+   (the page's text and markdown in about 0.4 ms against 1.3 ms through
+   trafilatura, on ``benchmarks/content_throughput.py``'s pages).
    A named container that is one tab of the page (a shop's product description, in a
    ``role="tabpanel"``) is not the page: the smallest element around it holding the
    page's title (its ``<h1>``) is, with the price, the summary and every tab;
@@ -24,6 +25,9 @@ In this order:
    header, navigation, sidebars and footer, when it has more text: the rescue
    trafilatura would make, but keeping the page's structure (its headings), so the
    text has the same shape whichever way it was found.
+
+A page too large for steps 3 and 4 (``extract=False``: their cost grows faster than
+the page, minutes for a 10 MB table) goes from step 2 to the whole body, "cut".
 
 Inside the chosen element, navigation, sidebars, footers and search boxes are
 left out (``nav``, ``aside``, ``footer`` and their ARIA roles): previous/next
@@ -36,7 +40,6 @@ selector's element is taken as it is.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from copy import deepcopy
 from functools import lru_cache
@@ -47,12 +50,13 @@ import lxml.html
 from cssselect import GenericTranslator, SelectorError
 
 from increcrawl_scrapy.content.comments import drop_comments
+from increcrawl_scrapy.content.named_catalog import named_catalog
 from increcrawl_scrapy.content.parse import parse_fragment, parse_html
 
 logger = logging.getLogger(__name__)
 
 #: How the main content was found, in the order tried.
-HOW = ("selector", "main", "article", "named", "extracted", "whole")
+HOW = ("selector", "main", "article", "named", "extracted", "whole", "cut")
 
 _MAIN = lxml.etree.XPath("//main | //*[@role='main']")
 _ARTICLE = lxml.etree.XPath("//article")
@@ -128,17 +132,20 @@ def main_content(
     selector: str | None = None,
     measure: Callable[[str], int] | None = None,
     keep_comments: bool = False,
+    *,
+    extract: bool = True,
 ) -> MainContent:
     """The page's main content, how it was found, its canonical link and the links
     in it (the site's navigation, sidebars and footer left out, as from its text).
     *measure* says how much text an HTML fragment holds, for the short pages' rescue
     (its characters by default; the caller's measure leaves out what is volatile, so a
     counter's width never moves a page from one way to the other). Comment sections
-    are left out unless *keep_comments*."""
+    are left out unless *keep_comments*. Without *extract*, steps 3 and 4 are left out
+    (a page too large for them)."""
     root, flattened = parse_html(html)  # as a browser builds it (content/parse.py)
     links = _CANONICAL(root)
     canonical = str(links[0]).strip() or None if links else None
-    found, how, hrefs = _main(root, selector, measure or _chars, not keep_comments)
+    found, how, hrefs = _main(root, selector, measure or _chars, not keep_comments, extract)
     return MainContent(found, how, canonical, hrefs, flattened)
 
 
@@ -147,6 +154,7 @@ def _main(
     selector: str | None,
     measure: Callable[[str], int],
     no_comments: bool,
+    extract: bool = True,
 ) -> tuple[str, str, tuple[str, ...]]:
     if selector:
         chosen = [e for e in _compile(selector)(root) if isinstance(e, lxml.etree._Element)]
@@ -156,6 +164,8 @@ def _main(
         found = xpath(root)
         if len(found) == 1:
             return _serialize(found, prune=True, no_comments=no_comments), how, _hrefs(found)
+    if not extract:
+        return _whole(root, "cut", no_comments)
     named = _named(root, measure, no_comments)
     if named is not None:
         return named
@@ -166,15 +176,23 @@ def _main(
     # Little found (a short page): trafilatura would rescue the whole page's text as
     # flat lines, without its headings, and the volatile rules ("## Related posts")
     # would no longer see them. The same rescue here keeps the page's structure.
+    rescued = _whole(root, "whole", no_comments)
+    if extracted and measure(rescued[0]) <= found:
+        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
+    return rescued
+
+
+def _whole(
+    root: lxml.etree._Element, how: str, no_comments: bool
+) -> tuple[str, str, tuple[str, ...]]:
+    """The whole body less the site's header, navigation, sidebars and footer (and
+    its comment sections, with *no_comments*)."""
     body = root.find("body")
     whole = body if body is not None else root
     _prune(whole, _TEMPLATE_OF_BODY)
     if no_comments:
         drop_comments(whole)
-    rescued = _serialize([whole], prune=False)
-    if extracted and measure(rescued) <= found:
-        return extracted, "extracted", _hrefs([parse_fragment(extracted)])
-    return rescued, "whole", _hrefs([whole])
+    return _serialize([whole], prune=False), how, _hrefs([whole])
 
 
 def _named(
@@ -183,7 +201,7 @@ def _named(
     """The container the page names as its content, as text, "named" and its links;
     None when it names none, names several alike (a listing's posts: the first is
     not the page), puts it in the site's template, or it holds too little text."""
-    catalog = _catalog()
+    catalog = named_catalog()
     for element in catalog.firsts(root):
         # A main or an article is this page's only when it is its one (steps above).
         if element is None or element.tag not in ("div", "section"):
@@ -216,127 +234,6 @@ def _around_tabs(element: lxml.etree._Element) -> lxml.etree._Element | None:
         if any(not _IN_TEMPLATE(title) for title in around.iter("h1")):
             return around
     return None
-
-
-#: Every name in trafilatura's catalog is borne by one of these.
-_NAMED_TAGS = ("article", "div", "main", "section")
-_EXSLT = {"re": "http://exslt.org/regular-expressions"}
-
-
-class _Catalog(NamedTuple):
-    """trafilatura's XPaths of the containers that name a page's content, of the
-    parts inside them that are no content, and its step that prunes those."""
-
-    names: list[Any]
-    discard: list[Any]
-    prune: Callable[..., Any]
-    #: The names as one test of one element (bit i: it bears name i), so that a page
-    #: is read in one pass over its candidates; None when trafilatura writes a name
-    #: in a shape :func:`_as_test` does not know (each name then reads the page).
-    bits: lxml.etree.XPath | None
-    #: The bits of the names that name the page's first <main> too (``|(.//main)[1]``).
-    mains: int
-
-    def firsts(self, root: lxml.etree._Element) -> list[Any]:
-        """For each name, in the catalog's order, the first element of the page
-        (in its order) that bears it, as trafilatura's XPath finds it; or None."""
-        if self.bits is None:
-            return [
-                next((e for e in xpath(root) if isinstance(e, lxml.etree._Element)), None)
-                for xpath in self.names
-            ]
-        # One XPath a candidate rather than one a name over the whole page: on 638
-        # real pages a third of the CPU, and fewer calls that let go of the GIL and
-        # must wait to take it back while the reactor's thread holds it.
-        found: list[Any] = [None] * len(self.names)
-        first_main = next(root.iter("main"), None)
-        for element in root.iter(*_NAMED_TAGS):
-            bits = int(self.bits(element)) if element.attrib else 0
-            if element is first_main:
-                bits |= self.mains
-            for i in range(len(found)):
-                if found[i] is None and bits >> i & 1:
-                    found[i] = element
-            if None not in found:
-                break
-        return found
-
-
-@lru_cache(maxsize=1)
-def _catalog() -> _Catalog:
-    from trafilatura.htmlprocessing import prune_unwanted_nodes
-    from trafilatura.xpaths import BODY_XPATH, OVERALL_DISCARD_XPATH
-
-    # Not those that only name the first <article> or <main>: a page's one is taken
-    # before, and the first of several is not the page.
-    names = [x for x in BODY_XPATH if x.path.strip() not in ("(.//article)[1]", "(.//main)[1]")]
-    tests = [_as_test(x.path) for x in names]
-    bits = None
-    if all(tests):
-        # Elements without attributes are not read: no name may be borne without one
-        # (and every name must compile and run, its functions' prefixes known).
-        try:
-            bits = lxml.etree.XPath(
-                " + ".join(f"number(boolean({t[0]})) * {1 << i}" for i, t in enumerate(tests) if t),
-                namespaces=_EXSLT,
-            )
-            if any(bits(lxml.etree.Element(tag)) for tag in _NAMED_TAGS):
-                bits = None
-        except lxml.etree.XPathError:  # its syntax errors too
-            bits = None
-    mains = sum(1 << i for i, t in enumerate(tests) if t and t[1])
-    return _Catalog(names, list(OVERALL_DISCARD_XPATH), prune_unwanted_nodes, bits, mains)
-
-
-def _as_test(path: str) -> tuple[str, bool] | None:
-    """A name of trafilatura's, ``.//*[self::div or ...][...]`` taking its first
-    match (``[1]`` or ``(...)[1]``, perhaps ``|(.//main)[1]``), as a test of one
-    element (``self::*[...]``) and whether it names the first <main> too; None for
-    any other shape (a tag not among the candidates, a position, a union)."""
-    path, main = path.strip(), False
-    if path.endswith("|(.//main)[1]"):
-        path, main = path[: -len("|(.//main)[1]")].strip(), True
-    if path.startswith("(") and path.endswith(")[1]"):
-        path = path[1:-4].strip()
-    elif path.endswith("][1]"):
-        path = path[:-3]
-    if not path.startswith(".//*"):
-        return None
-    predicates = _predicates(path[len(".//*") :])
-    if not predicates:
-        return None
-    tags = re.fullmatch(r"self::\w+(\s+or\s+self::\w+)*", " ".join(predicates[0].split()))
-    if not tags or not set(re.findall(r"self::(\w+)", predicates[0])) <= set(_NAMED_TAGS):
-        return None  # an element the pass over the candidates would not see
-    if any(re.fullmatch(r"\s*\d+\s*", p) or "position(" in p or "last(" in p for p in predicates):
-        return None  # a position means another thing on one element
-    return "self::*" + "".join(f"[{p}]" for p in predicates), main
-
-
-def _predicates(text: str) -> list[str] | None:
-    """The bodies of *text*'s XPath predicates (``[...][...]``), or None when it
-    is anything else: brackets balanced outside quoted strings, nothing outside."""
-    found, depth, quote, body = [], 0, "", ""
-    for char in text:
-        if depth == 0:
-            if char == "[":
-                depth, body = 1, ""
-            elif not char.isspace():
-                return None
-            continue
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-            if depth == 0:
-                found.append(body)
-                continue
-        body += char
-    return found if found and depth == 0 else None
 
 
 def _twins(root: lxml.etree._Element, element: lxml.etree._Element) -> bool:

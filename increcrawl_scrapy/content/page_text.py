@@ -4,8 +4,10 @@ delivered (the item's ``markdown``), for direct fetches and Geonode alike.
 HTML becomes the markdown of its main content (``content/main.py``), or of the
 whole page with ``INCRECRAWL_MAIN_CONTENT = False``; text (markdown from the API,
 plain text, JSON) is taken as it is; bytes (PDF, images) are fingerprinted as
-bytes. Work is bounded: bodies over ``INCRECRAWL_MAX_PAGE_BYTES`` are refused, and
-callers run this off the reactor's thread.
+bytes. Work is bounded: bodies over ``INCRECRAWL_MAX_PAGE_BYTES`` are refused, pages
+over ``INCRECRAWL_CONTENT_MAX_BYTES`` are read in linear time (their main element,
+else their whole body less the template: no extraction, "cut"), and callers run this
+off the reactor's thread.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import compile_selector, main_content
 from increcrawl_scrapy.content.markdown import html_to_markdown
 from increcrawl_scrapy.content.parse import parse_html
+from increcrawl_scrapy.content.scheme_samples import samples_digest
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
 #: left out and a named tab panel is widened to the page's title).
 SCHEME_VERSION = 6
 DEFAULT_MAX_PAGE_BYTES = 10 * 1024 * 1024
+#: trafilatura's extraction of a plain 1 MB table takes about 6 s (and 20 s for 3 MB,
+#: over four minutes and 1.9 GB for 10 MB: it grows faster than the page).
+DEFAULT_CONTENT_MAX_BYTES = 1024 * 1024
 
 
 class UnusablePage(ValueError):
@@ -68,6 +74,8 @@ class ContentOptions:
     #: INCRECRAWL_VOLATILE_PATTERNS: a short page's rescue measures its text without
     #: what is volatile (the defaults' too).
     volatile: tuple[str, ...] = ()
+    #: INCRECRAWL_CONTENT_MAX_BYTES: past this, no extraction (``main_content``).
+    extract_max_bytes: int = DEFAULT_CONTENT_MAX_BYTES
     keep_comments: bool = False  # INCRECRAWL_KEEP_COMMENTS
 
     @classmethod
@@ -88,12 +96,30 @@ class ContentOptions:
             config.content_selector,
             config.max_page_bytes,
             tuple(config.volatile_patterns),
+            config.content_max_bytes,
             config.keep_comments,
         )
 
     def scheme(self) -> str:
-        """What decides a page's text: stored with the state, so that a change of
-        it (a setting, an upgrade of the converters) takes new baselines silently."""
+        """What decides a page's text: stored with the state, so that a change of it
+        (a setting, the parser's version, a converter that writes the text otherwise)
+        takes new baselines. The markdown converter is named by its samples' text, not
+        its version: its upgrades that change no text re-read nothing
+        (``content/scheme_samples.py``); trafilatura's whole version is named."""
+        return (
+            f"v{SCHEME_VERSION};main={int(self.main_only)};selector={self.selector or ''};"
+            f"comments={int(self.keep_comments)};resiliparse={_version('resiliparse')};"
+            f"trafilatura={_version('trafilatura', whole=True)};"
+            f"markdown={samples_digest(html_to_markdown)}"
+        )
+
+    def schemes(self) -> tuple[str, ...]:
+        """Its scheme, then how earlier versions spelt it (``check_content_scheme``)."""
+        return self.scheme(), self.versions_scheme()
+
+    def versions_scheme(self) -> str:
+        """The scheme as spelt before the samples (the libraries' versions): a state
+        that stored it under today's versions was fingerprinted as today's."""
         converters = ("html-to-markdown", "resiliparse", "trafilatura")  # and the parser
         libraries = ",".join(f"{name}={_version(name)}" for name in converters)
         return (
@@ -141,6 +167,7 @@ def page_text(
             options.selector,
             partial(_stable_chars, options.volatile, measured),
             options.keep_comments,
+            extract=len(body) <= options.extract_max_bytes,
         )
     except lxml.etree.ParserError as exc:  # "Document is empty"
         raise EmptyDocument(f"no HTML document in its {len(body)} bytes ({exc})") from None
@@ -173,8 +200,11 @@ def _stable_chars(
     return len("".join(kept.split()))
 
 
-def _version(name: str) -> str:
+def _version(name: str, *, whole: bool = False) -> str:
+    """*name*'s installed version: major.minor, or *whole* (trafilatura's patch
+    releases change extracted text too: 2.3.1 that of 5 of 409 real pages)."""
     try:
-        return ".".join(version(name).split(".")[:2])
+        found = version(name)
     except PackageNotFoundError:
         return "-"
+    return found if whole else ".".join(found.split(".")[:2])

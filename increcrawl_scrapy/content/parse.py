@@ -91,10 +91,13 @@ def _copied(tree: HTMLTree) -> Parsed:
     stack: list[tuple[Any, lxml.etree._Element, int]] = [
         (child, root, 1) for child in reversed(nodes)
     ]
+    # Each parent's last child, kept: lxml's len() and [-1] walk the children, and a
+    # flattened parent has all of a deep page's (the copy would be quadratic).
+    last: dict[lxml.etree._Element, lxml.etree._Element] = {}
     while stack:
         node, parent, depth = stack.pop()
         if node.type == NodeType.TEXT:
-            _append_text(parent, _NOT_XML.sub("", node.text))
+            _append_text(parent, last.get(parent), _NOT_XML.sub("", node.text))
             continue
         if node.type != NodeType.ELEMENT:
             continue
@@ -110,6 +113,7 @@ def _copied(tree: HTMLTree) -> Parsed:
                     with contextlib.suppress(ValueError):  # a name XML cannot hold (``@click``)
                         element.set(name, _NOT_XML.sub("", value or ""))
                 parent.append(element)
+                last[parent] = element
         inside = parent if element is None else element
         if depth >= FLATTEN_DEPTH and element is not None:
             inside, flattened = parent, True
@@ -117,8 +121,8 @@ def _copied(tree: HTMLTree) -> Parsed:
     return Parsed(root, flattened)
 
 
-def _append_text(parent: lxml.etree._Element, text: str) -> None:
-    if len(parent):
-        parent[-1].tail = (parent[-1].tail or "") + text
+def _append_text(parent: lxml.etree._Element, last: lxml.etree._Element | None, text: str) -> None:
+    if last is not None:
+        last.tail = (last.tail or "") + text
     else:
         parent.text = (parent.text or "") + text

@@ -19,12 +19,22 @@ from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy.content.fingerprint import content_fingerprint, digest
-from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+from increcrawl_scrapy.content.page_text import (
+    ContentOptions,
+    EmptyDocument,
+    PageText,
+    UnusablePage,
+    page_text,
+)
 
 
 def response_text(response: Response, options: ContentOptions) -> PageText:
     """The page's text, whoever fetched it, so both paths hash the same text: decoded
     the way Scrapy decodes it (header, BOM, meta, then detection)."""
+    if not response.body.strip() and "geonode" not in response.flags:
+        # The origin sent nothing: a truncated answer, a server mid-deploy, whatever
+        # its type (HTML already parses to no document), not the page's text.
+        raise EmptyDocument(f"no document in its {len(response.body)} bytes (an empty body)")
     text = response.text if isinstance(response, TextResponse) else None
     value = response.headers.get("Content-Type")
     return page_text(response.body, value.decode("latin-1") if value else None, text, options)

@@ -23,6 +23,8 @@ from increcrawl_scrapy.crawl.arguments import flag
 from increcrawl_scrapy.crawl.hidden import HiddenPages
 from increcrawl_scrapy.crawl.run_summary import run_summary
 from increcrawl_scrapy.crawl.shared_links import SharedLinks
+from increcrawl_scrapy.geonode.client import client_for
+from increcrawl_scrapy.geonode.reservations import Reservations
 from increcrawl_scrapy.scope import is_incremental
 from increcrawl_scrapy.state import RUN_COUNTS, StateLockedError, StateStore, is_postgres
 
@@ -68,6 +70,12 @@ class CrawlState:
         self.store.note_spending(
             self.run.id, lambda: int(crawler.stats.get_value(stats.API_TOKENS, 0) or 0)
         )
+        #: What the crawl's API calls may spend, in the run's row before they are sent.
+        self.reservations = Reservations(
+            self.run.reserve_tokens, lambda: int(crawler.stats.get_value(stats.API_TOKENS, 0) or 0)
+        )
+        if config.uses_geonode:
+            client_for(crawler).reservations = self.reservations
         self.max_error_ratio = config.max_error_ratio
         self.tokens_plan = (config.tokens_reset_day, config.monthly_tokens)
         #: Set by a spider that discovers; None for an embedding project's spiders.
@@ -191,6 +199,8 @@ class CrawlState:
         linked = self.shared_links.warnings(self.store.remembered, self.store.remember)
         for line in linked:  # most of a host's pages changed with the links they share
             logger.warning("%s", line)
+        # A reservation no answer settled (a batch job cancelled unread) counts as spent.
+        counts["tokens_charged"] += self.reservations.unsettled()
         noisy, examples = self.store.unannounced(self.seed)
         if noisy:
             logger.warning(

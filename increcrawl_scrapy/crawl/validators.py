@@ -13,9 +13,12 @@ if TYPE_CHECKING:
 
 
 def conditions(page: PageState) -> dict[str, str]:
-    """Conditional headers for a page; none for a gone page (it may be back)."""
+    """Conditional headers for a page; none for a gone page (it may be back), nor for
+    one whose fingerprint is of an old text scheme: a 304 would keep the old mark, and
+    the page's first edit, however late, would become its new baseline silently. Its
+    body is read whole to take the new baseline now (``Results.record``)."""
     headers: dict[str, str] = {}
-    if page.gone:
+    if page.gone or page.fingerprint_old:
         return headers
     if page.etag:
         headers["If-None-Match"] = page.etag

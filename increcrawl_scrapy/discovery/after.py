@@ -37,16 +37,26 @@ def discovery_stopped(state: Any, error: Exception, collector: StatsCollector | 
     return False
 
 
+#: Why a listed URL is not the seed's site's (``scope.py``); the user's own rules
+#: (INCRECRAWL_DENY...) and a bad date refuse nothing of the site by mistake.
+NOT_THE_SEEDS = frozenset({"offsite", "bad_host", "ambiguous", "userinfo", "bad_scheme"})
+
+
 def nothing_kept(collector: StatsCollector | None, scope: Scope) -> bool:
-    """Whether the sitemaps read listed pages and every one was refused: said in one
-    line (what refused them, and the site they had to be on), for the run to end so."""
+    """Whether the sitemaps read listed pages and every one was refused as not the
+    seed's site's, none being unchanged: said in one line (what refused them, and
+    the site they had to be on), for the run to end so."""
     if collector is None or collector.get_value(stats.DISCOVERED):
         return False
+    if collector.get_value(stats.SITEMAP_UNCHANGED) or collector.get_value(
+        stats.SITEMAP_NOT_MODIFIED
+    ):
+        return False  # what an unchanged sitemap lists is kept from before
     prefix = stats.SITEMAP_SKIPPED.format(reason="")
     refused = {
         key[len(prefix) :]: count
         for key, count in collector.get_stats().items()
-        if key.startswith(prefix) and count
+        if key.startswith(prefix) and key[len(prefix) :] in NOT_THE_SEEDS and count
     }
     if not refused:
         return False

@@ -76,7 +76,6 @@ class SitemapWalk:
         self.config = config
         self.digest_salt = digest_salt
         # Validators are sent only for sitemaps read under these very settings.
-        self.settings = hashlib.sha256(digest_salt).hexdigest()[:32]
         self.origin = origin  # scheme://host[:port] of the seed
         self.stats = crawler_stats
         self.declared: set[str] | None = None  # Sitemap: lines of the seed's robots.txt
@@ -279,6 +278,13 @@ class SitemapWalk:
         repeats, self._repeats = self.run.repeated - self._repeats, self.run.repeated
         stats.inc(self.stats, stats.DISCOVERED, ingested.recorded - repeats)
         stats.inc(self.stats, stats.INVALID_URLS, ingested.read - ingested.recorded)
+
+    @property
+    def settings(self) -> str:
+        """What the sitemaps' validators are kept under: sent only for a sitemap read
+        under these very settings and hosts (read whole before the seed's redirect to
+        ``www.`` was known, all its pages refused, it is read again)."""
+        return hashlib.sha256(self._salt()).hexdigest()[:32]
 
     def _salt(self) -> bytes:
         """What else changes what a sitemap yields, with the hosts the seed's redirects

@@ -5,6 +5,7 @@ from increcrawl_scrapy.geonode.errors import (
     GeonodeBadAnswer,
     GeonodeError,
     GeonodeFatalError,
+    GeonodeNoContent,
     GeonodeRetriesExhausted,
 )
 from increcrawl_scrapy.geonode.middleware import GeonodeExtractMiddleware
@@ -15,5 +16,6 @@ __all__ = [
     "GeonodeError",
     "GeonodeExtractMiddleware",
     "GeonodeFatalError",
+    "GeonodeNoContent",
     "GeonodeRetriesExhausted",
 ]

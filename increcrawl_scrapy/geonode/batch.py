@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 MAX_URLS = 1000  # the API's limit per job
 PAGE_SIZE = 50  # results per status page, the API's maximum
 TERMINAL = ("completed", "failed", "cancelled")
+#: The ``error_kind`` of a result for an origin 200 without content.
+NO_CONTENT = "API no content"
 
 
 class BatchJob:
@@ -45,10 +47,22 @@ class BatchJob:
         self.poll_interval = poll_interval
         self.timeout = timeout
         self.job_id: str | None = None
+        self.reserved = 0  # tokens reserved for the job until its results are read
 
     async def submit(self) -> str:
-        self.job_id = str((await self.client.submit_batch(self.body))["job_id"])
+        self.reserved = await self.client.reserve(len(self.urls))
+        try:
+            self.job_id = str((await self.client.submit_batch(self.body))["job_id"])
+        except BaseException:
+            self._settle(0)  # no job: nothing charged
+            raise
         return self.job_id
+
+    def _settle(self, charged: int) -> None:
+        """What the job charged is known: its reservation is settled. A job
+        cancelled or lost before its results were read keeps its reservation."""
+        self.client.settle(self.reserved, len(self.urls), charged)
+        self.reserved = 0
 
     async def wait(self) -> str | None:
         """The job's final status, polled every *poll_interval* seconds without
@@ -87,6 +101,7 @@ class BatchJob:
                 tokens = _mapping(answer.get("token_summary")).get("tokens_charged_total")
                 if isinstance(tokens, int) and tokens > 0:
                     stats.inc(self.client.stats, stats.API_TOKENS, tokens)
+                self._settle(tokens if isinstance(tokens, int) else 0)
             results = answer.get("results") or []
             for result in results:
                 index = result.get("input_index") if isinstance(result, dict) else None
@@ -129,6 +144,14 @@ def page_result(result: dict[str, Any]) -> dict[str, Any] | None:
         }
     data = _mapping(result.get("data")) if status == 200 else {}
     markdown, html = data.get("markdown"), data.get("html")
+    if status == 200 and not isinstance(markdown, str) and not isinstance(html, str):
+        # Without content a 200 would be recorded as an empty page: an error, kept due.
+        return {
+            "http_status": 0,
+            "error": "origin 200, but no content in the result",
+            "error_kind": NO_CONTENT,
+            "site_failure": False,
+        }
     return {
         "http_status": status,
         "markdown": markdown if isinstance(markdown, str) else None,

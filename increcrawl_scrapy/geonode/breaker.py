@@ -6,6 +6,10 @@ FAILURES_TO_OPEN failures in a row (transport errors, 5xx), no new request is se
 for a pause; then one call goes as a probe while the others wait for it. A probe
 that fails doubles the pause; after PROBES failed probes the crawl ends with
 ``geonode_unreachable`` and every unfetched page stays due.
+
+Once a call meets a fatal error (a refused first call, a bad key, a spent quota), the
+breaker is stopped with it: every call queued or waiting here fails with the same
+error at once, instead of each waiting out a pause while the run closes.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Breaker:
         self._open_until: float | None = None
         self._probing = False
         self._probed = asyncio.Event()
+        self._stopped: GeonodeFatalError | None = None
+        self._stop_event = asyncio.Event()
 
     @property
     def open(self) -> bool:
@@ -38,6 +44,7 @@ class Breaker:
     async def admit(self) -> None:
         """Wait until a request may be sent (at once while the circuit is closed)."""
         loop = asyncio.get_running_loop()
+        self._raise_if_stopped()
         while self._open_until is not None:
             if self.failed_probes >= PROBES:
                 raise GeonodeFatalError(
@@ -47,13 +54,36 @@ class Breaker:
                 )
             wait = self._open_until - loop.time()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self.sleep(wait)
             elif not self._probing:
                 self._probing = True  # this call is the probe
                 self._probed.clear()
                 return
             else:
                 await self._probed.wait()
+                self._raise_if_stopped()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait *seconds* (a pause, a retry's back-off); raises the stopping error at
+        once if the breaker is stopped meanwhile."""
+        self._raise_if_stopped()
+        try:
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
+        except asyncio.TimeoutError:
+            return
+        self._raise_if_stopped()
+
+    def stop(self, error: GeonodeFatalError) -> None:
+        """The run cannot use the API any more (*error*): every waiting and later call
+        fails with it."""
+        if self._stopped is None:
+            self._stopped = error
+            self._stop_event.set()
+            self._probed.set()
+
+    def _raise_if_stopped(self) -> None:
+        if self._stopped is not None:
+            raise GeonodeFatalError(self._stopped.reason, str(self._stopped))
 
     def succeeded(self) -> None:
         if self._open_until is not None:

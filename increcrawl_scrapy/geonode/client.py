@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from increcrawl_scrapy.geonode.reservations import Reservations
+
 logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -73,6 +75,8 @@ class GeonodeClient:
         self._timeout = aiohttp.ClientTimeout(total=config.timeout_ms / 1000 + 5)
         self._breaker = Breaker(config.backoff_max)
         self._answered = False  # whether the API ever answered this crawl
+        #: Where calls that may spend tokens reserve them first (None: not reserved).
+        self.reservations: Reservations | None = None
 
     @property
     def breaker(self) -> Breaker:
@@ -82,9 +86,19 @@ class GeonodeClient:
     # -- the documented calls ------------------------------------------------
 
     async def extract(self, body: dict[str, Any]) -> dict[str, Any]:
-        answer = await self.call("POST", "/v1/extract", body)
+        answer = await self.call("POST", "/v1/extract", body, spends=1)
         _require(answer, "metadata", dict)
         return answer
+
+    async def reserve(self, pages: int) -> int:
+        """Reserve in the state what fetching *pages* may cost, before the call that
+        fetches them is sent (``reservations.py``): the tokens reserved."""
+        return await self.reservations.reserve(pages) if self.reservations is not None else 0
+
+    def settle(self, reserved: int, pages: int = 0, charged: int = 0) -> None:
+        """The call *reserved* for answered, charging *charged* for *pages*."""
+        if self.reservations is not None:
+            self.reservations.settle(reserved, pages, charged)
 
     async def submit_batch(self, body: dict[str, Any]) -> dict[str, Any]:
         answer = await self.call("POST", "/v1/batch", body)
@@ -192,11 +206,18 @@ class GeonodeClient:
         path: str,
         body: dict[str, Any] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        spends: int = 0,
     ) -> dict[str, Any]:
-        """One API call with retries; returns the JSON object of a 2xx answer."""
+        """One API call with retries; returns the JSON object of a 2xx answer. One
+        that may spend tokens for *spends* pages reserves them first (``reserve``)."""
         attempt = 0
         while True:
-            retry_after, problem = await self._attempt(method, path, body, params)
+            try:
+                retry_after, problem = await self._attempt(method, path, body, params, spends)
+            except GeonodeFatalError as exc:
+                self._breaker.stop(exc)  # the calls queued behind this one fail with it
+                raise
             if isinstance(problem, dict):
                 return problem
             if attempt >= self.config.max_retries:
@@ -211,82 +232,96 @@ class GeonodeClient:
             logger.debug(
                 "Geonode %s %s: %s; retry %d in %.2fs", method, path, problem, attempt, delay
             )
-            await asyncio.sleep(delay)
+            await self._breaker.sleep(delay)
 
     async def _attempt(
-        self, method: str, path: str, body: dict[str, Any] | None, params: dict[str, Any] | None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, Any] | None,
+        spends: int = 0,
     ) -> tuple[float | None, dict[str, Any] | str]:
         """One try. Returns ``(retry_after, json)`` on success or ``(retry_after,
-        reason)`` for a retryable failure; raises for final ones."""
+        reason)`` for a retryable failure; raises for final ones. A call that may
+        spend tokens for *spends* pages reserves them before it is sent."""
         session = self._ensure_session()
         assert self._slots is not None
-        async with self._slots.held():
-            # Judged with a slot in hand: calls queued for a slot while the API went
-            # down must not all be sent when their turn comes.
-            await self._breaker.admit()
-            keys.inc(self.stats, keys.API_REQUESTS)
-            try:
-                # Never follow a redirect: it would carry X-Api-Key to another host.
-                async with session.request(
-                    method, path.lstrip("/"), json=body, params=params, allow_redirects=False
-                ) as answer:
-                    status = answer.status
-                    raw = await answer.read()
-                    retry_after = _retry_after(answer.headers.get("Retry-After"))
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                error: BaseException | None = exc
+        reserved = charged = 0
+        try:
+            async with self._slots.held():
+                # Judged with a slot in hand: calls queued for a slot while the API went
+                # down must not all be sent when their turn comes.
+                await self._breaker.admit()
+                # With a slot in hand: a call waiting for its turn reserves nothing.
+                reserved = await self.reserve(spends) if spends else 0
+                keys.inc(self.stats, keys.API_REQUESTS)
+                try:
+                    # Never follow a redirect: it would carry X-Api-Key to another host.
+                    async with session.request(
+                        method, path.lstrip("/"), json=body, params=params, allow_redirects=False
+                    ) as answer:
+                        status = answer.status
+                        raw = await answer.read()
+                        retry_after = _retry_after(answer.headers.get("Retry-After"))
+                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    error: BaseException | None = exc
+                else:
+                    error = None
+            if error is not None:
+                keys.inc(self.stats, keys.API_TRANSPORT_ERRORS)
+                self._breaker.failed()
+                if not self._answered and isinstance(error, aiohttp.ClientConnectorError):
+                    # Refused or not resolved on the crawl's first call: a wrong URL or an
+                    # API that is not there; retrying for minutes helps no one.
+                    raise GeonodeFatalError(
+                        close_reasons.API_UNREACHABLE,
+                        f"the Geonode API at {self.config.api_url} cannot be reached "
+                        f"({_connect_error(error)}); check GEONODE_API_URL",
+                    )
+                return None, f"transport error {type(error).__name__}"
+            self._answered = True
+            if status >= 500:
+                self._breaker.failed()
             else:
-                error = None
-        if error is not None:
-            keys.inc(self.stats, keys.API_TRANSPORT_ERRORS)
-            self._breaker.failed()
-            if not self._answered and isinstance(error, aiohttp.ClientConnectorError):
-                # Refused or not resolved on the crawl's first call: a wrong URL or an
-                # API that is not there; retrying for minutes helps no one.
-                raise GeonodeFatalError(
-                    close_reasons.API_UNREACHABLE,
-                    f"the Geonode API at {self.config.api_url} cannot be reached "
-                    f"({_connect_error(error)}); check GEONODE_API_URL",
+                self._breaker.succeeded()  # whatever it says, the API is there
+            keys.inc(self.stats, keys.API_STATUS, code=status)
+            logger.debug("Geonode %s %s -> %s", method, path, status)
+            if 300 <= status < 400:
+                location = answer.headers.get("Location", "no Location")
+                raise GeonodeApiError(
+                    status, "REDIRECT", f"the API redirected to {location}; not followed"
                 )
-            return None, f"transport error {type(error).__name__}"
-        self._answered = True
-        if status >= 500:
-            self._breaker.failed()
-        else:
-            self._breaker.succeeded()  # whatever it says, the API is there
-        keys.inc(self.stats, keys.API_STATUS, code=status)
-        logger.debug("Geonode %s %s -> %s", method, path, status)
-        if 300 <= status < 400:
-            location = answer.headers.get("Location", "no Location")
-            raise GeonodeApiError(
-                status, "REDIRECT", f"the API redirected to {location}; not followed"
-            )
-        parsed = _json(raw)
-        if 200 <= status < 300:
-            if not isinstance(parsed, dict):
-                raise GeonodeBadAnswer(f"{method} {path} answered {status} without a JSON object")
-            tokens = parsed.get("tokens_charged")
-            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-                keys.inc(self.stats, keys.API_TOKENS, tokens)
-            return retry_after, parsed
-        if status in FATAL_STATUSES:
-            raise GeonodeFatalError(
-                FATAL_STATUSES[status], f"Geonode API answered {status} to {method} {path}"
-            )
-        code, message, retryable = _error_fields(parsed)
-        if status == 429 and code == "WORK_CONCURRENCY_LIMITED" and self._slots.limit > 1:
-            # The plan allows fewer calls at once than we send: send fewer, for good.
-            await self._slots.resize(self._slots.limit - 1)
-            logger.warning(
-                "The Geonode API refused work over the plan's concurrency: %d calls at "
-                "once from now on",
-                self._slots.limit,
-            )
-        if retryable is None:
-            retryable = status in RETRY_STATUSES
-        if retryable:
-            return retry_after, f"{status} {code or ''}".strip()
-        raise GeonodeApiError(status, code, message or _snippet(raw), parsed)
+            parsed = _json(raw)
+            if 200 <= status < 300:
+                if not isinstance(parsed, dict):
+                    raise GeonodeBadAnswer(
+                        f"{method} {path} answered {status} without a JSON object"
+                    )
+                charged = _tokens(parsed)
+                if charged:
+                    keys.inc(self.stats, keys.API_TOKENS, charged)
+                return retry_after, parsed
+            if status in FATAL_STATUSES:
+                raise GeonodeFatalError(
+                    FATAL_STATUSES[status], f"Geonode API answered {status} to {method} {path}"
+                )
+            code, message, retryable = _error_fields(parsed)
+            if status == 429 and code == "WORK_CONCURRENCY_LIMITED" and self._slots.limit > 1:
+                # The plan allows fewer calls at once than we send: send fewer, for good.
+                await self._slots.resize(self._slots.limit - 1)
+                logger.warning(
+                    "The Geonode API refused work over the plan's concurrency: %d calls at "
+                    "once from now on",
+                    self._slots.limit,
+                )
+            if retryable is None:
+                retryable = status in RETRY_STATUSES
+            if retryable:
+                return retry_after, f"{status} {code or ''}".strip()
+            raise GeonodeApiError(status, code, message or _snippet(raw), parsed)
+        finally:
+            self.settle(reserved, spends, charged)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -349,3 +384,9 @@ def _snippet(raw: bytes) -> str:
 def _require(answer: dict[str, Any], name: str, kind: type) -> None:
     if not isinstance(answer.get(name), kind):
         raise GeonodeBadAnswer(f"answer has no {name!r} of type {kind.__name__}")
+
+
+def _tokens(answer: dict[str, Any]) -> int:
+    """The answer's ``tokens_charged``, 0 when it says none (or nonsense)."""
+    tokens = answer.get("tokens_charged")
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0

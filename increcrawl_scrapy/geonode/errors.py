@@ -91,3 +91,8 @@ class GeonodeRetriesExhausted(GeonodeError):
 
 class GeonodeBadAnswer(GeonodeError):
     """A 2xx answer that is not the documented JSON (missing or mistyped fields)."""
+
+
+class GeonodeNoContent(GeonodeBadAnswer):
+    """An answer for an origin 2xx without the content asked for: recorded, it would
+    be the fingerprint of the empty string, every later edit invisible."""

@@ -8,7 +8,7 @@ a direct download. Works in any Scrapy project with the asyncio reactor.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
@@ -16,7 +16,12 @@ from scrapy.utils.defer import deferred_from_coro
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.geonode.client import client_for
-from increcrawl_scrapy.geonode.errors import GeonodeApiError, GeonodeBadAnswer, GeonodeFatalError
+from increcrawl_scrapy.geonode.errors import (
+    GeonodeApiError,
+    GeonodeBadAnswer,
+    GeonodeFatalError,
+    GeonodeNoContent,
+)
 from increcrawl_scrapy.geonode.payload import (
     build_response,
     extract_body,
@@ -31,6 +36,10 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+
+#: An answer without the content asked for is asked once more: a glitch of the API's
+#: passes; one that lasts costs a token a try, so not GEONODE_MAX_RETRIES of them.
+NO_CONTENT_RETRIES = 1
 
 
 class GeonodeExtractMiddleware:
@@ -59,9 +68,26 @@ class GeonodeExtractMiddleware:
     ) -> Response | None:
         if not is_routed(request):
             return None
+        formats = formats_for(self.config, self.crawler.spider)
+        for tries_left in range(NO_CONTENT_RETRIES, -1, -1):
+            answer = await self._extract(request, formats)
+            try:
+                return build_response(request, answer, formats)
+            except GeonodeNoContent as exc:
+                # An answer without the page's content: asked once more (a token
+                # each), then an error for the page, kept due, never an empty page.
+                stats.inc(self.crawler.stats, stats.API_NO_CONTENT)
+                if not tries_left:
+                    logger.warning("Geonode answer for %s: %s; it stays due", request.url, exc)
+                    raise
+                logger.info("Geonode answer for %s: %s; asked again", request.url, exc)
+            except GeonodeBadAnswer as exc:
+                self._bad_answer(request, exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _extract(self, request: Request, formats: tuple[str, ...]) -> dict[str, Any]:
         try:
-            formats = formats_for(self.config, self.crawler.spider)
-            answer = await self.client.extract(extract_body(request, self.config, formats))
+            return await self.client.extract(extract_body(request, self.config, formats))
         except GeonodeFatalError as exc:
             self._close(exc.reason, str(exc))
             raise IgnoreRequest(f"Geonode API unusable ({exc.reason})") from None
@@ -69,11 +95,7 @@ class GeonodeExtractMiddleware:
             status = exc.origin_status()
             if status is None:
                 raise
-            answer = origin_status_answer(request, status, exc.body)
-        except GeonodeBadAnswer as exc:
-            self._bad_answer(request, exc)
-        try:
-            return build_response(request, answer)
+            return origin_status_answer(request, status, exc.body)
         except GeonodeBadAnswer as exc:
             self._bad_answer(request, exc)
 

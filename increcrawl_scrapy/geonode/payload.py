@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http import HtmlResponse, Request, Response, TextResponse
 
-from increcrawl_scrapy.geonode.errors import GeonodeBadAnswer
+from increcrawl_scrapy.geonode.errors import GeonodeBadAnswer, GeonodeNoContent
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.config import IncrecrawlConfig
@@ -67,9 +67,13 @@ def conditional_headers(request: Request) -> dict[str, str]:
     return found
 
 
-def build_response(request: Request, answer: dict[str, Any]) -> Response:
+def build_response(
+    request: Request, answer: dict[str, Any], formats: tuple[str, ...] = ()
+) -> Response:
     """A response with the request's identity: original URL, origin status,
-    extracted content as body, the raw answer in ``meta``, flag ``geonode``."""
+    extracted content as body, the raw answer in ``meta``, flag ``geonode``.
+    GeonodeNoContent when the origin answered 2xx (but 204) and none of *formats*
+    (those asked for) is in the answer: no content is not an empty page."""
     metadata = answer.get("metadata")
     status = metadata.get("http_status") if isinstance(metadata, dict) else None
     if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
@@ -77,6 +81,9 @@ def build_response(request: Request, answer: dict[str, Any]) -> Response:
     data = answer.get("data")
     if not isinstance(data, dict):
         data = {}
+    ok = 200 <= status < 300 and status != 204
+    if ok and formats and not any(isinstance(data.get(name), str) for name in formats):
+        raise GeonodeNoContent(f"origin {status}, but no {' or '.join(formats)} as asked for")
     request.meta[META_ANSWER] = answer
     markdown, html = data.get("markdown"), data.get("html")
     # HTML when asked for (selectors work as on a direct response), else markdown.

@@ -118,8 +118,15 @@ class UnreachedPages:
         replayed_only = len(state.replay_skipped - reached)
         stats.inc(self.crawler.stats, stats.UNREACHED_REPLAYED, replayed_only)
         aged = config_for(self.crawler).clock() - UNREACHED_AGE
-        checks = await compat.in_thread(_checks, state, self.runs, reached, aged)
-        if not checks or self.crawler.engine is None:
+        if compat.engine_closing(self.crawler):
+            return  # a bounded run's close: the next run asks, its state stays open
+        try:
+            checks = await compat.in_thread(_checks, state, self.runs, reached, aged)
+        except Exception:
+            if state.store.closed:  # the crawl closed meanwhile (CLOSESPIDER_*)
+                return
+            raise
+        if not checks or self.crawler.engine is None or compat.engine_closing(self.crawler):
             return
         requests = [self._request(url, memory) for url, memory in checks]
         bare = sum(1 for request in requests if request.meta.get(BARE))

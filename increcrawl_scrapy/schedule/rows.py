@@ -11,6 +11,9 @@ from enum import Enum
 from typing import NamedTuple
 
 GONE_STATUSES = frozenset({404, 410})
+#: Marks a fingerprint taken another way than today's (an upgrade, a changed setting:
+#: ``state/upkeep.py``): the page's next fetch reads it whole and takes a new baseline.
+OLD_FINGERPRINT = "old:"
 #: A page the sitemaps no longer list that answers one of these to another page of
 #: the site has moved there: its row is gone (``spiders/page_items.moved_away``).
 MOVED_STATUSES = frozenset({301, 308})
@@ -85,6 +88,11 @@ class PageState(NamedTuple):
     @property
     def has_validators(self) -> bool:
         return bool(self.etag or self.last_modified)
+
+    @property
+    def fingerprint_old(self) -> bool:
+        """Whether its fingerprint was taken another way than today's (OLD_FINGERPRINT)."""
+        return (self.content_hash or "").startswith(OLD_FINGERPRINT)
 
 
 #: The columns of ``pages``, in PageState's order.

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from increcrawl_scrapy import stats
-from increcrawl_scrapy.geonode.batch import BatchJob, page_result
+from increcrawl_scrapy.geonode.batch import NO_CONTENT, BatchJob, page_result
 from increcrawl_scrapy.geonode.errors import (
     GeonodeError,
     GeonodeFatalError,
@@ -68,6 +68,11 @@ async def run_batch(spider: BatchSpider, pages: list[PageState]) -> AsyncIterato
             fields = page_result(result)
             if fields is None:  # a result the job never finished stays due
                 continue
+            if fields.get("error_kind") == NO_CONTENT:
+                stats.inc(spider.crawler.stats, stats.API_NO_CONTENT)
+                logger.warning(
+                    "Batch result for %s: %s; it stays due", result.get("url"), fields["error"]
+                )
             yield await spider._content.with_text(batch_item(pages[index], result, fields))
     except GeonodeFatalError as exc:
         spider._close(exc.reason, str(exc))

@@ -60,7 +60,6 @@ from increcrawl_scrapy.spiders.page_items import (
     collected,
     failed_item,
     final_url_of,
-    moved_item,
     page_item,
     row_of,
     tokens_of,
@@ -337,7 +336,7 @@ class IncrementalSpider(scrapy.Spider):
                 "download_maxsize": self.config.max_page_bytes,  # decompressed too
                 META_URL: page.url,
                 META_KEY: page.normalized_url,
-                META_UNLISTED: page.missing_runs > 0,
+                META_UNLISTED: page.missing_runs >= self.config.missing_runs,
             },
         )
         if self._hybrid is None:
@@ -371,7 +370,7 @@ class IncrementalSpider(scrapy.Spider):
                 "site_failure": True,
             }
             return
-        moved = moved_item(response, row, final_url, self._content.another_row)
+        moved = await self._content.moved(response, row, final_url)
         if moved is not None:
             yield moved
             return

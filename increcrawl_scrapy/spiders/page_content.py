@@ -27,7 +27,7 @@ from increcrawl_scrapy.crawl.response_text import response_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.spiders.canonical import checked_alias
-from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of
+from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of, moved_away, moved_item
 from increcrawl_scrapy.urls import normalization_settings, normalize_url, same_page
 
 if TYPE_CHECKING:
@@ -120,6 +120,16 @@ class PageContent:
             )
         if found.how == "whole":  # no main content found: the template in its text
             crawl_state(self.crawler).hidden.taken_whole(item["url"])
+        elif found.how == "cut":
+            logger.info(
+                "%s: over INCRECRAWL_CONTENT_MAX_BYTES (%d bytes) and no main element: "
+                "its text is its whole body less the site's template, not extracted",
+                item["url"],
+                self.options.extract_max_bytes,
+            )
+        if not found.text.strip():  # a blank page, or one its scripts fill
+            stats.inc(self.crawler.stats, stats.NO_TEXT)
+            logger.warning("%s has no text at all: recorded as an empty page", item["url"])
         item["markdown"] = found.text
         if await self.is_not_found(item["url"], found.text):
             return {**item, "http_status": 404, "markdown": None}
@@ -167,15 +177,28 @@ class PageContent:
             return None
         return target  # an alias if its text is that page's (crawl/aliases.py)
 
-    def another_row(self, item: dict[str, Any], url: str) -> bool:
-        """Whether *url* is kept by the state under another key than *item*'s page (a
-        page of the site that moved to ``www.`` has a row there of its own)."""
+    async def moved(
+        self, response: scrapy.http.Response, row: dict[str, Any], final: str | None
+    ) -> dict[str, Any] | None:
+        """The item of *row*'s page if it moved away to *final* (``moved_away``)."""
+        status = moved_away(response, final)
+        if status is None or final is None or not await self.kept_elsewhere(row, final):
+            return None
+        return moved_item(row, status, final)
+
+    async def kept_elsewhere(self, item: dict[str, Any], url: str) -> bool:
+        """Whether *url* is a live page the state keeps under another key than *item*'s
+        (a page of the site that moved to ``www.`` has a row there of its own): read
+        off the reactor's thread, a remote database is a round trip away."""
         try:
-            return self.normalize(url) != (
-                item.get("normalized_url") or self.normalize(item["url"])
-            )
+            key = self.normalize(url)
+            if key == (item.get("normalized_url") or self.normalize(item["url"])):
+                return False
         except ValueError:
             return False
+        store = crawl_state(self.crawler).store
+        row = await compat.in_thread(store.get, url)
+        return row is not None and not row.gone
 
     async def learn_not_found(self, ask: bool = True) -> None:
         """Ask the seed's site for a page that cannot exist: a 200 is its "not found"

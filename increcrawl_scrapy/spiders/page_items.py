@@ -4,7 +4,7 @@ fields of a response, a failure or a batch result (the pipeline records them).""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import scrapy
@@ -109,10 +109,12 @@ def page_item(
 
 
 def moved_away(response: scrapy.http.Response, final: str | None) -> int | None:
-    """The permanent redirect a page the sitemaps no longer list answered with, to
-    *final* (another page of the site): it moved there (a slug change, a move to
-    ``www.``), and its row is gone. None for any other answer: a listed page's
-    redirect is the page's (the sitemap names it), a temporary one is no move."""
+    """The permanent redirect a page the sitemaps no longer list (for
+    INCRECRAWL_MISSING_RUNS runs: a shorter absence means nothing) answered with, to
+    *final*: it moved there (a slug change, a move to ``www.``) if *final* is a live
+    page the state keeps (``PageContent.kept_elsewhere``). None for any other answer:
+    a listed page's redirect is the page's (the sitemap names it), a temporary one is
+    no move."""
     if final is None or not response.meta.get(META_UNLISTED):
         return None
     statuses = [s for s in response.meta.get("redirect_reasons") or () if isinstance(s, int)]
@@ -121,19 +123,11 @@ def moved_away(response: scrapy.http.Response, final: str | None) -> int | None:
     return statuses[0]
 
 
-def moved_item(
-    response: scrapy.http.Response,
-    row: dict[str, Any],
-    final: str | None,
-    another_row: Callable[[dict[str, Any], str], bool],
-) -> dict[str, Any] | None:
-    """The item of a page that moved away (``moved_away``) to *final*, a page the state
-    keeps under another key than *row*'s; None when it did not."""
-    status = moved_away(response, final)
-    if status is None or final is None or not another_row(row, final):
-        return None
+def moved_item(row: dict[str, Any], status: int, final: str) -> dict[str, Any]:
+    """The item of a page that moved away (``moved_away``) to *final*, a live page the
+    state keeps under another key: its row is gone, ``moved_to`` says so."""
     logger.info("%s moved to %s (%d): gone", row["url"], final, status)
-    return {**row, "http_status": status, "final_url": final, "markdown": None}
+    return {**row, "http_status": status, "final_url": final, "moved_to": final, "markdown": None}
 
 
 def final_url_of(response: scrapy.http.Response) -> str | None:

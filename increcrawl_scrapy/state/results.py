@@ -6,10 +6,10 @@ the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
-(``writes.Writer``) with its own connection, while recording goes on into fresh
-buffers; rows a recording would read are loaded first by ``load`` on a worker thread.
-The store's mutex then guards memory, never a round trip; SQLite flushes in place.
-"""
+(``writes.Writer``) with a connection of its own, while recording goes on into fresh
+buffers; rows a recording would read are loaded first by ``load`` on a worker
+thread. The store's mutex then guards memory, never a round trip. With SQLite (a
+local file, one connection) a flush writes in place."""
 
 from __future__ import annotations
 
@@ -186,6 +186,7 @@ class Results(RowLoads):
         validators: tuple[str | None, str | None] | None = None,
         site_failure: bool = False,
         final_url: str | None = None,
+        moved: bool = False,
         hold: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
@@ -204,7 +205,7 @@ class Results(RowLoads):
             fetched_before=bool(previous and previous.last_fetched is not None),
             was_gone=bool(previous and previous.gone),
             never_delivered=self._never_delivered(previous),
-            moved=final_url is not None,
+            moved=moved,  # a permanent redirect of a page that moved (moved_away)
         )
         rebaselined = outcome is Outcome.CHANGED and taken_another_way(previous, items_changed)
         outcome = Outcome.UNCHANGED if rebaselined else outcome  # the new one: a baseline

@@ -252,6 +252,14 @@ class Run:
             marked = db.execute(db.sql.mark_missing, params).rowcount
         return MissingResult(marked=marked, due=due)
 
+    def reserve_tokens(self, tokens: int) -> None:
+        """Count at least *tokens* on the run's row, committed when this returns: what
+        its API calls may spend, before they are sent (``geonode/reservations.py``).
+        Blocking: call it in a thread. One statement, committed alone (PostgreSQL
+        sends it again on a new connection if the connection dropped)."""
+        with self.database.mutex, self.database.locked_errors():
+            self.database.execute(self.database.sql.note_tokens, (tokens, self.id))
+
     def finish(
         self,
         counts: dict[str, int],

@@ -123,6 +123,8 @@ class UpkeepStatements(Protocol):
     set_fingerprint: str
     mark_old: str
     mark_old_without_content: str
+    make_old_due: str
+    count_old: str
     make_due: Mapping[str, str]
     reread_sitemaps: Mapping[str, str]
     forget_seed_sitemaps: str

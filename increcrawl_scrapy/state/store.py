@@ -7,8 +7,7 @@ under changed settings), ``runs`` (a run and its discovery), ``queue`` (the chan
 queue, a fetch budget's choice) and ``results`` (buffered results). Time comes from
 an injected clock so tests and the simulator can move it. Thread-safe: every public
 method holds the store's mutex, so discovery can run in a worker thread while the
-reactor records.
-"""
+reactor records."""
 
 from __future__ import annotations
 
@@ -69,7 +68,7 @@ class StateStore(OperatorEdits, StoreReadings):
         lastmod: LastmodRules | None = None,
         budget_order: str = "change",
         volatile_patterns: tuple[str, ...] | None = None,
-        content_scheme: str | None = None,
+        content_scheme: tuple[str, ...] | None = None,
         keys_as_stored: bool = False,
         history_runs: int = 100,
     ) -> None:
@@ -110,6 +109,7 @@ class StateStore(OperatorEdits, StoreReadings):
         )
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
+        self.old_fingerprints = 0  # pages of an old text scheme when it opened
         claims = None
         if shared:  # claims and writes with a connection of their own (results.py)
             try:
@@ -141,9 +141,10 @@ class StateStore(OperatorEdits, StoreReadings):
                     self.database,
                     (*VOLATILE_PATTERNS, *volatile_patterns),
                     partial(content_fingerprint, extra_patterns=volatile_patterns),
+                    clock(),
                 )
             if content_scheme is not None:
-                check_content_scheme(self.database, content_scheme)
+                self.old_fingerprints = check_content_scheme(self.database, content_scheme, clock())
         except BaseException:
             self.close()
             raise
@@ -179,7 +180,7 @@ class StateStore(OperatorEdits, StoreReadings):
             ),
             budget_order=config.budget_order,
             volatile_patterns=config.volatile_patterns,
-            content_scheme=ContentOptions.from_config(config).scheme(),
+            content_scheme=ContentOptions.from_config(config).schemes(),
             keys_as_stored=keys_as_stored,
             history_runs=config.history_runs,
         )
@@ -282,6 +283,7 @@ class StateStore(OperatorEdits, StoreReadings):
         validators: tuple[str | None, str | None] | None = None,
         site_failure: bool = False,
         final_url: str | None = None,
+        moved: bool = False,
         lease: str | None = None,
         hold: bool = False,
         content: str | None = None,
@@ -301,10 +303,9 @@ class StateStore(OperatorEdits, StoreReadings):
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
         one (``pages/memory.py``); *items_changed*: its items changed (by that match),
-        a change even if its fingerprint was taken another way (``upkeep.py``).
-        *lease* is the token a shared backend checks; one SQLite file has one crawl
-        (the crawl lock), so it has no leases to check.
-        """
+        a change even if its fingerprint was taken another way (``upkeep.py``); *moved*:
+        a permanent redirect of a page that moved. *lease* is the token a shared
+        backend checks (one SQLite file has one crawl, the crawl lock: none)."""
         return self.results.record(
             key or self.normalize(url),
             url,
@@ -314,6 +315,7 @@ class StateStore(OperatorEdits, StoreReadings):
             validators=validators,
             site_failure=site_failure,
             final_url=final_url,
+            moved=moved,
             hold=hold,
             content=content,
             memory=memory,

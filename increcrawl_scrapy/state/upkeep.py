@@ -8,10 +8,12 @@ fingerprints are taken again from kept content (``INCRECRAWL_KEEP_CONTENT``;
 ``check_volatile_rules``). When how a page's text is taken changes (main content,
 selector, the converters' versions), kept contents are of the old text too
 (``check_content_scheme``). Where there is no text to take a fingerprint from, a new
-baseline starts: each page's next fetch takes its new fingerprint silently
-(``Results.record``; an edit made between the last fetch before and the first after
-is taken as the baseline). What the state was made under is kept in its table
-``settings`` (``read_setting``).
+baseline starts: each page is made due, re-read whole in the run that starts (no
+validators: a 304 would keep the old mark until the page's first edit, which would
+become the baseline) and its new fingerprint taken silently (``Results.record``).
+An edit made after that run is reported; one made between the page's last fetch
+before the change and that run is taken as the baseline. What the state was made
+under is kept in its table ``settings`` (``read_setting``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from increcrawl_scrapy.schedule.rows import ITEM_MARK, PageState, RekeyResult
+from increcrawl_scrapy.schedule.rows import ITEM_MARK, OLD_FINGERPRINT, PageState, RekeyResult
 from increcrawl_scrapy.state.backend import Backend, Session
 from increcrawl_scrapy.state.contents import unpack
 
@@ -117,6 +119,7 @@ def check_volatile_rules(
     database: Backend,
     patterns: tuple[str, ...],
     fingerprint: Callable[[str], str],
+    now: float,
 ) -> int:
     """Store the digest of *patterns* (every rule in force, defaults included); if the
     stored one differs, fingerprint each kept text again. Returns the rows updated."""
@@ -138,7 +141,7 @@ def check_volatile_rules(
                 db.executemany(db.sql.set_fingerprint, changes)
                 updated += len(changes)
             # Pages without kept content: their next fetch takes the new fingerprint.
-            _mark_old(db, db.sql.mark_old_without_content)
+            _mark_old(db, db.sql.mark_old_without_content, now)
         write_setting(db, "volatile_rules", wanted)
     if row is not None:
         logger.info(
@@ -149,41 +152,68 @@ def check_volatile_rules(
     return updated
 
 
-#: Marks a fingerprint taken another way than today's: the page's next fetch with
-#: content takes its new one without reporting a change (``Results.record``).
-OLD = "old:"
+#: Marks a fingerprint taken another way than today's: the page's next fetch reads it
+#: whole (no validators: ``page_items.conditions``) and takes its new one without
+#: reporting a change (``Results.record``).
+OLD = OLD_FINGERPRINT
 
 
 def taken_another_way(page: PageState | None, items_changed: bool = False) -> bool:
     """Whether *page*'s stored fingerprint is marked old (its next one is a baseline),
     unless the add-on's match says its items changed: their own fields pass through
     no converter (``StateStore.record``)."""
-    return not items_changed and page is not None and (page.content_hash or "").startswith(OLD)
+    return not items_changed and page is not None and page.fingerprint_old
 
 
-def check_content_scheme(database: Backend, scheme: str) -> None:
-    """Store *scheme* (what decides a page's text: ``ContentOptions.scheme``); if the
-    state's fingerprints were taken another way, mark its pages' as old (not item
-    rows': an item's fields are no page text). Kept contents cannot give new ones:
-    they are of the old text too."""
+def check_content_scheme(database: Backend, schemes: tuple[str, ...], now: float) -> int:
+    """Store *schemes*' first (what decides a page's text: ``ContentOptions.scheme``;
+    the others spell it as earlier versions did); if the state's fingerprints were
+    taken another way, mark its pages' as old (not item rows': an item's fields are
+    no page text) and make them due at *now*. Kept contents cannot give new ones:
+    they are of the old text too. Returns the pages marked old (said in the log)."""
     stored = read_setting(database, "content_scheme")
-    if stored == scheme:
-        return
-    with database.transaction() as db:
-        marked = _mark_old(db, db.sql.mark_old)
-        write_setting(db, "content_scheme", scheme)
+    if stored != schemes[0]:
+        with database.transaction() as db:
+            if stored not in schemes:
+                _mark_old(db, db.sql.mark_old, now)
+            write_setting(db, "content_scheme", schemes[0])
+    count = old_fingerprints(database)
+    say_old_fingerprints(count, schemes[0])
+    return count
+
+
+def _mark_old(db: Session, statement: str, now: float) -> int:
+    """Mark fingerprints with ``OLD`` by *statement* (``mark_old...``) and make their
+    pages due at *now*: each is re-read whole in the run that starts, so its new
+    baseline is the page as it is then, and every edit after it is compared (a page
+    re-read only when its schedule says would take an edit made meanwhile as its
+    baseline). Returns how many were marked."""
+    marked = max(db.execute(statement).rowcount or 0, 0)
     if marked:
+        db.execute(db.sql.make_old_due, (now, now))
+    return marked
+
+
+def old_fingerprints(database: Session) -> int:
+    """Pages (not gone) whose fingerprint is of an old text scheme: re-read whole."""
+    row = database.execute(database.sql.count_old).fetchone()
+    return int(row[0] or 0) if row is not None else 0
+
+
+def say_old_fingerprints(count: int, scheme: str) -> None:
+    """The run's one line on what a new text scheme costs, and when it is paid."""
+    if count:
         logger.info(
-            "Pages' text is now taken another way (%s): each page's next fetch takes "
-            "a new fingerprint without reporting a change (%d pages)",
+            "%d pages have a fingerprint taken another way than today's (a changed setting or "
+            "volatile rule, a converter that writes text otherwise; text scheme now %s): "
+            "each is re-read whole in this run (%d requests without If-None-Match or "
+            "If-Modified-Since, made due now if their schedule had not) and its new "
+            "fingerprint taken without reporting a change (stat "
+            "increcrawl/pages/rebaselined); edits after that are reported as ever",
+            count,
             scheme,
-            marked,
+            count,
         )
-
-
-def _mark_old(db: Session, statement: str) -> int:
-    """Fingerprints marked with ``OLD`` by *statement* (``mark_old...``): how many."""
-    return max(db.execute(statement).rowcount or 0, 0)
 
 
 def read_setting(database: Session, name: str) -> str | None:

@@ -6,6 +6,7 @@ same converter as direct mode, and can play every documented failure on demand::
 
     with GeonodeStandIn(api_keys=["k"], concurrency_limit=4) as api:
         api.inject("503", count=2)              # the next two extract calls fail
+        api.inject("content_null")              # the origin's 200, its markdown null
         api.configure(origin_status_mode="error")
         ... crawl with GEONODE_API_URL=api.url, GEONODE_API_KEY="k" ...
         assert api.counters()["peak_concurrency"] <= 4
@@ -53,7 +54,9 @@ ORIGIN_STATUS_MODES = ("metadata", "error")
 HTTP_FAULTS = ("429", "500", "503", "502", "504", "408", "drop", "slow")
 #: 200 answers that break the documented contract.
 BAD_ANSWERS = ("not_json", "missing_fields", "wrong_types")
-FAULT_KINDS = HTTP_FAULTS + BAD_ANSWERS + tuple(EXTRACTION_ERRORS)
+#: A documented answer, the origin's 200 in it, but the format asked for null or absent.
+NO_CONTENT = ("content_null", "content_absent")
+FAULT_KINDS = HTTP_FAULTS + BAD_ANSWERS + NO_CONTENT + tuple(EXTRACTION_ERRORS)
 ENDPOINTS = ("extract", "extract_status", "batch", "batch_status", "batch_item", "map", "any")
 _CONDITIONAL = ("if-none-match", "if-modified-since")
 _REFUSED = -1  # _fetch_origin: the origin redirected off loopback
@@ -413,6 +416,10 @@ class GeonodeStandIn:
                 return
             item["status"] = "processing"
         fault = self._next_fault("batch_item")
+        if fault in NO_CONTENT:
+            fault, dropped = None, fault
+        else:
+            dropped = None
         if fault in EXTRACTION_ERRORS:
             self._fail_item(item, fault, "injected fault")
             return
@@ -420,6 +427,8 @@ class GeonodeStandIn:
             self._fail_item(item, "INTERNAL_ERROR", f"injected {fault}")
             return
         status, body = self.extract(item["url"], job.config)
+        if dropped:
+            _drop_content(body, job.config["formats"], dropped)
         with self._lock:
             if status == 200:
                 meta = body["metadata"]
@@ -560,6 +569,20 @@ def _check_fault(kind: str, endpoint: str) -> None:
         raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULT_KINDS)}")
     if endpoint not in ENDPOINTS:
         raise ValueError(f"unknown endpoint {endpoint!r}; known: {', '.join(ENDPOINTS)}")
+    if kind in NO_CONTENT and endpoint not in ("extract", "batch_item"):
+        raise ValueError(f"{kind} is a fault of an extraction's answer only")
+
+
+def _drop_content(answer: dict[str, Any], formats: list[str], kind: str) -> None:
+    """*answer* (a documented one) without the *formats* asked for: null or absent."""
+    data = answer.get("data")
+    if not isinstance(data, dict):
+        return
+    for name in formats:
+        if kind == "content_null":
+            data[name] = None
+        else:
+            data.pop(name, None)
 
 
 def _is_loopback(url: str) -> bool:
@@ -584,6 +607,9 @@ _JOB_PATH = re.compile(r"^/v1/(extract|batch)/([0-9a-fA-F-]{1,64})$")
 
 def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
     class Handler(QuietHandler):
+        #: A fault that drops the content of this request's answer (``NO_CONTENT``).
+        no_content: str | None = None
+
         def handle_one_request(self) -> None:
             if api._stopping.is_set():  # stopped: answer nothing, like a dead server
                 self.close_connection = True
@@ -657,6 +683,9 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             if kind == "slow":
                 api._stopping.wait(api.knobs.slow_seconds)
                 return False  # then answer normally, too late for the client
+            if kind in NO_CONTENT:
+                self.no_content = kind  # an answer made as usual, its content dropped
+                return False
             if kind in ("502", "504"):
                 with api._lock:
                     api._counters["statuses"][kind] += 1
@@ -802,6 +831,7 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
             if check.detail:
                 self.send_json(422, check.body_dict())
                 return
+            self.no_content = None
             if self.play_fault("extract"):
                 return
             assert url is not None
@@ -823,6 +853,10 @@ def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
                     api._release_slot()
             finally:
                 api._unreserve()
+            if self.no_content:
+                formats = config["formats"]
+                assert isinstance(formats, list)
+                _drop_content(answer, formats, self.no_content)
             self.send_json(status, answer)
 
         def start_async(self, url: str, config: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from string import Template
 import pytest
 
 from tests.crawling import run_crawl
-from tests.servers import nginx
+from tests.servers import nginx, write_served
 
 MARKUP = Path(__file__).parent / "markup"
 LATER = 200 * 86400.0  # every page due again
@@ -31,7 +31,7 @@ class Site:
     def put(self, slug: str, html: str) -> None:
         self.pages[slug] = html
         (self.root / slug).mkdir(parents=True, exist_ok=True)
-        (self.root / slug / "index.html").write_text(html)
+        write_served(self.root / slug / "index.html", html)
         entries = "".join(f"<url><loc>{self.base}/{s}/</loc></url>" for s in sorted(self.pages))
         (self.root / "sitemap.xml").write_text(
             '<?xml version="1.0" encoding="UTF-8"?>'

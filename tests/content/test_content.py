@@ -159,9 +159,9 @@ def test_the_catalog_read_in_one_pass_finds_what_trafilaturas_xpaths_find(page: 
     name of a shape not known falls back to that XPath."""
     import lxml.html
 
-    from increcrawl_scrapy.content import main as content_main
+    from increcrawl_scrapy.content import named_catalog as content_main
 
-    catalog = content_main._catalog()
+    catalog = content_main.named_catalog()
     assert catalog.bits is not None  # trafilatura's names are all of the known shape
     root = lxml.html.document_fromstring(page)
     by_xpath = catalog._replace(bits=None).firsts(root)

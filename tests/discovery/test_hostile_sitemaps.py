@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
+from increcrawl_scrapy.discovery.after import NOT_THE_SEEDS
 from increcrawl_scrapy.testing import SampleSite
 from tests.conftest import Clock
 from tests.crawling import CrawlResult, crawl_settings, run_crawl
@@ -32,7 +33,11 @@ async def crawl_sitemap(
     # a sitemap refused whole is a discovery that read nothing (exit code 3), and
     # one whose every URL was refused kept nothing (exit code 3 too)
     read = result.stats.get("increcrawl/sitemaps")
-    refused = any(k.startswith("increcrawl/sitemap/skipped/") for k in result.stats)
+    refused = any(
+        k.rpartition("/")[2] in NOT_THE_SEEDS
+        for k in result.stats
+        if k.startswith("increcrawl/sitemap/skipped/")
+    )
     kept = result.stats.get("increcrawl/discovered")
     expected = "discovery_failed" if not read else "finished"
     if read and refused and not kept:

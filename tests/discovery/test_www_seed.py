@@ -117,3 +117,57 @@ async def test_a_page_the_sitemap_dropped_is_gone_when_it_moved_for_good(
         moved, target = site.page_url(1), site.page_url(2)
     assert (("gone", moved) in seen) is gone, seen
     assert ("gone", target) not in seen
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_healthy_run_whose_only_changed_sitemap_is_denied_ends_finished(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """An index of an unchanged posts' sitemap and a tags' sitemap the project denies,
+    changed by a new tag: nothing is new and every refusal is the user's own rule, so
+    the run is healthy (and its discovery complete: deletions are still found)."""
+    from increcrawl_scrapy.testing import SampleSite
+
+    def urlset(urls: list[str]) -> bytes:
+        return (
+            f"<urlset {NS}>{''.join(f'<url><loc>{u}</loc></url>' for u in urls)}</urlset>".encode()
+        )
+
+    with SampleSite(pages=4) as site:
+        posts = site.serve("/posts.xml", urlset([site.page_url(i) for i in range(4)]))
+        tags = site.serve("/tags.xml", urlset([f"{site.url}/tag/{t}" for t in "ab"]))
+        index = site.serve(
+            "/idx.xml",
+            f"<sitemapindex {NS}><sitemap><loc>{posts}</loc></sitemap>"
+            f"<sitemap><loc>{tags}</loc></sitemap></sitemapindex>".encode(),
+        )
+        db = str(tmp_path / "s.sqlite")
+        settings = crawl_settings(db, clock, INCRECRAWL_DENY=[r"/tag/"])
+        first = await run_crawl(settings, sitemap_url=index)
+        site.serve("/tags.xml", urlset([f"{site.url}/tag/{t}" for t in "abc"]))
+        clock.advance(3600)
+        second = await run_crawl(settings, sitemap_url=index)
+    assert (first.reason, second.reason) == ("finished", "finished")
+    assert "increcrawl/discovery_incomplete" not in second.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_robots_seed_read_before_its_www_redirect_reads_its_sitemap_again(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """The sitemap was read whole (every URL refused: the site's redirect to www. not
+    yet in place, or an older version that did not follow it) and its validators kept;
+    once robots.txt redirects to www., the sitemap is read again, not answered 304."""
+    port = free_port()
+    site = tmp_path / "site"
+    write_site(site, port, ["a", "b"])
+    (site / "robots.txt").write_text(f"Sitemap: http://www.localhost:{port}/sitemap.xml\n")
+    db = str(tmp_path / "s.sqlite")
+    seed = {"robots_url": f"http://localhost:{port}/robots.txt"}
+    with nginx(site, tmp_path / "nginx1", port=port):
+        first = await run_crawl(crawl_settings(db, clock), **seed)
+    assert first.items == []  # the pages' host is not the seed's: nothing said so yet
+    with nginx(site, tmp_path / "nginx2", port=port, extra=TO_WWW):
+        clock.advance(86_400)
+        second = await run_crawl(crawl_settings(db, clock), **seed)
+    assert second.changes("new") == {f"http://www.localhost:{port}/{n}.html" for n in "ab"}

@@ -47,6 +47,7 @@ class Project:
             if k not in ("GEONODE_API_KEY", "SCRAPY_SETTINGS_MODULE")
         }
         env["PYTHONPATH"] = os.pathsep.join([str(self.tmp), env.get("PYTHONPATH", "")])
+        env["PYTHONFAULTHANDLER"] = "1"  # a crash says where (CI saw one exit unsaid)
         command = [
             sys.executable, "-m", "scrapy", "crawl", self.spider,
             "-a", f"start_url={self.url}/", *args,
@@ -65,7 +66,7 @@ class Project:
                 command, cwd=QUOTES, env=env, capture_output=True, text=True, timeout=600
             )
             returncode, self.log = done.returncode, done.stderr
-        assert returncode == 0, self.log[-3000:]
+        assert returncode == 0, f"exit {returncode}\n{self.log[-3000:]}"
         return [json.loads(line) for line in feed.read_text().splitlines()] if feed.exists() else []
 
     def stat(self, name: str) -> int:

@@ -3,6 +3,7 @@ fetched is recorded, what was not stays due with its old state."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -239,3 +240,32 @@ async def test_random_faults_converge_to_the_fault_free_state(tmp_path: Path, cl
                 break
         assert runs > 1  # the faults did bite
         assert final_state(faulty) == final_state(clean)
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_api_refusing_at_start_ends_the_run_without_waiting_out_the_breaker(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Every call refused on the crawl's first calls: the run ends at once. Calls already
+    queued behind the breaker's pause (GEONODE_BACKOFF_MAX, 30 s) fail with the run's
+    reason instead of waiting it out one by one (CI: a 120 s hang under load)."""
+    with socket.socket() as probe, SampleSite(pages=30) as site:
+        probe.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        db = str(tmp_path / "s.sqlite")
+        settings = crawl_settings(db, clock, GEONODE_CONCURRENCY=4, GEONODE_BACKOFF_MAX=30)
+        settings.update(
+            INCRECRAWL_FETCHER="geonode",
+            GEONODE_API_URL=f"http://127.0.0.1:{probe.getsockname()[1]}",
+            GEONODE_API_KEY=KEY,
+            GEONODE_BATCH_MIN_URLS=50,
+            # Every page's request reaches the middleware before the first call fails.
+            CONCURRENT_REQUESTS=32,
+            CONCURRENT_REQUESTS_PER_DOMAIN=32,
+        )
+        started = time.monotonic()
+        result = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        took = time.monotonic() - started
+    assert result.reason == "geonode_unreachable"
+    assert took < 20, took  # a bound on a hang (the pause is 30 s), not a speed
+    assert not result.items
+    assert unfetched(db) == 30

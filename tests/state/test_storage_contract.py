@@ -591,34 +591,57 @@ def test_a_memory_amended_after_its_result_is_written_is_written_too(
 
 
 def test_fingerprints_are_taken_again_when_the_rules_change(open_store: Factory) -> None:
-    store = open_store(volatile_patterns=(), content_scheme="one")
+    store = open_store(volatile_patterns=(), content_scheme=("one",))
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])
     [kept, bare] = urls(2)
     store.record(kept, 200, seed=SEED, key=kept, content_hash="x", content="Today 12:00")
     store.record(bare, 200, seed=SEED, key=bare, content_hash="y")
     store.close()
-    store = open_store(volatile_patterns=(r"\d\d:\d\d",), content_scheme="one")
+    store = open_store(volatile_patterns=(r"\d\d:\d\d",), content_scheme=("one",))
     assert store.get(bare).content_hash == "old:y"  # no text to take it from
     assert store.get(kept).content_hash not in ("x", "old:x")
     store.close()
-    store = open_store(content_scheme="two")
+    store = open_store(content_scheme=("two",))
     assert store.get(kept).content_hash.startswith("old:")
 
 
 def test_an_item_rows_fingerprint_is_no_page_text(open_store: Factory) -> None:
     # An item's fields (INCRECRAWL_ITEM_KEY) pass through no converter: another way
     # of taking pages' text leaves its fingerprint as it is, so its edit is a change.
-    store = open_store(content_scheme="one")
+    store = open_store(content_scheme=("one",))
     [page] = urls(1)
     store.start_run(SEED).upsert([(page, None)])
     store.record(page, 200, seed=SEED, key=page, content_hash="p")
     item_key = f"{store.normalize(page)}#item:sku=1"
     store.record(page, 200, seed=SEED, key=item_key, content_hash="i")
     store.close()
-    store = open_store(content_scheme="two")
+    store = open_store(content_scheme=("two",))
     assert store.get(page).content_hash == "old:p"
     item = store.results.lookup(item_key)
     assert item is not None and item.content_hash == "i"
+
+
+def test_pages_of_an_old_scheme_are_due_now_and_counted(open_store: Factory, clock: Clock) -> None:
+    # Marked old, a page is re-read in the run that starts (not at its schedule: an
+    # edit made meanwhile would be its baseline); a gone page is left as it is. The
+    # scheme as an earlier version spelt it, under today's versions, is today's.
+    store = open_store(content_scheme=("one",))
+    [page, gone] = urls(2)
+    store.start_run(SEED).upsert([(page, None), (gone, None)])
+    store.record(page, 200, seed=SEED, key=page, content_hash="p")
+    store.record(gone, 200, seed=SEED, key=gone, content_hash="g")
+    store.record(gone, 404, seed=SEED, key=gone)
+    store.close()
+    assert open_store(content_scheme=("one",)).old_fingerprints == 0
+    assert open_store(content_scheme=("uno", "one")).old_fingerprints == 0  # another spelling
+    clock.advance(60.0)
+    store = open_store(content_scheme=("two",))
+    assert store.old_fingerprints == 1
+    assert store.get(page).next_check == clock() and store.get(page).fingerprint_old
+    assert store.get(gone).next_check > clock()
+    store.record(page, 200, seed=SEED, key=page, content_hash="p2")
+    store.close()
+    assert open_store(content_scheme=("two",)).old_fingerprints == 0
 
 
 def test_the_commands_reports_read_the_state(open_store: Factory, clock: Clock) -> None:

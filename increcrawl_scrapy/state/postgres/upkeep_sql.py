@@ -97,6 +97,15 @@ class UpkeepSQL:
     mark_old_without_content = (
         _MARK_OLD + " AND normalized_url NOT IN (SELECT normalized_url FROM contents)"
     )
+    # Pages marked old are re-read in the run that starts (upkeep._mark_old).
+    make_old_due = (
+        f"UPDATE pages SET next_check = %s WHERE content_hash LIKE '{_OLD}%%' AND gone = 0 "
+        "AND next_check > %s AND normalized_url NOT LIKE '%%#item:%%'"
+    )
+    count_old = (
+        f"SELECT count(*) FROM pages WHERE content_hash LIKE '{_OLD}%%' AND gone = 0 "
+        "AND normalized_url NOT LIKE '%%#item:%%'"
+    )
 
     # -- edits.py: a page, a seed's pages, or all --------------------------------
     make_due: Mapping[str, str] = MappingProxyType(
