@@ -17,12 +17,7 @@ from increcrawl_scrapy.schedule.dates import (
     sample_found_change,
     unannounced,
 )
-from increcrawl_scrapy.schedule.estimator import (
-    History,
-    HostPrior,
-    change_rate,
-    interval_for,
-)
+from increcrawl_scrapy.schedule.estimator import History, HostPrior, change_rate, interval_for
 from increcrawl_scrapy.schedule.rows import (
     ALIAS_MARK,
     GONE_STATUSES,
@@ -77,6 +72,11 @@ CHANGED_PROBABILITY = 0.1
 #: page whose pace is known. Unless the fetch before found a change too: a streak says
 #: the estimate is behind (a page that woke up is checked at its new pace within weeks).
 KNOWN_CHANGES = 2
+#: A host prior at least this strong (the shape of its gamma: its pages' rates vary
+#: by at most 1/sqrt(alpha) of their mean, a blog's posts) sets the page's rate both
+#: ways, a burst of changes no more news than a quiet spell; below it (a docs site of
+#: pages that never change and a few that change daily) it only bounds the wait.
+POOLED_ALPHA = 1.0
 
 
 def classify(
@@ -250,9 +250,14 @@ class LearnedPolicy(RevisitPolicy):
         else:
             ceiling = self.ceiling(page, outcome, now)
             rate = change_rate(history, self.default_interval)
+            pooled = prior is not None and prior.alpha >= POOLED_ALPHA
+            if pooled and prior:  # the host's pages change alike: its rate is the page's
+                rate = self.posterior_rate(page, outcome, prior, now)
             target = self.target_probability
-            if outcome is Outcome.CHANGED and (
-                len(history.changed) < KNOWN_CHANGES or page.change_streak
+            if (
+                outcome is Outcome.CHANGED
+                and not pooled
+                and (len(history.changed) < KNOWN_CHANGES or page.change_streak)
             ):
                 target = min(target, CHANGED_PROBABILITY)
             wanted = interval_for(rate, target)
@@ -261,8 +266,9 @@ class LearnedPolicy(RevisitPolicy):
                 still = stood_still(page, outcome, now)
                 if still >= SETTLE_AFTER:
                     wanted = ceiling = min(self.stable_max_interval, SETTLED_FACTOR * still)
-            wanted = min(wanted, self.host_bound(page, outcome, prior, now))
         wanted *= _jitter(page.normalized_url, page.fetch_count)
+        if verdict != TRUSTED or not page.sitemap_lastmod:  # the bound after the jitter
+            ceiling = min(ceiling, self.host_bound(page, outcome, prior, now))
         return min(ceiling, max(self.min_interval, wanted))
 
     def rate_after(self, page: PageState, history: History, interval: float) -> float:
@@ -294,9 +300,12 @@ class LearnedPolicy(RevisitPolicy):
         bound grows with the time the page has stood still."""
         if prior is None:
             return math.inf
-        changes = page.change_count + (outcome is Outcome.CHANGED)
-        rate = prior.rate(changes, now - page.first_seen)
-        return interval_for(rate, self.target_probability)
+        return interval_for(self.posterior_rate(page, outcome, prior, now), self.target_probability)
+
+    @staticmethod
+    def posterior_rate(page: PageState, outcome: Outcome, prior: HostPrior, now: float) -> float:
+        """The page's rate as its host's pages and its own changes tell it."""
+        return prior.rate(page.change_count + (outcome is Outcome.CHANGED), now - page.first_seen)
 
     def ceiling(self, page: PageState, outcome: Outcome, now: float) -> float:
         """Twice the time the page has been seen stable, within

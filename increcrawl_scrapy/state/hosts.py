@@ -52,11 +52,12 @@ class Hosts:
         self._delta: dict[str, list[float]] = {}
         #: Per held result (its key), the evidence it added: taken back if discarded.
         self._held: dict[str, tuple[str, list[float]]] = {}
-        #: Per host, the prior of its pages' change rates, read once per process (a
+        #: Per host, the prior of its pages' change rates, read once per run (a
         #: run's results move it little: its pages' histories are weeks long).
         self._priors: dict[str, HostPrior | None] = {}
-        #: False on a shared state: a prior is not read when a result is recorded.
-        self.priors_read = True
+        #: False on a shared state: priors are read with the rows (``read``, on a
+        #: worker thread), never when a result is recorded.
+        self.priors_in_place = True
 
     def _load(self, host: str) -> list[float]:
         if host not in self._counts:
@@ -75,17 +76,29 @@ class Hosts:
 
     def prior(self, host: str | None) -> HostPrior | None:
         """What *host*'s pages say about a page's change rate (None: nothing yet)."""
-        if not host or not self.priors_read:
+        if not host:
             return None
-        if host not in self._priors:
-            rows = self.database.execute(self.database.sql.host_rates, (json.dumps([host]),))
-            totals = next((row[1:] for row in rows), None)
-            self._priors[host] = host_prior(*(float(v or 0) for v in totals)) if totals else None
-        return self._priors[host]
+        if host not in self._priors and self.priors_in_place:
+            self._priors.update(self.read_priors(self.database, {host}))
+        return self._priors.get(host)
 
-    def planned(self, start: float, end: float) -> dict[int, int]:
+    def read_priors(self, database: Backend, hosts: set[str]) -> dict[str, HostPrior | None]:
+        """The priors of *hosts* not read yet this run (on the caller's connection)."""
+        wanted = sorted(host for host in hosts if host and host not in self._priors)
+        found: dict[str, HostPrior | None] = dict.fromkeys(wanted)
+        if wanted:
+            rows = database.execute(database.sql.host_rates, (json.dumps(wanted),))
+            found.update((row[0], host_prior(*(float(v or 0) for v in row[1:]))) for row in rows)
+        return found
+
+    def new_run(self) -> None:
+        """Priors are read again: the last run's results moved them."""
+        self._priors = {}
+
+    @staticmethod
+    def planned(database: Backend, start: float, end: float) -> dict[int, int]:
         """The checks planned per coming day (``schedule/leveling.py``)."""
-        rows = self.database.execute(self.database.sql.planned_days, (start, start, end))
+        rows = database.execute(database.sql.planned_days, (start, start, end))
         return {int(day): int(count) for day, count in rows}
 
     def observe(self, page: PageState, changed: bool, now: float, held: str | None = None) -> None:
@@ -203,6 +216,8 @@ class Hosts:
         if wanted:
             rows = database.execute(database.sql.host_counts, (json.dumps(wanted),))
             found.update((row[0], [float(v) for v in row[1:]]) for row in rows)
+        if not self.priors_in_place:  # a shared state: the priors with the counts
+            self._priors.update(self.read_priors(database, hosts))
         return found
 
     def learn(self, counts: dict[str, list[float]]) -> None:
