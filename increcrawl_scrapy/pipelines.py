@@ -248,7 +248,7 @@ class IncrementalStatePipeline:
         keyed = member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
-            self.pages.hold(member, item, page.normalized_url)
+            self.pages.hand_on(member, item, page.normalized_url)
         content_hash = page.content_hash
         if keyed:
             own = self._record_item(item, url, page.normalized_url, member)
@@ -276,7 +276,7 @@ class IncrementalStatePipeline:
     def _record(
         self, adapter: ItemAdapter, url: str, status: int, member: PageItem
     ) -> Recorded | None:
-        """Record the page's result (held: written once delivered); None if *url* is
+        """Record the page's result (written once delivered); None if *url* is
         not a page URL."""
         assert self.store is not None
         content_hash = text = None
@@ -305,7 +305,7 @@ class IncrementalStatePipeline:
                 final_url=adapter.get("final_url") or None,
                 moved=bool(adapter.get("moved_to")),
                 content=text if self.config.keep_content else None,
-                hold=True,
+                until_delivered=True,
                 memory=member.group.memory,
                 error_kind=adapter.get("error_kind"),
                 items_changed=member.group.items_changed,
@@ -337,10 +337,10 @@ class IncrementalStatePipeline:
             key=key,
             content_hash=self._fingerprint(member.text),
             content=member.text if self.config.keep_content else None,
-            hold=True,
+            until_delivered=True,
         )
         if recorded.outcome in DELIVERED:
-            self.pages.hold(member, item, key)
+            self.pages.hand_on(member, item, key)
         else:
             self.store.deliver(key)
         return recorded

@@ -102,7 +102,7 @@ class CrawlState:
         self.hidden = HiddenPages()
         #: The links most of a host's pages share in their text (``shared_links.py``).
         self.shared_links = SharedLinks()
-        #: The pipeline's delivery of held results (None without the pipeline).
+        #: The pipeline's delivery of undelivered results (None without the pipeline).
         self.delivery: Delivery | None = None
         #: Another program's lock met while recording (an sqlite3 shell's open
         #: transaction): the crawl stops with ``database_in_use``.

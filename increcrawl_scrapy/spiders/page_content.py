@@ -96,7 +96,7 @@ class PageContent:
         over the size limit, or of a soft 404."""
         found: PageText | None
         try:  # parsing and conversion: CPU work, off the reactor's thread
-            self._hold_back()
+            self._take_in_hand()
             try:
                 if response is not None:
                     found, taken = await self.text_of(response)
@@ -147,7 +147,7 @@ class PageContent:
             with_print, self.prints is not None, response_text, response, self.options
         )
 
-    def _hold_back(self) -> None:
+    def _take_in_hand(self) -> None:
         self._in_hand += 1
         engine = self.crawler.engine
         if self._in_hand >= BACKLOG and engine is not None and not engine.paused:

@@ -11,6 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from twisted.python.threadable import isInIOThread
@@ -20,7 +21,7 @@ from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
-from increcrawl_scrapy.state.postgres.leases import Lease, claim, held_by_others, release, renew
+from increcrawl_scrapy.state.postgres.leases import Lease, claim, leased_by_others, release, renew
 from increcrawl_scrapy.state.postgres.workers import beat, leave
 
 logger = logging.getLogger(__name__)
@@ -58,8 +59,7 @@ class Claims:
         """Lease due rows of *seed* (any worker's live lease excludes a row), or those
         of *keys* that are (a budget's choice), none of *skip*: the rows, their leases
         and their hosts' counts, for the caller to keep."""
-        with self.lock:
-            return self.patiently(lambda: self._claim(seed, size, until, keys, skip))
+        return self.patiently(lambda: self._claim(seed, size, until, keys, skip), self.lock)
 
     def _claim(
         self,
@@ -96,15 +96,18 @@ class Claims:
             self.leveling.prepare(self.io)  # the plan the next checks are spread over
         return pages, leases, counts
 
-    def patiently(self, work: Callable[[], _T]) -> _T:
-        """*work* on the io connection; while the server is unreachable (a restart),
-        tried again every second for up to ``outage_seconds`` (on a worker thread:
-        the crawl's thread never waits here)."""
+    def patiently(self, work: Callable[[], _T], lock: Any = None) -> _T:
+        """*work* on the io connection, each try holding *lock*; while the server is
+        unreachable (a restart), tried again every second for up to
+        ``outage_seconds`` (on a worker thread: the crawl's thread never waits here),
+        the lock let go between tries: the heartbeat and the leases' release are not
+        held up behind the wait."""
         deadline = time.monotonic() + self.outage_seconds
         warned = False
         while True:
             try:
-                return self.io.retrying(work)
+                with lock if lock is not None else nullcontext():
+                    return self.io.retrying(work)
             except Exception:
                 if not self.io.broken() or time.monotonic() >= deadline or isInIOThread():
                     raise  # and never wait on the reactor's thread
@@ -116,9 +119,10 @@ class Claims:
                     warned = True
                 time.sleep(1.0)
 
-    def others_hold(self, seed: str) -> bool:
-        with self.lock:
-            return self.patiently(lambda: held_by_others(self.io.raw, seed, self.owner, now=None))
+    def others_lease(self, seed: str) -> bool:
+        return self.patiently(
+            lambda: leased_by_others(self.io.raw, seed, self.owner, now=None), self.lock
+        )
 
     def release(self, leases: list[Lease]) -> int:
         """Give back rows leased and never answered (the crawl stops early)."""
@@ -127,15 +131,15 @@ class Claims:
         with self.lock:
             return self.io.retrying(lambda: release(self.io.raw, leases))
 
-    def beat(self, seed: str, ttl: float, held: dict[str, int] | None = None) -> tuple[int, int]:
+    def beat(self, seed: str, ttl: float, leased: dict[str, int] | None = None) -> tuple[int, int]:
         """The heartbeat (``state/postgres/workers.py``): live crawls on *seed*, and in all.
-        The leases *held* (key -> token: pages in flight) are renewed with it."""
+        The leases in *leased* (key -> token: pages in flight) are renewed with it."""
         with self.lock:
             counts = self.io.retrying(
                 lambda: beat(self.io.raw, self.owner, seed, now=None, ttl=ttl)
             )
-            if held:
-                self.io.retrying(lambda: renew(self.io.raw, held, seconds=self.seconds))
+            if leased:
+                self.io.retrying(lambda: renew(self.io.raw, leased, seconds=self.seconds))
         return counts
 
     def leave(self) -> None:

@@ -50,8 +50,8 @@ class Hosts:
         #: Per host, this store's evidence not yet taken for writing: written as
         #: increments, so that workers sharing a state add theirs up.
         self._delta: dict[str, list[float]] = {}
-        #: Per held result (its key), the evidence it added: taken back if discarded.
-        self._held: dict[str, tuple[str, list[float]]] = {}
+        #: Per undelivered result (its key), the evidence it added: taken back if discarded.
+        self._undelivered: dict[str, tuple[str, list[float]]] = {}
         #: Per host, the prior of its pages' change rates, read once per run (a
         #: run's results move it little: its pages' histories are weeks long).
         self._priors: dict[str, HostPrior | None] = {}
@@ -101,27 +101,29 @@ class Hosts:
         rows = database.execute(database.sql.planned_days, (start, start, end))
         return {int(day): int(count) for day, count in rows}
 
-    def observe(self, page: PageState, changed: bool, now: float, held: str | None = None) -> None:
+    def observe(
+        self, page: PageState, changed: bool, now: float, undelivered: str | None = None
+    ) -> None:
         """One fetch of *page* (fetched before, with a sitemap date): did its date
         move since, and did it change? A change without a move counts once per page,
         and only if it stood alone (``PageState.unannounced``). The evidence of a
-        result *held* (its key) until delivered is taken back if it is discarded."""
+        result *undelivered* (its key) until delivered is taken back if it is discarded."""
         delta = self._delta.get(page.host or "")
         before = list(delta) if delta is not None else [0.0] * 4
         self._observe(page, changed)
         after = self._delta.get(page.host or "")
-        if held is not None and after is not None and after != before:
-            self._held[held] = (
+        if undelivered is not None and after is not None and after != before:
+            self._undelivered[undelivered] = (
                 page.host or "",
                 [a - b for a, b in zip(after, before, strict=True)],
             )
 
     def delivered(self, key: str) -> None:
-        self._held.pop(key, None)
+        self._undelivered.pop(key, None)
 
     def discarded(self, key: str) -> None:
-        """A held result was not delivered: its evidence was never seen."""
-        host, added = self._held.pop(key, ("", []))
+        """An undelivered result was not delivered: its evidence was never seen."""
+        host, added = self._undelivered.pop(key, ("", []))
         if host:
             counts, delta = self._load(host), self._delta.setdefault(host, [0.0] * 4)
             for at, value in enumerate(added):

@@ -83,7 +83,7 @@ class ChangeQueue:
                 yield pages
             if len(pages) < wanted:
                 if wait and self.claims is not None:
-                    if self.claims.others_hold(seed):
+                    if self.claims.others_lease(seed):
                         yield []  # none to claim now: the caller waits, then asks again
                         continue
                     if not rechecked:

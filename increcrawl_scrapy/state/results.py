@@ -1,6 +1,6 @@
 """The results of fetching what the queue handed out, buffered and written in batches.
 
-A page's current state is, in this order: its result not yet written (pending or held,
+A page's current state is, in this order: its result not yet written (pending or undelivered,
 then the batch being written), else the row the queue handed out or ``load`` read, else
 the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
@@ -70,7 +70,7 @@ class Results(RowLoads):
         self.flush_items = flush_items
         self.flush_seconds = flush_seconds
         self._pending: dict[str, PageState] = {}  # written on the next flush
-        self._held: dict[str, PageState] = {}  # written once delivered (deliver())
+        self._undelivered: dict[str, PageState] = {}  # written once delivered (deliver())
         self._new_keys: set[str] = set()  # unwritten results of rows not in the table
         self._queued: dict[str, PageState] = {}  # handed out or loaded, not recorded
         self._absent: dict[str, None] = {}  # read by load(): not in the table
@@ -143,8 +143,12 @@ class Results(RowLoads):
     def lookup(self, key: str) -> PageState | None:
         """A row as it stands: unwritten result (the latest first), else queued or
         loaded row, else stored row."""
-        page = self._pending.get(key) or self._held.get(key)
-        page = page or self.writer.in_flight.get(key) or self._queued.get(key)
+        page = (
+            self._pending.get(key)
+            or self._undelivered.get(key)
+            or self.writer.in_flight.get(key)
+            or self._queued.get(key)
+        )
         if page is not None or key in self._absent:
             return page
         row = self.database.tuples(self.database.sql.page_by_key, (key,)).fetchone()
@@ -153,7 +157,7 @@ class Results(RowLoads):
     def _in_memory(self, key: str) -> bool:
         return (
             key in self._pending
-            or key in self._held
+            or key in self._undelivered
             or key in self.writer.in_flight
             or key in self._queued
             or key in self._absent
@@ -189,7 +193,7 @@ class Results(RowLoads):
         site_failure: bool = False,
         final_url: str | None = None,
         moved: bool = False,
-        hold: bool = False,
+        until_delivered: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
@@ -225,10 +229,12 @@ class Results(RowLoads):
         if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
             page = page._replace(next_check=NEVER)
         if outcome in _EVIDENCE and not rebaselined:
-            self.hosts.observe(previous, outcome is Outcome.CHANGED, now, key if hold else None)
+            self.hosts.observe(
+                previous, outcome is Outcome.CHANGED, now, key if until_delivered else None
+            )
         self._pending.pop(key, None)
-        self._held.pop(key, None)
-        (self._held if hold else self._pending)[key] = page
+        self._undelivered.pop(key, None)
+        (self._undelivered if until_delivered else self._pending)[key] = page
         if content is not None and outcome in _KEPT:
             self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
         if memory is not None and outcome is not Outcome.ERROR:
@@ -244,27 +250,23 @@ class Results(RowLoads):
 
     @serialized
     def deliver(self, key: str) -> None:
-        """A held result's item was delivered: write it with the next flush."""
+        """An undelivered result's item was delivered: write it with the next flush."""
         self.hosts.delivered(key)
-        if (page := self._held.pop(key, None)) is not None:
+        if (page := self._undelivered.pop(key, None)) is not None:
             self._pending[key] = page
 
     @serialized
     def discard(self, key: str) -> bool:
-        """Forget a held result (its item was not delivered): the row stays as it
+        """Forget an undelivered result (its item was not delivered): the row stays as it
         was, so the next run fetches and reports it again."""
         self.hosts.discarded(key)
-        if (page := self._held.pop(key, None)) is not None:
+        if (page := self._undelivered.pop(key, None)) is not None:
             if key not in self.writer.in_flight:  # else an earlier result inserts it
                 self._new_keys.discard(key)
             self.contents.discard(key)
             self.memories.discard(key)
             self.history.discard(key)
         return page is not None
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
 
     @serialized
     def flush(self) -> int:
@@ -318,7 +320,7 @@ class Results(RowLoads):
             return [key for key, page in self._unwritten().items() if page.next_check > until]
 
     def _unwritten(self) -> dict[str, PageState]:
-        return {**self.writer.in_flight, **self._pending, **self._held}
+        return {**self.writer.in_flight, **self._pending, **self._undelivered}
 
     def _flush_soon(self) -> None:
         """Hand pending results to the writer thread, unless it is writing: then
@@ -386,7 +388,7 @@ class Results(RowLoads):
     def _restore(self, batch: Batch) -> None:
         """A batch that could not be written goes back, under later results."""
         for key, page in batch.pages.items():
-            if key not in self._pending and key not in self._held:
+            if key not in self._pending and key not in self._undelivered:
                 self._pending[key] = page
         self.contents.restore(batch.contents)
         self.memories.restore(batch.memories)
@@ -401,8 +403,8 @@ class Results(RowLoads):
         """Drop every result not written yet (the database stays locked by another
         program): their rows stay as they were, due. Returns how many."""
         batch = self._take()
-        held, self._held = len(self._held), {}
-        return held + (len(batch.pages) if batch is not None else 0)
+        undelivered, self._undelivered = len(self._undelivered), {}
+        return undelivered + (len(batch.pages) if batch is not None else 0)
 
     @serialized
     def settle(self) -> None:

@@ -283,7 +283,7 @@ class StateStore(OperatorEdits, StoreReadings):
         final_url: str | None = None,
         moved: bool = False,
         lease: str | None = None,
-        hold: bool = False,
+        until_delivered: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
@@ -297,7 +297,7 @@ class StateStore(OperatorEdits, StoreReadings):
         *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
         any other failure leaves it due (*error_kind* says what failed: ``timeout``...).
         *validators* is ``(etag, last_modified)`` as the origin sent them; None means
-        the fetcher cannot see them (Geonode). With *hold*, the result is written
+        the fetcher cannot see them (Geonode). With *until_delivered*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
         one (``pages/memory.py``); *items_changed*: its items changed (by that match),
@@ -314,7 +314,7 @@ class StateStore(OperatorEdits, StoreReadings):
             site_failure=site_failure,
             final_url=final_url,
             moved=moved,
-            hold=hold,
+            until_delivered=until_delivered,
             content=content,
             memory=memory,
             error_kind=error_kind,
@@ -376,8 +376,8 @@ class StateStore(OperatorEdits, StoreReadings):
         if claims is None or self.database.closed:
             return 1, 1
         with self.database.mutex:  # the leases of pages in flight, renewed with the beat
-            held = dict(claims.tokens)
-        return claims.beat(seed, ttl, held)
+            leased = dict(claims.tokens)
+        return claims.beat(seed, ttl, leased)
 
     # -- the crawl's end ------------------------------------------------------
 

@@ -6,6 +6,8 @@ answers again; claims go on; nothing is written twice or half."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -39,11 +41,13 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
     with StateStore(postgres_dsn, clock=clock, flush_items=1000) as store:
         store.start_run(SEED).upsert([(u, None) for u in URLS])
         _record_all(store)  # ten results buffered, their rows leased
-        assert _terminate_others(postgres_dsn) == 2  # the store's two connections
+        # The store's two connections (at least: on a busy machine a backend ended
+        # just before may still be listed while it exits).
+        assert _terminate_others(postgres_dsn) >= 2
         assert store.flush() == 10
         assert store.count(last_status=200) == 10
         clock.advance(2 * 86_400)
-        assert _terminate_others(postgres_dsn) == 2
+        assert _terminate_others(postgres_dsn) >= 2
         assert len(store.due(SEED)) == 10  # claims go on
     with StateStore(postgres_dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
@@ -52,7 +56,7 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
 @pytest.fixture
 def own_server():
     """A server of the test's own (it is restarted)."""
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+    from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as server:
         yield server
@@ -71,6 +75,33 @@ def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
     with StateStore(dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
         assert reopened.due(SEED) == []
+
+
+def test_a_claim_waiting_for_the_server_holds_up_nothing_else(
+    own_server, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The claim waits (on a worker thread) for a restarting server; the claims' lock
+    # is let go between its tries: the heartbeat and the release of leases, which
+    # take it too, are not held up for the outage's 60 s.
+    dsn = own_server.create_database("waiting")
+    with StateStore(dsn, clock=clock) as store:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        own_server.halt()
+        claimed: list = []
+        claiming = threading.Thread(target=lambda: claimed.extend(store.due(SEED)))
+        claiming.start()
+        try:
+            deadline = time.monotonic() + 120
+            while "cannot be reached" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "cannot be reached" in caplog.text  # the claim is waiting
+            lock = store.results.claims.lock
+            assert lock.acquire(timeout=10)
+            lock.release()
+        finally:
+            own_server.resume()
+            claiming.join(120)
+        assert len(claimed) == len(URLS)
 
 
 def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Clock) -> None:

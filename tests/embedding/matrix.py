@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from increcrawl_scrapy.testing.generators import DocSite
-from increcrawl_scrapy.testing.nginx import free_port, nginx
 from increcrawl_scrapy.testing.quotes import QuotesSite
 from tests.conftest import Clock
 from tests.crawling import CrawlResult, add_on, run_crawl
+from tests.support.generators import DocSite
+from tests.support.nginx import free_port, nginx
 
 HOUR, DAY = 3_600.0, 86_400.0
 LATER = 31 * DAY  # past the longest interval: every page due

@@ -155,13 +155,20 @@ def test_results_are_recorded_by_key_with_an_optional_lease(open_store: Factory)
     assert store.count() == 1 and store.due(SEED) == []
 
 
-def test_a_held_result_is_written_only_once_delivered(open_store: Factory) -> None:
+def test_an_undelivered_result_is_written_only_once_delivered(open_store: Factory) -> None:
     store = open_store()
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])
     kept, dropped = store.due(SEED)
     for page in (kept, dropped):
-        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
-    assert store.get(kept.url).last_fetched is not None  # the held result is the row now
+        store.record(
+            page.url,
+            200,
+            seed=SEED,
+            key=page.normalized_url,
+            content_hash="h",
+            until_delivered=True,
+        )
+    assert store.get(kept.url).last_fetched is not None  # the undelivered result is the row now
     store.flush()
     store.deliver(kept.normalized_url)
     assert store.discard(dropped.normalized_url) is True
@@ -172,11 +179,13 @@ def test_a_held_result_is_written_only_once_delivered(open_store: Factory) -> No
     assert [p.normalized_url for p in reopened.due(SEED)] == [dropped.normalized_url]
 
 
-def test_held_results_are_not_written_at_close(open_store: Factory) -> None:
+def test_undelivered_results_are_not_written_at_close(open_store: Factory) -> None:
     store = open_store()
     store.start_run(SEED).upsert([(u, None) for u in urls(1)])
     [page] = store.due(SEED)
-    store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
+    store.record(
+        page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", until_delivered=True
+    )
     store.close()
     assert open_store().get(page.url).last_fetched is None
 
