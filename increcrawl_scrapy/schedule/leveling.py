@@ -9,6 +9,12 @@ latest among equals): the state's plan for the next HORIZON days is read once pe
 run, then kept as checks are placed. A check is only ever moved earlier, never past
 the policy's own: spreading costs requests, never freshness (a window reaching
 later drifted late, the later days always looking emptier: p90 delay 78 h to 142 h).
+A spread check is placed at the middle of its day, or as near it as its window
+allows, and never within EDGE of a day's edge: the runs to come do not start at this
+run's hour to the second (a cron job a little earlier each day, runs that take
+longer), and checks left at the hour their interval ended were counted on one day
+and fetched on the next (a day of 3 checks, then one of 8, where the plan said 5 and
+6: the 60-page daily test failed 3 runs of 6).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ DAY = 86_400.0
 SPREAD = 0.75
 #: Days ahead whose planned checks are counted; checks further out are left alone.
 HORIZON = 120
+#: A spread check keeps this share of a day clear of either edge of its day.
+EDGE = 0.25
 
 
 class Leveler:
@@ -37,25 +45,28 @@ class Leveler:
         return math.ceil((when - self.start) / DAY)
 
     def place(self, now: float, interval: float, spread: bool = True) -> float:
-        """When the check *interval* after *now* is best made: the least loaded day
-        from SPREAD of the interval earlier up to the wanted one (the latest among
-        equals), never later than wanted. A check not to be *spread* stays as
-        wanted, and is counted in the plan all the same."""
+        """When the check *interval* after *now* is best made: in the least loaded
+        day (the latest among equals) from SPREAD of the interval earlier up to the
+        wanted time, as near its middle as that window allows, never later than
+        wanted. The window's days are those whose middle half it reaches: a check
+        is due for its day's run whatever that run's hour, a quarter day either
+        way (the day's end would fall just after a run that starts a little early,
+        its start just before one that starts late). A check not to be *spread*
+        stays as wanted, and is counted in the plan all the same."""
         wanted = now + interval
         early = now + (1 - SPREAD) * interval
-        first, target = self.day_of(early), self.day_of(wanted)
-        if not spread or interval < DAY or target > HORIZON or target <= first:
+        first = math.ceil((early - self.start) / DAY + EDGE)
+        last = math.floor((wanted - self.start) / DAY + 1 - EDGE)
+        if not spread or interval < DAY or last > HORIZON or last < first:
             # Hourly pages, far-off checks: nothing to even out.
+            target = self.day_of(wanted)
             if target <= HORIZON:
                 self.planned[target] = self.planned.get(target, 0) + 1
             return wanted
-        best = min(range(first, target + 1), key=lambda d: (self.planned.get(d, 0), -d))
+        best = min(range(first, last + 1), key=lambda d: (self.planned.get(d, 0), -d))
         self.planned[best] = self.planned.get(best, 0) + 1
-        if best == target:
-            return wanted
-        # The middle of the chosen day: due for that day's run whatever its hour
-        # (the day's end would fall just after a run that starts a little early).
-        return min(wanted, max(early, self.start + (best - 0.5) * DAY))
+        middle = self.start + (best - 0.5) * DAY
+        return min(wanted, max(early, middle))
 
 
 class Leveling:
