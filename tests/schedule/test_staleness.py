@@ -156,6 +156,5 @@ async def test_daily_runs_on_a_new_site_do_similar_amounts_of_work(
                 runs.edit(page)
             await runs.run()
     worst, median = runs.worst_day_after_the_first_week()
-    print("requests per run:", " ".join(map(str, runs.requests)))
     assert worst <= 1.5 * median, " ".join(map(str, runs.requests))
     assert runs.late == [], runs.late[:5]
