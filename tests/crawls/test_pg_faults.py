@@ -6,13 +6,18 @@ answers again; claims go on; nothing is written twice or half."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_twisted
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
 
+from increcrawl_scrapy.spiders.cluster_share import ClusterShare
 from increcrawl_scrapy.state import StateStore
 from tests.conftest import Clock
 
@@ -102,6 +107,31 @@ def test_a_claim_waiting_for_the_server_holds_up_nothing_else(
             own_server.resume()
             claiming.join(120)
         assert len(claimed) == len(URLS)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_heartbeat_the_server_misses_leaves_the_loop_beating(
+    own_server, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A beat while the server restarts raised, and Twisted's LoopingCall stops for
+    # good on a failed call: the leases of pages in flight were never renewed again
+    # and another worker took them over (a review of the claims' lock change).
+    caplog.set_level(logging.INFO)
+    dsn = own_server.create_database("beating")
+    with StateStore(dsn, clock=clock) as store:
+        crawler = get_crawler()
+        crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # started
+        share = ClusterShare(crawler, store, SEED, None)  # beaten as its loop beats
+        await deferred_from_coro(share.beat())
+        own_server.halt()
+        try:
+            await deferred_from_coro(share.beat())
+        finally:
+            own_server.resume()
+        assert "heartbeat could not reach the state" in caplog.text
+        await deferred_from_coro(share.beat())
+        assert "reached the state again after 1 missed" in caplog.text
+        assert share.crawls == (1, 1)
 
 
 def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Clock) -> None:
