@@ -204,6 +204,8 @@ class IncrecrawlConfig:
     stable_max_interval: float = setting(
         "INCRECRAWL_STABLE_MAX_INTERVAL", 180 * _DAY, number(float, above=0)
     )
+    # None: no hard bound; the learned policy's bound from the host's rate holds
+    max_staleness: float | None = setting("INCRECRAWL_MAX_STALENESS", None, Reader.duration)
     trusted_max_interval: float = setting(
         "INCRECRAWL_TRUSTED_MAX_INTERVAL", 730 * _DAY, number(float, above=0)
     )

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from twisted.python.threadable import isInIOThread
 
 from increcrawl_scrapy import compat
+from increcrawl_scrapy.schedule.leveling import Leveling
 from increcrawl_scrapy.schedule.rows import PageState
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.pages import rows_by_key
@@ -68,6 +69,7 @@ class Claims:
         self.lost = 0  # results not written: their lease was taken over
         self.outage_seconds = OUTAGE_SECONDS
         self._away_since: float | None = None  # the first try the server missed
+        self.leveling: Leveling | None = None  # the results' (``schedule/leveling.py``)
 
     def claim(
         self,
@@ -113,7 +115,9 @@ class Claims:
         wanted = [lease.key for lease in leases]
         found = rows_by_key(self.io, wanted) if wanted else {}
         pages = [found[key] for key in wanted if key in found]
-        counts = self.hosts.read(self.io, {page.host or "" for page in pages})
+        counts = self.hosts.read(self.io, {page.host or "" for page in pages})  # priors too
+        if self.leveling is not None:
+            self.leveling.prepare(self.io)  # the plan the next checks are spread over
         return pages, leases, counts
 
     def attempt(self, work: Callable[[], _T], lock: Any = None) -> _T:

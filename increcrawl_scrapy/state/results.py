@@ -6,10 +6,9 @@ the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
-(``writes.Writer``) with a connection of its own, while recording goes on into fresh
-buffers; rows a recording would read are loaded first by ``load`` on a worker
-thread. The store's mutex then guards memory, never a round trip. With SQLite (a
-local file, one connection) a flush writes in place."""
+(``writes.Writer``) with its own connection, while recording goes on into fresh
+buffers; rows a recording would read are loaded first by ``load`` on a worker thread.
+The store's mutex then guards memory, never a round trip; SQLite flushes in place."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
 
+from increcrawl_scrapy.schedule.leveling import Leveling
 from increcrawl_scrapy.schedule.policy import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.schedule.rows import (
     ITEM_MARK,
@@ -77,6 +77,10 @@ class Results(RowLoads):
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
         self.history = RunHistory()  # the run's checks, written with their results
+        # Next checks spread over the coming days (#52); on a shared state the plan
+        # and the hosts' priors are read with the rows, on a worker thread.
+        self.leveling = Leveling(hosts.planned, clock, None if claims else database)
+        hosts.priors_in_place = claims is None
         #: The start of this store's run when it is its seed's first (else None).
         self.first_run_since: float | None = None
         #: Called before results are written (the crawl flushes its feeds first).
@@ -88,6 +92,8 @@ class Results(RowLoads):
         #: thread of their own.
         self.claims = claims
         self.shared = claims is not None
+        if claims is not None:
+            claims.leveling = self.leveling  # its plan read with the claimed rows
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
         self.writer = Writer(
@@ -214,9 +220,10 @@ class Results(RowLoads):
             self._new_keys.add(key)  # a URL discovery never saw: inserted when written
             previous = new_page(key, url, seed, now, self.policy.default_interval)
             previous = previous._replace(host=host_of(key))
-        verdict = self.hosts.verdict(previous.host)
+        verdict, prior = self.hosts.verdict(previous.host), self.hosts.prior(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
-        page = apply_result(previous, result, now, self.policy, verdict)
+        place = None if ITEM_MARK in key else self.leveling.place
+        page = apply_result(previous, result, now, self.policy, verdict, prior, place)
         if rebaselined:
             page = page._replace(content_hash=content_hash)
         if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
@@ -238,10 +245,7 @@ class Results(RowLoads):
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
         ):
-            if self.shared:
-                self._flush_soon()
-            else:
-                self.flush()
+            self._flush_soon() if self.shared else self.flush()
         return Recorded(outcome=outcome, page=page)
 
     @serialized
@@ -289,10 +293,7 @@ class Results(RowLoads):
         if self.before_write is not None:
             self.before_write()
             self.before_write = None
-        if self.shared:
-            self._flush_soon()
-        else:
-            self.flush()
+        self._flush_soon() if self.shared else self.flush()
 
     def before_claim(self, until: float) -> list[str]:
         """Before a claim (on a worker thread): the results recorded so far start

@@ -90,6 +90,9 @@ class ResultStatements(Protocol):
     remember: str
     read_memory: str
     host_counts: str  # of a JSON array of hosts
+    host_rates: str  # per host of a JSON array, its pages' totals for its rate prior
+    planned_days: str  # checks planned per coming day
+    bound_staleness: str  # INCRECRAWL_MAX_STALENESS over rows scheduled before
     add_host_evidence: str
     set_host_verdict: str
     demote: str

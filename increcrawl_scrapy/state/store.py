@@ -101,12 +101,8 @@ class StateStore(OperatorEdits, StoreReadings):
         except BaseException:
             self._release()
             raise
-        self.hosts = Hosts(
-            self.database,
-            self.lastmod.min_evidence,
-            self.policy.demoted_max_interval,
-            self.policy.trusted_wait,
-        )
+        wait, trusted = self.policy.demoted_max_interval, self.policy.trusted_wait
+        self.hosts = Hosts(self.database, self.lastmod.min_evidence, wait, trusted)
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
         self.old_fingerprints = 0  # pages of an old text scheme when it opened
@@ -204,10 +200,13 @@ class StateStore(OperatorEdits, StoreReadings):
             normalize=self.normalize,
             clock=self.clock,
             default_interval=self.policy.default_interval,
+            max_staleness=self.policy.max_staleness,
             missing_runs=self.missing_runs,
             lastmod=self.lastmod,
         )
         self.results.history.begin(run.id)
+        self.results.leveling.new_run()  # the plan and the priors read again
+        self.hosts.new_run()
         self.results.first_run_since = started if run.first else None
         return run
 

@@ -562,6 +562,52 @@ def test_the_add_ons_checks_put_the_rows_whose_checks_failed_last(
     assert store.unreached(SEED, 2, aged=later) == []
 
 
+def test_max_staleness_brings_rows_scheduled_before_within_it(
+    open_store: Factory, clock: Clock
+) -> None:
+    """INCRECRAWL_MAX_STALENESS set since a row was scheduled: the next run's start
+    brings its check within the bound after its last fetch (#52, 1)."""
+    store = open_store(policy=LearnedPolicy())
+    store.start_run(SEED)
+    [url] = urls(1)
+    store.record(url, 200, seed=SEED, key=url, content_hash="a")
+    store.flush()
+    fetched = store.get(url).last_fetched
+    assert store.get(url).next_check > fetched + 3_600
+    # The reads of the host bound and the spreading (``Hosts.read_priors``, ``planned``).
+    store.hosts.new_run()
+    assert store.hosts.read_priors(store.database, {"example.com"}) == {"example.com": None}
+    assert store.hosts.planned(store.database, fetched, fetched + 10 * DAY).get(1, 0) >= 1
+    bounded = open_store(policy=LearnedPolicy(max_staleness=3_600.0))
+    bounded.start_run(SEED)
+    assert bounded.get(url).next_check == fetched + 3_600
+
+
+def test_a_hosts_prior_and_plan_are_read_with_the_rows_a_run_fetches(
+    open_store: Factory, clock: Clock
+) -> None:
+    """The host bound and the spreading on both backends (#52, 1-2): the prior of
+    the host's change rates and the plan of the coming days are read once per run,
+    before recording (on a shared state, with the rows claimed, off the reactor)."""
+    store = open_store(policy=LearnedPolicy())
+    pages = urls(4)
+    for round_ in range(3):  # every page changed at each of its two later fetches
+        store.start_run(SEED).upsert([(url, None) for url in pages])
+        for page in store.due(SEED):
+            store.record(page.url, 200, seed=SEED, key=page.url, content_hash=f"{round_}")
+        store.flush()
+        clock.advance(4 * DAY)
+    store.start_run(SEED)  # a new run reads the prior again, with the rows it fetches
+    due = store.due(SEED)
+    assert len(due) == 4
+    prior = store.hosts.prior("example.com")
+    assert prior is not None and prior.alpha == 8  # 8 changes alike: a strong prior
+    assert prior.alpha / prior.beta == pytest.approx(8 / (4 * 8 * DAY))
+    store.record(due[0].url, 200, seed=SEED, key=due[0].url, content_hash="0")
+    assert store.results.leveling.leveler is not None  # the plan: read once this run
+    assert store.get(due[0].url).next_check <= clock() + store.get(due[0].url).interval_s
+
+
 def test_a_memory_amended_after_its_result_is_written_is_written_too(
     open_store: Factory,
 ) -> None:
