@@ -15,24 +15,22 @@ request whose response ``PageItemsMiddleware`` answers with them, so they pass t
 rest of the spider middlewares and every pipeline as any item. At most MAX_HELD
 items are held (past that they go on at once).
 
-Every close delivers them too (``CLOSESPIDER_PAGECOUNT``, ``_ITEMCOUNT``,
-``_TIMEOUT``, a shutdown: a bounded run never comes to be idle). A closing engine
-sends no more requests but still scrapes those in progress: the first of their
-responses to pass ``PageItemsMiddleware`` once the crawl is closing takes every
-item held, paired as above, with its own items, and each later one its own; so
-they pass the same spider middlewares and pipelines. Scrapy tells no component
-that a close began before it closes the pipelines, and a close may find no
-response left to come (a timeout while the next request waits for its download
-delay, or is answered 304): then nothing can carry them. Their pages' results stay
-unwritten, due, and their memories are written as the items delivered left them
-(``HeldItems.hold_over``), marked: the next fetch of such a page, in whatever run,
-bounded or not, delivers its new and gone items at once, without waiting for the
-run's other pages (so an item that moved meanwhile is ``gone`` and ``new``). The
-run summary counts those pages in the run that writes their results, and says how
-many items were held over (``increcrawl/items/held_over``). Holding less instead
-(never in a bounded run, or a few pages at a time) would report every item of a
-shifted listing as ``gone`` and ``new`` in the runs that large sites are crawled by,
-and still could not deliver the items of a close with nothing in progress.
+A run closed before it is idle (``CLOSESPIDER_PAGECOUNT``, ``_ITEMCOUNT``,
+``_TIMEOUT``, a shutdown: a bounded run never comes to be idle) did not see every
+page: an item missing from one of its pages may be on one it did not fetch, an item
+new on one may have come from there. A closing engine sends no more requests but
+still scrapes those in progress: the first of their responses to pass
+``PageItemsMiddleware`` once the crawl is closing pairs every item held, as above,
+with the items earlier runs held. A new item it cannot pair is delivered, whole,
+its print kept; a gone one is held for a later run (``pages/pending.py``: in the
+state), and passes the pipelines as moved, so that its page is recorded as it is
+now. A close with no response left to come (a timeout while the next request waits
+for its download delay, or is answered 304) holds them for a later run the same way
+(``HeldItems.hold_over``; a new one whole). A later run pairs them with its own (a
+gone one and a print of a new one delivered: moved), and delivers the rest once it
+is idle (it saw every page it reaches) or once they were held HELD_RUNS runs. A
+memory kept by an earlier version with its items "held" (``held``) has its page's
+next fetch deliver them at once.
 """
 
 from __future__ import annotations
@@ -44,14 +42,20 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
-from increcrawl_scrapy import stats
-from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, Memory, unpack
+from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.config import config_for
+from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, ItemPrint, item_print
+from increcrawl_scrapy.pages.page import Page, PageItem
+from increcrawl_scrapy.pages.pending import DELIVERED, HELD_RUNS, Pending, kept, rebuilt
+from increcrawl_scrapy.pages.pending import pack as pack_pending
+from increcrawl_scrapy.pages.pending import unpack as unpack_pending
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from increcrawl_scrapy.pages.page import Page, PageItem
     from increcrawl_scrapy.state import StateStore
 
 logger = logging.getLogger(__name__)
@@ -63,17 +67,47 @@ RELEASE = "increcrawl_release_held"
 
 class HeldItems:
     """One crawl's held new and gone items, owned by its ``PageItemsMiddleware`` (no
-    registry by crawler: one kept every finished crawler alive)."""
+    registry by crawler: one kept every finished crawler alive), and the items
+    earlier runs held for a later one (``pages/pending.py``)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.items: list[tuple[Any, PageItem]] = []
-        self.delivered_new: set[str] = set()  # prints of new pages' items, delivered
+        #: Prints of new pages' items, delivered, and keys seen (``keyed.py``).
+        self.delivered_new: set[str] = set()
+        #: Held for a later run: read when the crawl opens, written when it closes.
+        self.pending: list[Pending] = []
+        self._read = False  # the state's were read (written back, even if none left)
+        self._looked = False  # paired by a release this run
+        self._idle = False  # it saw every page (a bounded run never does)
+        #: Keys new to their page (``keyed.py``): a later run's gone one moved here.
+        self.arrived: list[PageItem] = []
+        self.skip = config_for(crawler).volatile_fields
         crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
+        crawler.signals.connect(self._read_pending, signal=signals.spider_opened)
+
+    async def _read_pending(self) -> None:
+        try:
+            state = crawl_state(self.crawler)
+        except StateLockedError:
+            return
+        store = state.store
+        if store.shared:
+            blob = await compat.in_thread(store.held_items, state.seed)
+        else:
+            blob = store.held_items(state.seed)
+        self._read = blob is not None
+        self.pending = unpack_pending(blob)
 
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle or closing; False if too many already
         are, or its page's items were held over by a run before."""
+        if member.item_key is not None:  # a key seen: one gone from elsewhere moved here
+            if len(self.delivered_new) < MAX_HELD:
+                self.delivered_new.add(member.whole)
+            if member.whole in member.group.arrived and len(self.arrived) < MAX_HELD:
+                self.arrived.append(member)  # kept for a later run unless this one is idle
+            return False
         if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
             return False
         # A new page's item, or one held over: delivered now.
@@ -84,8 +118,13 @@ class HeldItems:
         self.items.append((item, member))
         return True
 
+    def to_release(self) -> bool:
+        """Whether a release has something to pair: items held, or an earlier run's."""
+        return bool(self.items) or (bool(self.pending) and not self._looked)
+
     def idle(self) -> None:
-        if not self.items or self.crawler.engine is None:
+        self._idle = True
+        if not self.to_release() or self.crawler.engine is None:
             return
         request = Request(
             "data:,",
@@ -102,16 +141,28 @@ class HeldItems:
         self.crawler.engine.crawl(request)
         raise DontCloseSpider
 
-    def release(self) -> list[tuple[Any, PageItem]]:
-        """The held items with their pages' members, a gone and a new one of another
-        page that are identical relabelled (``MOVED`` and ``ARRIVED``)."""
+    def release(self, complete: bool) -> list[tuple[Any, PageItem]]:
+        """The held items with their pages' members, and an earlier run's, paired:
+        a gone and a new one of another page that are identical relabelled
+        (``MOVED`` and ``ARRIVED``), a gone one identical to a new one an earlier
+        run delivered ``MOVED``. The new ones left are delivered now, whole (the
+        object the spider yielded); the gone ones when the run is *complete* (idle:
+        it saw every page it reaches), or an earlier run's held HELD_RUNS runs; else
+        held for a later run (``pages/pending.py``), as is the print of a new one
+        delivered by a run that is not: an item of this run's pages held then
+        passes as moved, so its page is recorded."""
+        self._looked = True
         held, self.items = self.items, []
+        new_before = [p for p in self.pending if p.label == DELIVERED]
+        earlier = [_earlier(pending) for pending in self.pending if pending.label != DELIVERED]
+        self.pending = []
+        everything = held + [(member.item, member) for _, member in earlier]
         new: dict[str, list[PageItem]] = defaultdict(list)
-        for _, member in held:
+        for _, member in everything:
             if member.label == NEW:
                 new[member.whole].append(member)
         moved = 0
-        for _, member in held:
+        for _, member in everything:
             if member.label != GONE:
                 continue
             partners = new.get(member.whole, [])
@@ -119,57 +170,115 @@ class HeldItems:
             if partner is not None:
                 partners.remove(partner)
                 partner.label, partner.moved = ARRIVED, True
+            elif (delivered := _delivered_new(member, new_before)) is not None:
+                new_before.remove(delivered)  # its new side, delivered by an earlier run
             elif member.whole not in self.delivered_new:
                 continue
             member.label, member.moved = MOVED, True
             moved += 1
         stats.inc(self.crawler.stats, stats.ITEMS_MOVED, moved)
-        return held
+        runs = {id(member): pending.runs for pending, member in earlier}
+        out = []
+        for item, member in everything:
+            of_earlier = id(member) in runs
+            if member.label in (MOVED, ARRIVED):
+                if not of_earlier:  # its page waits for it, or counts it unchanged
+                    out.append((item, member))
+            elif member.label == NEW:  # whole, now: the state keeps no more than a print
+                out.append((item, member))
+                if not complete:  # its gone side may be on a page a later run fetches
+                    self.pending.append(self._pending(member, -1, DELIVERED))
+            elif complete or runs.get(id(member), -1) >= HELD_RUNS:
+                out.append((item, member))
+            else:
+                self.pending.append(self._pending(member, runs.get(id(member), -1)))
+                if not of_earlier:  # its page is recorded without it
+                    member.label, member.moved = MOVED, True
+                    out.append((item, member))
+        if not complete:  # an idle run saw every page: a gone one would have come
+            self.pending += [p for p in new_before if p.runs < HELD_RUNS]
+        return out
+
+    def _pending(self, member: PageItem, runs: int, label: str = "") -> Pending:
+        group = member.group
+        if label == DELIVERED:  # to pair a gone one: its hash (a key's, with a key)
+            return Pending(label, group.url, group.key, ItemPrint(member.whole, {}, {}), runs)
+        old = member.old if member.old is not None else item_print(member.item, self.skip)
+        return Pending(member.label, group.url, group.key, old, runs)
 
     def hold_over(self, store: StateStore) -> None:
         """At the close, once every item in progress went through the pipelines:
-        the items still held, which no response carried. Each of their pages keeps
-        its result unwritten (due), and its memory is written as the items delivered
-        left it (the new ones held out, the gone ones back in), marked held: its
-        next fetch delivers the rest at once. A page is counted in the run summary
-        by the run that writes its result."""
+        the items still held, which no response carried, held for a later run
+        (``pages/pending.py``): a new one whole (its class, every field), since no
+        pipeline takes it any more. Each of their pages is written as it is now: its
+        result, if its other items were delivered (recorded with its memory), else
+        its memory alone (its result unwritten, due), so its next fetch does not
+        find them again. Then the items held for a later run are written, each
+        counting one run more."""
         left, self.items = self.items, []
         pages: dict[int, tuple[Page, list[PageItem]]] = {}
         for _, member in left:
             pages.setdefault(id(member.group), (member.group, []))[1].append(member)
-        for page, members in pages.values():
-            memory = unpack(page.memory)
+            self.pending.append(self._pending(member, -1))
+            if member.label == NEW:
+                self.pending[-1].item = kept(member.item)
+        for page, _ in pages.values():
             try:
-                key = store.normalize(page.url)
+                key = page.key or store.normalize(page.url)
             except ValueError:
                 continue
-            if memory is None:
+            if page.memory is None:
                 continue
-            prints = list(memory.items)
-            for member in members:
-                if member.label == GONE and member.old is not None:
-                    prints.append(member.old)
-                elif member.label == NEW:
-                    index = next((i for i, p in enumerate(prints) if p.whole == member.whole), None)
-                    if index is not None:
-                        del prints[index]
-            body = Memory(prints, memory.requests, own=memory.own, held=True).pack()
-            recorded = page.recorded
-            if not store.keep_memory(key, body, recorded=recorded is not None):
-                continue  # written already, or given up (an item a later pipeline lost)
-            if recorded is not None:  # counted when recorded; its result is not written
-                stats.inc(self.crawler.stats, stats.BY_CHANGE[recorded.outcome.change], -1)
-                if recorded.never_found:
-                    stats.inc(self.crawler.stats, stats.NEVER_FOUND, -1)
+            if page.recorded is not None:  # unless given up (an item a pipeline lost)
+                store.deliver(key)
+            else:
+                store.keep_memory(key, page.memory, recorded=False)
         if left:
-            stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, len(left))
             logger.info(
                 "%d new and gone items of %d pages were held for move detection when the "
-                "crawl closed, no response left to carry them: held over, their pages "
-                "stay due and their next fetch delivers them at once",
+                "crawl closed, no response left to carry them: held for a later run",
                 len(left),
                 len(pages),
             )
+        self._write(store)
+
+    def _write(self, store: StateStore) -> None:
+        """The items held for a later run, into the state (if any, or some were read)."""
+        if not self._idle:  # keys new to their page may have come from one not seen
+            self.pending += [self._pending(m, -1, DELIVERED) for m in self.arrived]
+        # The prints of new items delivered are not counted held.
+        fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
+        stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)
+        if not self.pending and not self._read:
+            return
+        for pending in self.pending:
+            pending.runs += 1
+        try:
+            seed = crawl_state(self.crawler).seed
+            store.keep_held_items(seed, pack_pending(self.pending[:MAX_HELD]))
+        except StateLockedError:
+            return
+
+
+def _delivered_new(member: PageItem, delivered: list[Pending]) -> Pending | None:
+    """Of the new items earlier runs *delivered*, the one gone *member* moved to: the
+    same print (a declared key's: the same key) on another page."""
+    page = (member.group.url, member.group.key)
+    return next(
+        (p for p in delivered if p.old.whole == member.whole and (p.url, p.key) != page), None
+    )
+
+
+def _earlier(pending: Pending) -> tuple[Pending, PageItem]:
+    """An item an earlier run held, as a member of a page of its own that this run
+    does not record (``Page.earlier``): delivered with the fields kept of it."""
+    page = Page(url=pending.url, size=1, text="", key=pending.key, matched=True)
+    page.earlier = True
+    member = PageItem(page, None, label=pending.label, whole=pending.old.whole, old=pending.old)
+    # A gone item is the fields that identify it; a new one was kept whole.
+    member.item = dict(pending.old.values) if pending.item is None else rebuilt(pending.item)
+    page.members = [member]
+    return pending, member
 
 
 def _released(response: Response) -> list[Any]:

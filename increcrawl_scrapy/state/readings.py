@@ -17,6 +17,7 @@ from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
@@ -38,6 +39,24 @@ class StoreReadings:
         """What *url*'s (or the row *key*'s) last fetch left for the next one
         (``pages/memory.py``); shared: a read, off the reactor's thread."""
         return memories.lookup(self.results, self.database, key or self.normalize(url))
+
+    @serialized
+    def row(self, key: str) -> PageState | None:
+        """The row *key* as it stands (a key, not a URL: an item's row), unwritten
+        results included; read from the table when not at hand."""
+        return self.results.lookup(key)
+
+    @serialized
+    def held_items(self, seed: str) -> bytes | None:
+        """The items of *seed* whose verdict (moved, or new or gone) waits for a later
+        run (``pages/pending.py``); shared: a read, off the reactor's thread."""
+        return memories.lookup(self.results, self.database, held_items_key(seed))
+
+    @serialized
+    def keep_held_items(self, seed: str, body: bytes) -> None:
+        """*seed*'s items held for a later run, written with the next flush (a
+        memory of no page's: its key is no URL)."""
+        memories.keep_alone(self.results, held_items_key(seed), body, recorded=False)
 
     @serialized
     def amend_memory(self, key: str, memory: bytes) -> None:
@@ -122,3 +141,8 @@ class StoreReadings:
             else self.database.execute(sql.all_runs)
         )
         return [dict(row) for row in rows]
+
+
+def held_items_key(seed: str) -> str:
+    """The memories' key of *seed*'s held items (no page's: not a URL)."""
+    return f"increcrawl:held-items:{seed}"

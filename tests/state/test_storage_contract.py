@@ -354,6 +354,22 @@ def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) 
     assert third.count() == 2
 
 
+def test_held_items_are_kept_for_the_next_run(open_store: Factory) -> None:
+    # Items whose verdict waits for a later run (pages/pending.py), per seed: kept
+    # across a close, replaced, each seed's own.
+    store = open_store()
+    assert store.held_items(SEED) is None
+    store.keep_held_items(SEED, b"first")
+    store.keep_held_items(OTHER, b"other")
+    store.close()
+    store = open_store()
+    assert store.held_items(SEED) == b"first" and store.held_items(OTHER) == b"other"
+    store.keep_held_items(SEED, b"second")
+    assert store.held_items(SEED) == b"second"  # before it is written too
+    store.close()
+    assert open_store().held_items(SEED) == b"second"
+
+
 def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:
     # A normalization change that moves a page's key: its item rows
     # (INCRECRAWL_ITEM_KEY, ``PAGE#item:KEY``) move with it rather than merging into

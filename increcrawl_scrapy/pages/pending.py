@@ -1,0 +1,124 @@
+"""Verdicts held for a later run: the gone items a run that did not see every page
+could not pair (``pages/moved.py``), and the new ones it delivered.
+
+A run bounded by ``CLOSESPIDER_PAGECOUNT``, ``_ITEMCOUNT`` or ``_TIMEOUT`` (a large
+site crawled a slice per cron run), or shut down, fetches some of the due pages: a
+quote missing from page two may be on page three, which the next run fetches, and a
+quote new on page two may have come from there. A gone item is neither delivered nor
+lost: its page is recorded as it is now, and the item is kept in the state
+(``StateStore.keep_held_items``: the seed's, one blob, at most MAX_HELD items), with
+its print and its page (a gone item is no more than the short fields that identify
+it). A new item is delivered by the run, whole (the object the spider yielded: the
+state keeps no more than a print of an item), and its print is kept as DELIVERED: a
+later run that finds it gone from another page takes it as moved, and delivers
+nothing of it (a move whose new side came first is delivered ``new`` once). A close
+with no response left to carry a new item keeps it whole (its class, every field)
+for the next run to deliver.
+
+A later run pairs them as it pairs its own items: a gone item and a new one
+identical (or with the same key) on another page moved. What is left is delivered by
+the first run that sees every page it reaches (it is idle: none of ``CLOSESPIDER_*``
+came first), or once HELD_RUNS later runs passed without its partner (a site crawled
+in slices that never reach idle); a DELIVERED print is kept as long.
+
+Only the state keeps them between runs: nothing waits in memory for an event that
+may not come (``spider_idle`` never does in a bounded run). They are read when the
+crawl opens and written when it closes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+
+from increcrawl_scrapy import compat
+from increcrawl_scrapy.content.item_fingerprint import plain
+from increcrawl_scrapy.pages.memory import ItemPrint
+from increcrawl_scrapy.state import StateLockedError
+
+if TYPE_CHECKING:
+    from increcrawl_scrapy.pages.page import PageItem
+    from increcrawl_scrapy.schedule.rows import PageState
+    from increcrawl_scrapy.state import StateStore
+
+#: Later runs an item is held through, at most, before its verdict is delivered.
+HELD_RUNS = 3
+#: A new item delivered by a bounded run: its print kept to pair a later gone one.
+DELIVERED = "delivered"
+
+
+@dataclass
+class Pending:
+    label: str  # GONE, NEW (whole: a close left it undelivered) or DELIVERED
+    url: str  # its page's URL
+    key: str | None  # its page's row when not its URL's (a postback's)
+    old: ItemPrint  # its print
+    runs: int = 0  # later runs it was held through
+    #: A new item's class and every field (``kept``), delivered as it was.
+    item: list[Any] | None = None
+
+
+def pack(pending: list[Pending]) -> bytes:
+    body = [[p.label, p.url, p.key, p.old.as_json(), p.runs, p.item] for p in pending]
+    return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
+
+
+def unpack(blob: bytes | None) -> list[Pending]:
+    if not blob:
+        return []
+    try:
+        body: Any = json.loads(zlib.decompress(blob).decode("utf-8"))
+        return [
+            Pending(label, url, key, ItemPrint(*old), int(runs), *item)
+            for label, url, key, old, runs, *item in body
+        ]
+    except (ValueError, TypeError, zlib.error):
+        return []  # unreadable: nothing held (at worst an item moved is gone and new)
+
+
+async def earlier_row(store: StateStore | None, member: PageItem) -> tuple[str, PageState | None]:
+    """The row of the page an earlier run held *member* of, and the row as it stands
+    (None: not at hand): a gone item is labelled by it (``pipelines.py``)."""
+    url = member.group.url
+    if store is None:
+        return member.group.key or url, None
+    try:
+        key = member.group.key or store.normalize(url)
+        if store.shared and not store.known(key):  # a read: off the reactor's thread
+            await compat.in_thread(store.load, [key])
+        return key, store.row(key)
+    except ValueError:
+        return url, None
+    except StateLockedError:  # another crawl's transaction: labelled with what it has
+        return key, None
+
+
+def kept(item: Any) -> list[Any]:
+    """A new item a close left undelivered, whole: its class and every field."""
+    kind = type(item)
+    fields = {name: plain(value) for name, value in ItemAdapter(item).items()}
+    text = json.dumps(fields, ensure_ascii=False, default=str)
+    return [f"{kind.__module__}.{kind.__qualname__}", json.loads(text)]
+
+
+def rebuilt(item: list[Any]) -> Any:
+    """The item *kept* kept: of its class again (a dict if it cannot be made). The
+    state is data another machine may write: the class is looked up among modules
+    the crawl imported, and made only if it is an item class (never a callable
+    named by a row)."""
+    path, fields = item
+    module, _, name = str(path).rpartition(".")
+    kind: Any = sys.modules.get(module)
+    for part in name.split(".") if kind is not None else ():
+        kind = getattr(kind, part, None)
+    if not (isinstance(kind, type) and ItemAdapter.is_item_class(kind)):
+        return dict(fields)
+    try:
+        return kind(**fields)
+    except Exception:  # a class changed since, not made of these fields: the fields
+        return dict(fields)
