@@ -347,10 +347,13 @@ class IncrementalStatePipeline:
         assert self.store is not None and self.pages is not None
         key = item_row(page_key, member)
         if member.group.keyed_by_site and self.store.row(key) is None:
-            # Kept under its page by an earlier version: the site's row starts there.
+            # Kept under a page by an earlier version (maybe another one: it moved
+            # since, pages/keyed.py): the site's row starts there.
             kept = self.store.row(f"{page_key}#item:{member.item_key}")
-            if kept is not None and kept.content_hash:
-                self.store.record(url, 200, seed=self.seed, key=key, content_hash=kept.content_hash)
+            content_hash = kept.content_hash if kept is not None else None
+            content_hash = member.group.kept.get(member.item_key) or content_hash
+            if content_hash:
+                self.store.record(url, 200, seed=self.seed, key=key, content_hash=content_hash)
         recorded = self.store.record(
             url,
             200,

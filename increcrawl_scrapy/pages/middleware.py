@@ -50,7 +50,7 @@ from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import MOVED_STATUS, TAKEN, gone_memory, left_by_gone_page
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
-from increcrawl_scrapy.pages.keyed import item_key, keyed_print, keys_left
+from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -127,6 +127,7 @@ class PageItemsMiddleware:
         self.open = InFlight(self.config.url_field, self.config.volatile_fields)
         self.held = HeldItems(crawler)
         self.versions = PageVersions(crawler)  # a page's versions this run
+        self.keyed = KeyedSite(crawler, self.config.item_key)  # keys of the site's
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
@@ -318,9 +319,10 @@ class PageItemsMiddleware:
                 member.whole = item_print_.whole
                 if keys:  # its print's hash is its key's: a copy is found by its fields
                     member.seen_as = item_whole(member.item, skip)
-            if keys and not cached:  # its keys it no longer shows (pages/keyed.py)
-                left, page.arrived = keys_left(await self.versions.memory(url, row), prints)
-                page.matched = bool(left)
+            if keys and not cached:  # its keys no page lists any more (pages/keyed.py)
+                left = await self.keyed.left(
+                    page, row, await self.versions.memory(url, row), prints
+                )
                 gone += [self._gone_item(page, old, grouped) for old in left]
             elif not cached:  # a cached answer: neither matched nor held
                 left = await self.versions.match(page, prints, grouped, named[url])

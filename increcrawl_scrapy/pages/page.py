@@ -53,6 +53,9 @@ class Page:
     keyed_by_site: bool = False
     #: The hashes of its keys its previous version did not show (``keyed.py``).
     arrived: set[str] = field(default_factory=set)
+    #: Keys' fingerprints as an earlier version kept them under their pages, for
+    #: their rows of the site's (``keyed.py``: an upgrade).
+    kept: dict[str, str] = field(default_factory=dict)
     #: An earlier run's page, recorded then: its item was held for a later run and
     #: is delivered now (``pages/pending.py``), its page not recorded again.
     earlier: bool = False

@@ -66,6 +66,15 @@ class StoreReadings:
         A row's key, not a URL: a postback's row is no URL's."""
         memories.amend(self.results, key, memory)
 
+    @serialized
+    def item_rows(self, site: str) -> list[tuple[str, float | None, str | None]]:
+        """The stored item rows (``PAGE#item:KEY``) of *site* (``https://host/``):
+        key, last fetch, fingerprint; an earlier version kept a key under its page
+        (``pages/keyed.py``). Shared: a read, off the reactor's thread."""
+        bounds = (site, site[:-1] + chr(ord(site[-1]) + 1))  # every key starting so
+        rows = self.database.tuples(self.database.sql.item_rows, bounds).fetchall()
+        return [(str(key), fetched, content_hash) for key, fetched, content_hash in rows]
+
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection
         (a process that has the store open: its tests, a benchmark). Flush first for
