@@ -54,7 +54,12 @@ def keyed_print(item: Any, key: str, skip: frozenset[str] | tuple[str, ...]) -> 
     """*item*'s print whose hash is its *key*'s: two prints are the same item when
     their keys are equal, whatever their fields."""
     fields = item_print(item, skip)
-    return ItemPrint(digest(f"key\0{key}"), fields.fields, fields.values)
+    return ItemPrint(key_hash(key), fields.fields, fields.values)
+
+
+def key_hash(key: str) -> str:
+    """The hash of a key's prints (``keyed_print``)."""
+    return digest(f"key\0{key}")
 
 
 def keys_left(
@@ -115,7 +120,7 @@ class KeyedSite:
         #: Of the pages read this run, the hashes of the keys they show.
         self.shown: dict[str, set[str]] = {}
         #: Per site, the rows an earlier version kept under their pages, once read.
-        self.kept: dict[str, list[tuple[str, float | None, str | None]]] = {}
+        self.kept: dict[str, tuple[dict[str, list[tuple[str, float]]], dict[str, str]]] = {}
 
     async def left(
         self, page: Page, row: str | None, blob: bytes | None, prints: list[ItemPrint]
@@ -151,20 +156,19 @@ class KeyedSite:
         fingerprint, wherever it was listed, for its row of the site's)."""
         site = site_of(page_key)
         if site not in self.kept:
-            self.kept[site] = await self._read("item_rows", site) or []
+            self.kept[site] = _by_page(await self._read("item_rows", site) or [])
+        under, latest = self.kept[site]
         state = await self._read("row", page_key)
-        since = state.last_changed if state is not None else None
-        latest: dict[str, tuple[float, str]] = {}
-        previous = []
-        for name, fetched, content_hash in self.kept[site]:
-            under, _, key = name.partition("#item:")
-            if content_hash and (fetched or 0.0) >= latest.get(key, (-1.0, ""))[0]:
-                latest[key] = (fetched or 0.0, content_hash)
-            if under == page_key and (since is None or (fetched or 0.0) >= since):
-                values = key_values(key, self.fields)
-                previous.append(ItemPrint(digest(f"key\0{key}"), {}, values))
-        page.kept = {key: content_hash for key, (_, content_hash) in latest.items()}
-        return previous
+        # Written by its last reading: not before its last change, nor after its last
+        # fetch (the root page's rows are named as the site's, which later runs write).
+        since = (state.last_changed or 0.0) if state is not None else 0.0
+        until = (state.last_fetched or float("inf")) if state is not None else float("inf")
+        page.kept = latest
+        return [
+            ItemPrint(key_hash(key), {}, key_values(key, self.fields))
+            for key, fetched in under.get(page_key, [])
+            if since <= fetched <= until
+        ]
 
     async def _list(self, page_key: str, whole: str, *, add: bool) -> set[str]:
         """The pages the key *whole* is listed by, *page_key* added or taken off (and
@@ -203,3 +207,18 @@ class KeyedSite:
             return await compat.in_thread(call, *args) if store.shared else call(*args)
         except (StateLockedError, ValueError):
             return None
+
+
+def _by_page(
+    rows: list[tuple[str, float | None, str | None]],
+) -> tuple[dict[str, list[tuple[str, float]]], dict[str, str]]:
+    """Item rows (``StateStore.item_rows``): each page's keys with their last fetch,
+    and each key's last fingerprint, wherever it was listed."""
+    under: dict[str, list[tuple[str, float]]] = {}
+    latest: dict[str, tuple[float, str]] = {}
+    for name, fetched, content_hash in rows:
+        page_key, _, key = name.partition("#item:")
+        under.setdefault(page_key, []).append((key, fetched or 0.0))
+        if content_hash and (fetched or 0.0) >= latest.get(key, (-1.0, ""))[0]:
+            latest[key] = (fetched or 0.0, content_hash)
+    return under, {key: content_hash for key, (_, content_hash) in latest.items()}

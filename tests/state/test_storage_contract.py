@@ -625,6 +625,24 @@ def test_an_item_rows_fingerprint_is_no_page_text(open_store: Factory) -> None:
     assert item is not None and item.content_hash == "i"
 
 
+def test_a_sites_item_rows_are_read_by_its_prefix(open_store: Factory) -> None:
+    # An earlier version kept a key's row under its page (pages/keyed.py): a site's
+    # are read at once, and no other site's (one whose name starts the same) nor its
+    # pages' rows.
+    store = open_store()
+    page, other = "https://example.com/p/2", "https://example.com.evil/p"
+    store.start_run(SEED).upsert([(page, None), (other, None)])
+    for url in (page, other):
+        store.record(url, 200, seed=SEED, key=url, content_hash="p")
+        store.record(url, 200, seed=SEED, key=f"{url}#item:text=100%_a", content_hash="i")
+    store.flush()
+    rows = store.item_rows("https://example.com/")
+    assert [(key, content_hash) for key, _, content_hash in rows] == [
+        ("https://example.com/p/2#item:text=100%_a", "i")
+    ]
+    assert rows[0][1] is not None  # when it was fetched
+
+
 def test_pages_of_an_old_scheme_are_due_now_and_counted(open_store: Factory, clock: Clock) -> None:
     # Marked old, a page is re-read in the run that starts (not at its schedule: an
     # edit made meanwhile would be its baseline); a gone page is left as it is. The
