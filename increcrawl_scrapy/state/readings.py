@@ -66,6 +66,15 @@ class StoreReadings:
         A row's key, not a URL: a postback's row is no URL's."""
         memories.amend(self.results, key, memory)
 
+    @serialized
+    def covered_since(self, seed: str, times: Collection[float]) -> set[float]:
+        """Of *times*, those by which every live page of *seed* then due was fetched
+        since: none has its next check at or before it any more (``pages/moved.py``:
+        a bounded run may then deliver the items held at that time)."""
+        self.results.flush()
+        reader = StateReader(self.database)
+        return {when for when in times if not reader.status_counts(seed, when, when)["due_now"]}
+
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection
         (a process that has the store open: its tests, a benchmark). Flush first for
