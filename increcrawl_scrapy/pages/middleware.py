@@ -62,7 +62,7 @@ from increcrawl_scrapy.pages.memory import (
     kept_request,
     request_data,
 )
-from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
+from increcrawl_scrapy.pages.moved import COMPLETE, RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
 from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
@@ -146,8 +146,8 @@ class PageItemsMiddleware:
         if not self._active() or response.meta.get(RELEASE):
             async for output in result:
                 yield output
-            if response.meta.get(RELEASE):  # the crawl is idle: it saw every page
-                released = self.held.release(not compat.engine_closing(self.crawler))
+            if response.meta.get(RELEASE):  # the crawl went idle: complete if it saw every page
+                released = self.held.release(bool(response.meta.get(COMPLETE)))
                 self.open.expect([member for _, member in released], response)
                 for item, _ in released:
                     yield item

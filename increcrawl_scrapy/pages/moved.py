@@ -28,7 +28,9 @@ now. A close with no response left to come (a timeout while the next request wai
 for its download delay, or is answered 304) holds them for a later run the same way
 (``HeldItems.hold_over``; a new one whole). A later run pairs them with its own (a
 gone one and a print of a new one delivered: moved), and delivers the rest once it
-is idle (it saw every page it reaches) or once they were held HELD_RUNS runs. A
+is complete (idle, and every page it asked answered usably: ``pages/answers.py``;
+decided as it goes idle, carried by the release request) or, bounded, once every
+page due when they were held was fetched since (``pending.py``: HELD_FOR at most). A
 memory kept by an earlier version with its items "held" (``held``) has its page's
 next fetch deliver them at once.
 """
@@ -45,9 +47,10 @@ from scrapy.exceptions import DontCloseSpider
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages.answers import Answers
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, ItemPrint, item_print
 from increcrawl_scrapy.pages.page import Page, PageItem
-from increcrawl_scrapy.pages.pending import DELIVERED, HELD_RUNS, Pending, kept, rebuilt
+from increcrawl_scrapy.pages.pending import DELIVERED, HELD_FOR, Pending, kept, rebuilt
 from increcrawl_scrapy.pages.pending import pack as pack_pending
 from increcrawl_scrapy.pages.pending import unpack as unpack_pending
 from increcrawl_scrapy.state import StateLockedError
@@ -63,6 +66,9 @@ logger = logging.getLogger(__name__)
 MAX_HELD = 10_000
 #: The meta key of the request whose response releases the held items.
 RELEASE = "increcrawl_release_held"
+#: ...and whether the run was complete when it went idle (decided then: the release
+#: request, or the items it releases, may be what ``CLOSESPIDER_*`` counts last).
+COMPLETE = "increcrawl_release_complete"
 
 
 class HeldItems:
@@ -79,7 +85,11 @@ class HeldItems:
         self.pending: list[Pending] = []
         self._read = False  # the state's were read (written back, even if none left)
         self._looked = False  # paired by a release this run
-        self._idle = False  # it saw every page (a bounded run never does)
+        self._idle = False  # complete: it saw every page (a bounded run never does)
+        self.answers = Answers(crawler, ignored=RELEASE)  # the pages that failed
+        #: The times items were held whose pages due then were all fetched since.
+        self._covered: set[float] = set()
+        self.clock = config_for(crawler).clock
         #: Keys new to their page (``keyed.py``): a later run's gone one moved here.
         self.arrived: list[PageItem] = []
         self.skip = config_for(crawler).volatile_fields
@@ -98,6 +108,29 @@ class HeldItems:
             blob = store.held_items(state.seed)
         self._read = blob is not None
         self.pending = unpack_pending(blob)
+        await self._read_coverage(store, state.seed)
+
+    async def _read_coverage(self, store: StateStore, seed: str) -> None:
+        """The times items were held by which the slices went round (as the run
+        opens: what this run fetches counts for the next one)."""
+        now = self.clock()
+        for pending in self.pending:  # one an earlier version held: from now on
+            pending.held_at = pending.held_at or now
+        times = {pending.held_at for pending in self.pending}
+        if not times:
+            return
+        if store.shared:
+            self._covered = await compat.in_thread(store.covered_since, seed, times)
+        else:
+            self._covered = store.covered_since(seed, times)
+
+    def _due(self, pending: Pending) -> bool:
+        """Whether a bounded run delivers *pending*: every page due when it was held
+        was fetched since (the slices went round), or it was held HELD_FOR. Never
+        one this run held (``runs`` -1: a release before, as the crawl closes)."""
+        if pending.runs < 0:
+            return False
+        return pending.held_at in self._covered or self.clock() - pending.held_at >= HELD_FOR
 
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle or closing; False if too many already
@@ -123,7 +156,17 @@ class HeldItems:
         return bool(self.items) or (bool(self.pending) and not self._looked)
 
     def idle(self) -> None:
-        self._idle = True
+        # Idle, and every page it asked answered usably: it saw every page it reaches
+        # (an engine closing, CLOSESPIDER_* or a shutdown, may go idle too: not so).
+        closing = compat.engine_closing(self.crawler)
+        self._idle = not closing and self.answers.complete()
+        if not self._idle and not closing:
+            logger.info(
+                "Idle, but %d pages asked did not answer usably (%s): items held for "
+                "move detection stay held",
+                len(self.answers.waiting | self.answers.failed),
+                ", ".join(sorted(self.answers.waiting | self.answers.failed)[:3]),
+            )
         if not self.to_release() or self.crawler.engine is None:
             return
         request = Request(
@@ -132,6 +175,7 @@ class HeldItems:
             dont_filter=True,  # offsite and the duplicate filter let it through
             meta={
                 RELEASE: True,
+                COMPLETE: self._idle,
                 "dont_obey_robotstxt": True,
                 "geonode": False,  # not through the API
                 "increcrawl_always": True,  # never skipped
@@ -146,8 +190,9 @@ class HeldItems:
         a gone and a new one of another page that are identical relabelled
         (``MOVED`` and ``ARRIVED``), a gone one identical to a new one an earlier
         run delivered ``MOVED``. The new ones left are delivered now, whole (the
-        object the spider yielded); the gone ones when the run is *complete* (idle:
-        it saw every page it reaches), or an earlier run's held HELD_RUNS runs; else
+        object the spider yielded); the gone ones when the run is *complete* (idle,
+        every page it asked answered usably), or an earlier run's once the slices
+        went round since it was held (``_due``); else
         held for a later run (``pages/pending.py``), as is the print of a new one
         delivered by a run that is not: an item of this run's pages held then
         passes as moved, so its page is recorded."""
@@ -177,10 +222,11 @@ class HeldItems:
             member.label, member.moved = MOVED, True
             moved += 1
         stats.inc(self.crawler.stats, stats.ITEMS_MOVED, moved)
-        runs = {id(member): pending.runs for pending, member in earlier}
+        earlier_of = {id(member): pending for pending, member in earlier}
         out = []
         for item, member in everything:
-            of_earlier = id(member) in runs
+            before = earlier_of.get(id(member))
+            of_earlier = before is not None
             if member.label in (MOVED, ARRIVED):
                 if not of_earlier:  # its page waits for it, or counts it unchanged
                     out.append((item, member))
@@ -188,22 +234,28 @@ class HeldItems:
                 out.append((item, member))
                 if not complete:  # its gone side may be on a page a later run fetches
                     self.pending.append(self._pending(member, -1, DELIVERED))
-            elif complete or runs.get(id(member), -1) >= HELD_RUNS:
+            elif complete or (before is not None and self._due(before)):
                 out.append((item, member))
             else:
-                self.pending.append(self._pending(member, runs.get(id(member), -1)))
+                self.pending.append(self._pending(member, -1, before=before))
                 if not of_earlier:  # its page is recorded without it
                     member.label, member.moved = MOVED, True
                     out.append((item, member))
         if not complete:  # an idle run saw every page: a gone one would have come
-            self.pending += [p for p in new_before if p.runs < HELD_RUNS]
+            self.pending += [p for p in new_before if not self._due(p)]
         return out
 
-    def _pending(self, member: PageItem, runs: int, label: str = "") -> Pending:
+    def _pending(
+        self, member: PageItem, runs: int, label: str = "", before: Pending | None = None
+    ) -> Pending:
         group = member.group
         if label == DELIVERED:  # to pair a gone one: its hash (a key's, with a key)
             return Pending(label, group.url, group.key, ItemPrint(member.whole, {}, {}), runs)
         old = member.old if member.old is not None else item_print(member.item, self.skip)
+        if before is not None:  # held again: since the time it was first held
+            return Pending(
+                member.label, group.url, group.key, old, before.runs, None, before.held_at
+            )
         return Pending(member.label, group.url, group.key, old, runs)
 
     def hold_over(self, store: StateStore) -> None:
@@ -251,8 +303,12 @@ class HeldItems:
         stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)
         if not self.pending and not self._read:
             return
+        now = self.clock()
+        failed = not self.answers.complete()  # a page not seen: the round starts again
         for pending in self.pending:
             pending.runs += 1
+            if failed or not pending.runs:  # held now (this run's: -1 before)
+                pending.held_at = now
         try:
             seed = crawl_state(self.crawler).seed
             store.keep_held_items(seed, pack_pending(self.pending[:MAX_HELD]))

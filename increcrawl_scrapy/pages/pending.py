@@ -17,9 +17,14 @@ for the next run to deliver.
 
 A later run pairs them as it pairs its own items: a gone item and a new one
 identical (or with the same key) on another page moved. What is left is delivered by
-the first run that sees every page it reaches (it is idle: none of ``CLOSESPIDER_*``
-came first), or once HELD_RUNS later runs passed without its partner (a site crawled
-in slices that never reach idle); a DELIVERED print is kept as long.
+the first run that is complete (it went idle, none of ``CLOSESPIDER_*`` came first,
+and every page it asked answered usably: ``pages/answers.py``), or by a bounded run
+once the slices went round: every live page of the seed that was due when the item
+was held (``held_at``, the clock at the close that held it) was fetched since (no
+next check left at or before that time; a run in which a page failed holds its items
+as if held again then). As a last resort, an item held HELD_FOR seconds (30 days of
+the crawl's clock: a page the spider no longer reaches, or one that always fails,
+stays due) is delivered by the next run. A DELIVERED print is kept as long.
 
 Only the state keeps them between runs: nothing waits in memory for an event that
 may not come (``spider_idle`` never does in a bounded run). They are read when the
@@ -46,8 +51,8 @@ if TYPE_CHECKING:
     from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.state import StateStore
 
-#: Later runs an item is held through, at most, before its verdict is delivered.
-HELD_RUNS = 3
+#: Seconds an item is held, at most, when the slices never go round (``held_at``).
+HELD_FOR = 30 * 86_400.0
 #: A new item delivered by a bounded run: its print kept to pair a later gone one.
 DELIVERED = "delivered"
 
@@ -61,10 +66,12 @@ class Pending:
     runs: int = 0  # later runs it was held through
     #: A new item's class and every field (``kept``), delivered as it was.
     item: list[Any] | None = None
+    #: The clock when it was held (0: unknown, held by an earlier version).
+    held_at: float = 0.0
 
 
 def pack(pending: list[Pending]) -> bytes:
-    body = [[p.label, p.url, p.key, p.old.as_json(), p.runs, p.item] for p in pending]
+    body = [[p.label, p.url, p.key, p.old.as_json(), p.runs, p.item, p.held_at] for p in pending]
     return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -74,8 +81,8 @@ def unpack(blob: bytes | None) -> list[Pending]:
     try:
         body: Any = json.loads(zlib.decompress(blob).decode("utf-8"))
         return [
-            Pending(label, url, key, ItemPrint(*old), int(runs), *item)
-            for label, url, key, old, runs, *item in body
+            Pending(label, url, key, ItemPrint(*old), int(runs), *more[:1], *map(float, more[1:2]))
+            for label, url, key, old, runs, *more in body
         ]
     except (ValueError, TypeError, zlib.error):
         return []  # unreadable: nothing held (at worst an item moved is gone and new)

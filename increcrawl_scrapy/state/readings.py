@@ -75,6 +75,15 @@ class StoreReadings:
         rows = self.database.tuples(self.database.sql.item_rows, bounds).fetchall()
         return [(str(key), fetched, content_hash) for key, fetched, content_hash in rows]
 
+    @serialized
+    def covered_since(self, seed: str, times: Collection[float]) -> set[float]:
+        """Of *times*, those by which every live page of *seed* then due was fetched
+        since: none has its next check at or before it any more (``pages/moved.py``:
+        a bounded run may then deliver the items held at that time)."""
+        self.results.flush()
+        reader = StateReader(self.database)
+        return {when for when in times if not reader.status_counts(seed, when, when)["due_now"]}
+
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection
         (a process that has the store open: its tests, a benchmark). Flush first for
