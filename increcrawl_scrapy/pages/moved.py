@@ -88,9 +88,10 @@ class HeldItems:
         #: the sites this run crawled released, and written, each its own row.
         self.pending: list[Pending] = []
         self.sites: set[str] = set()  # the sites that answered this run (site_of)
+        self._held_sites: set[str] = set()  # the sites of those read
         self._released: set[str] = set()  # the rows of earlier ones released
-        #: Earlier ones handed to the pipelines: their rows deleted once delivered.
-        self._unconfirmed: list[tuple[Any, str]] = []
+        #: Earlier ones handed to the pipelines, by id: their rows deleted once delivered.
+        self._unconfirmed: dict[int, tuple[Any, str]] = {}
         self._looked = False  # paired by a release this run
         self._idle = False  # it saw every page (a bounded run never does)
         #: Keys new to their page (``keyed.py``): a later run's gone one moved here.
@@ -101,6 +102,7 @@ class HeldItems:
         # Downloaded: a 304 a downloader middleware answers is never "received".
         crawler.signals.connect(self._answered, signal=signals.response_downloaded)
         crawler.signals.connect(self._answered, signal=signals.response_received)
+        crawler.signals.connect(self._started, signal=signals.request_scheduled)
         crawler.signals.connect(self._delivered, signal=signals.item_scraped)
 
     async def _read_pending(self) -> None:
@@ -111,28 +113,39 @@ class HeldItems:
         store = state.store
         rows = await compat.in_thread(store.held_items) if store.shared else store.held_items()
         self.pending = [pending for entry, body in rows for pending in unpack_pending(body, entry)]
+        self._held_sites = {pending.site for pending in self.pending}
 
     def _answered(self, response: Response, request: Request, **_: Any) -> None:
         self.sites.update(filter(None, (site_of(response.url), site_of(request.url))))
 
+    def _started(self, request: Request, **_: Any) -> None:
+        """A start request's site is the run's, answered or not: a run with nothing
+        due skips every page (``skip_not_due.py``), and it saw them as they were."""
+        if request.meta.get("is_start_request") and (site := site_of(request.url)):
+            self.sites.add(site)
+
     def _ours(self) -> list[Pending]:
-        """The items earlier runs held of the sites this run crawled (it got a response
-        of): a project spider's seed is its name, and its run on another site
-        (``-a start_url=...``) must neither deliver nor pair them."""
+        """The items earlier runs held of the sites this run crawled (its start
+        requests', those it got a response of): a project spider's seed is its
+        name, and its run on another site (``-a start_url=...``) must neither
+        deliver nor pair them."""
         return [p for p in self.pending if p.entry is None or p.site in self.sites]
 
     def _delivered(self, item: Any, **_: Any) -> None:
         """An earlier run's item passed every pipeline: its row is deleted (one a
         pipeline failed or dropped stays, for the next run to release again)."""
-        found = next((n for n, (held, _) in enumerate(self._unconfirmed) if held is item), None)
-        if found is None:  # a later pipeline's copy: the fields it was rebuilt of
-            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-            found = next(
-                (n for n, (held, _) in enumerate(self._unconfirmed) if _copy_of(adapter, held)),
-                None,
-            )
-        if found is None:
+        if not self._unconfirmed:
             return
+        held = self._unconfirmed.get(id(item))
+        found = id(item) if held is not None and held[0] is item else None
+        if found is None:
+            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+            if adapter is None or adapter.get("change") not in (GONE, NEW):
+                return  # none of them (labelled so by the pipeline)
+            copied = (n for n, (held, _) in self._unconfirmed.items() if _copy_of(adapter, held))
+            found = next(copied, None)  # a later pipeline's copy: the fields it was made of
+            if found is None:
+                return
         _, entry = self._unconfirmed.pop(found)
         with contextlib.suppress(StateLockedError):
             crawl_state(self.crawler).store.drop_held_item(entry)
@@ -158,7 +171,7 @@ class HeldItems:
 
     def to_release(self) -> bool:
         """Whether a release has something to pair: items held, or an earlier run's."""
-        return bool(self.items) or (bool(self._ours()) and not self._looked)
+        return bool(self.items) or (not self._looked and bool(self._held_sites & self.sites))
 
     def idle(self) -> None:
         self._idle = True
@@ -239,7 +252,9 @@ class HeldItems:
             self.pending += [p for p in new_before if p.runs < HELD_RUNS]
         # An earlier one delivered leaves the state once it passed every pipeline.
         entries = {id(member): pending.entry for pending, member in earlier}
-        self._unconfirmed += [(item, entries[id(m)]) for item, m in out if entries.get(id(m))]
+        for item, m in out:
+            if entry := entries.get(id(m)):
+                self._unconfirmed[id(item)] = (item, entry)
         return out
 
     def _pending(self, member: PageItem, runs: int, label: str = "") -> Pending:
@@ -304,7 +319,7 @@ class HeldItems:
                 entry = pending.entry or _entry(store, pending, written)
                 written.add(entry)
                 store.keep_held_item(entry, pack_pending([pending]))
-            on_their_way = {entry for _, entry in self._unconfirmed}
+            on_their_way = {entry for _, entry in self._unconfirmed.values()}
             for entry in self._released - written - on_their_way:
                 store.drop_held_item(entry)
         except StateLockedError:

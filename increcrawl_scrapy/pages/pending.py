@@ -101,7 +101,7 @@ def unpack(blob: bytes | None, entry: str | None = None) -> list[Pending]:
     try:
         body: Any = json.loads(zlib.decompress(blob).decode("utf-8"))
         return [
-            Pending(label, url, key, ItemPrint(*old), int(runs), *item[:1], entry=entry)
+            Pending(label, url, key, ItemPrint(*old), int(runs), item[0] if item else None, entry)
             for label, url, key, old, runs, *item in body
         ]
     except (ValueError, TypeError, zlib.error):
