@@ -351,7 +351,7 @@ class IncrementalStatePipeline:
             # since, pages/keyed.py): the site's row starts there.
             kept = self.store.row(f"{page_key}#item:{member.item_key}")
             content_hash = kept.content_hash if kept is not None else None
-            content_hash = member.group.kept.get(member.item_key) or content_hash
+            content_hash = member.group.kept.get(member.item_key or "") or content_hash
             if content_hash:
                 self.store.record(url, 200, seed=self.seed, key=key, content_hash=content_hash)
         recorded = self.store.record(

@@ -37,10 +37,12 @@ next fetch deliver them at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from itemadapter import ItemAdapter
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
@@ -50,10 +52,17 @@ from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.answers import Answers
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, ItemPrint, item_print
 from increcrawl_scrapy.pages.page import Page, PageItem
-from increcrawl_scrapy.pages.pending import DELIVERED, HELD_FOR, Pending, kept, rebuilt
+from increcrawl_scrapy.pages.pending import (
+    DELIVERED,
+    HELD_FOR,
+    Pending,
+    kept,
+    rebuilt,
+    site_of,
+)
 from increcrawl_scrapy.pages.pending import pack as pack_pending
 from increcrawl_scrapy.pages.pending import unpack as unpack_pending
-from increcrawl_scrapy.state import StateLockedError
+from increcrawl_scrapy.state import StateLockedError, held_item_key
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -81,9 +90,14 @@ class HeldItems:
         self.items: list[tuple[Any, PageItem]] = []
         #: Prints of new pages' items, delivered, and keys seen (``keyed.py``).
         self.delivered_new: set[str] = set()
-        #: Held for a later run: read when the crawl opens, written when it closes.
+        #: Held for a later run: read when the crawl opens (every site's), those of
+        #: the sites this run crawled released, and written, each its own row.
         self.pending: list[Pending] = []
-        self._read = False  # the state's were read (written back, even if none left)
+        self.sites: set[str] = set()  # the sites that answered this run (site_of)
+        self._held_sites: set[str] = set()  # the sites of those read
+        self._released: set[str] = set()  # the rows of earlier ones released
+        #: Earlier ones handed to the pipelines, by id: their rows deleted once delivered.
+        self._unconfirmed: dict[int, tuple[Any, str]] = {}
         self._looked = False  # paired by a release this run
         self._idle = False  # complete: it saw every page (a bounded run never does)
         self.answers = Answers(crawler, ignored=RELEASE)  # the pages that failed
@@ -95,6 +109,11 @@ class HeldItems:
         self.skip = config_for(crawler).volatile_fields
         crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
         crawler.signals.connect(self._read_pending, signal=signals.spider_opened)
+        # Downloaded: a 304 a downloader middleware answers is never "received".
+        crawler.signals.connect(self._answered, signal=signals.response_downloaded)
+        crawler.signals.connect(self._answered, signal=signals.response_received)
+        crawler.signals.connect(self._started, signal=signals.request_scheduled)
+        crawler.signals.connect(self._delivered, signal=signals.item_scraped)
 
     async def _read_pending(self) -> None:
         try:
@@ -102,12 +121,9 @@ class HeldItems:
         except StateLockedError:
             return
         store = state.store
-        if store.shared:
-            blob = await compat.in_thread(store.held_items, state.seed)
-        else:
-            blob = store.held_items(state.seed)
-        self._read = blob is not None
-        self.pending = unpack_pending(blob)
+        rows = await compat.in_thread(store.held_items) if store.shared else store.held_items()
+        self.pending = [pending for entry, body in rows for pending in unpack_pending(body, entry)]
+        self._held_sites = {pending.site for pending in self.pending}
         await self._read_coverage(store, state.seed)
 
     async def _read_coverage(self, store: StateStore, seed: str) -> None:
@@ -132,6 +148,41 @@ class HeldItems:
             return False
         return pending.held_at in self._covered or self.clock() - pending.held_at >= HELD_FOR
 
+    def _answered(self, response: Response, request: Request, **_: Any) -> None:
+        self.sites.update(filter(None, (site_of(response.url), site_of(request.url))))
+
+    def _started(self, request: Request, **_: Any) -> None:
+        """A start request's site is the run's, answered or not: a run with nothing
+        due skips every page (``skip_not_due.py``), and it saw them as they were."""
+        if request.meta.get("is_start_request") and (site := site_of(request.url)):
+            self.sites.add(site)
+
+    def _ours(self) -> list[Pending]:
+        """The items earlier runs held of the sites this run crawled (its start
+        requests', those it got a response of): a project spider's seed is its
+        name, and its run on another site (``-a start_url=...``) must neither
+        deliver nor pair them."""
+        return [p for p in self.pending if p.entry is None or p.site in self.sites]
+
+    def _delivered(self, item: Any, **_: Any) -> None:
+        """An earlier run's item passed every pipeline: its row is deleted (one a
+        pipeline failed or dropped stays, for the next run to release again)."""
+        if not self._unconfirmed:
+            return
+        held = self._unconfirmed.get(id(item))
+        found = id(item) if held is not None and held[0] is item else None
+        if found is None:
+            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+            if adapter is None or adapter.get("change") not in (GONE, NEW):
+                return  # none of them (labelled so by the pipeline)
+            copied = (n for n, (held, _) in self._unconfirmed.items() if _copy_of(adapter, held))
+            found = next(copied, None)  # a later pipeline's copy: the fields it was made of
+            if found is None:
+                return
+        _, entry = self._unconfirmed.pop(found)
+        with contextlib.suppress(StateLockedError):
+            crawl_state(self.crawler).store.drop_held_item(entry)
+
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle or closing; False if too many already
         are, or its page's items were held over by a run before."""
@@ -153,7 +204,7 @@ class HeldItems:
 
     def to_release(self) -> bool:
         """Whether a release has something to pair: items held, or an earlier run's."""
-        return bool(self.items) or (bool(self.pending) and not self._looked)
+        return bool(self.items) or (not self._looked and bool(self._held_sites & self.sites))
 
     def idle(self) -> None:
         # Idle, and every page it asked answered usably: it saw every page it reaches
@@ -198,9 +249,11 @@ class HeldItems:
         passes as moved, so its page is recorded."""
         self._looked = True
         held, self.items = self.items, []
-        new_before = [p for p in self.pending if p.label == DELIVERED]
-        earlier = [_earlier(pending) for pending in self.pending if pending.label != DELIVERED]
-        self.pending = []
+        # Other sites' rows stay as they are in the state, for their own runs.
+        ours, self.pending = self._ours(), []
+        self._released = {p.entry for p in ours if p.entry is not None}
+        new_before = [p for p in ours if p.label == DELIVERED]
+        earlier = [_earlier(pending) for pending in ours if pending.label != DELIVERED]
         everything = held + [(member.item, member) for _, member in earlier]
         new: dict[str, list[PageItem]] = defaultdict(list)
         for _, member in everything:
@@ -243,6 +296,11 @@ class HeldItems:
                     out.append((item, member))
         if not complete:  # an idle run saw every page: a gone one would have come
             self.pending += [p for p in new_before if not self._due(p)]
+        # An earlier one delivered leaves the state once it passed every pipeline.
+        entries = {id(member): pending.entry for pending, member in earlier}
+        for item, m in out:
+            if entry := entries.get(id(m)):
+                self._unconfirmed[id(item)] = (item, entry)
         return out
 
     def _pending(
@@ -295,25 +353,59 @@ class HeldItems:
         self._write(store)
 
     def _write(self, store: StateStore) -> None:
-        """The items held for a later run, into the state (if any, or some were read)."""
+        """The items held for a later run, into the state: each a row of its own,
+        under its page's (``held_item_key``); the rows of those released and
+        not held again deleted, but those on their way (deleted once delivered).
+        A crawl writes only its own: another's at the same time keeps its own."""
         if not self._idle:  # keys new to their page may have come from one not seen
             self.pending += [self._pending(m, -1, DELIVERED) for m in self.arrived]
         # The prints of new items delivered are not counted held.
         fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
         stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)
-        if not self.pending and not self._read:
-            return
+        if not self._looked:  # none released: this run's sites' held one run more
+            self.pending = self._ours()
+        written: set[str] = set()
         now = self.clock()
         failed = not self.answers.complete()  # a page not seen: the round starts again
-        for pending in self.pending:
-            pending.runs += 1
-            if failed or not pending.runs:  # held now (this run's: -1 before)
-                pending.held_at = now
         try:
-            seed = crawl_state(self.crawler).seed
-            store.keep_held_items(seed, pack_pending(self.pending[:MAX_HELD]))
+            for pending in self.pending[:MAX_HELD]:
+                pending.runs += 1
+                if failed or not pending.runs:  # held now (this run's: -1 before)
+                    pending.held_at = now
+                entry = pending.entry or _entry(store, pending, written)
+                written.add(entry)
+                store.keep_held_item(entry, pack_pending([pending]))
+            on_their_way = {entry for _, entry in self._unconfirmed.values()}
+            for entry in self._released - written - on_their_way:
+                store.drop_held_item(entry)
         except StateLockedError:
             return
+
+
+def _entry(store: StateStore, pending: Pending, taken: set[str]) -> str:
+    """The row of an item held now: under its page's, one of each item (an item
+    listed twice on its page: twice)."""
+    try:
+        page = pending.key or store.normalize(pending.url)
+    except ValueError:
+        page = pending.url
+    entry = base = held_item_key(page, pending.label, pending.old.whole)
+    twice = 1
+    while entry in taken:
+        twice += 1
+        entry = f"{base}:{twice}"
+    return entry
+
+
+def _copy_of(adapter: ItemAdapter | None, held: Any) -> bool:
+    """Whether *adapter* is a copy of the earlier run's item *held*: every field
+    it was made of (a gone one's: those that identify it) equal."""
+    fields = ItemAdapter(held).asdict() if ItemAdapter.is_item(held) else {}
+    return (
+        adapter is not None
+        and bool(fields)
+        and all(adapter.get(name) == value for name, value in fields.items())
+    )
 
 
 def _delivered_new(member: PageItem, delivered: list[Pending]) -> Pending | None:

@@ -6,8 +6,8 @@ site crawled a slice per cron run), or shut down, fetches some of the due pages:
 quote missing from page two may be on page three, which the next run fetches, and a
 quote new on page two may have come from there. A gone item is neither delivered nor
 lost: its page is recorded as it is now, and the item is kept in the state
-(``StateStore.keep_held_items``: the seed's, one blob, at most MAX_HELD items), with
-its print and its page (a gone item is no more than the short fields that identify
+(``StateStore.keep_held_item``: a row of its own under its page's, at most MAX_HELD
+a run), with its print and its page (a gone item is no more than the short fields that identify
 it). A new item is delivered by the run, whole (the object the spider yielded: the
 state keeps no more than a print of an item), and its print is kept as DELIVERED: a
 later run that finds it gone from another page takes it as moved, and delivers
@@ -28,7 +28,15 @@ stays due) is delivered by the next run. A DELIVERED print is kept as long.
 
 Only the state keeps them between runs: nothing waits in memory for an event that
 may not come (``spider_idle`` never does in a bounded run). They are read when the
-crawl opens and written when it closes.
+crawl opens; a crawl adds the rows of those it holds and deletes those of the ones
+it delivered or paired, never writing back what it read: two crawls at once (two
+cron jobs, two nodes) keep each other's. A held item is its page's, not its seed's
+(a project spider's seed is its name, and one spider may crawl several sites): a
+run releases only those of the sites it got a response from (``site_of``), and one
+it delivers leaves the state once it passed every pipeline (``item_scraped``): one
+a later pipeline fails or drops stays held, released again by the next run, as a
+page whose item failed is fetched again. The rows of a site no run crawls again
+stay, a few bytes each.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
 
@@ -68,6 +77,23 @@ class Pending:
     item: list[Any] | None = None
     #: The clock when it was held (0: unknown, held by an earlier version).
     held_at: float = 0.0
+    #: Its row in the state (``held_item_key``), once read from there.
+    entry: str | None = None
+
+    @property
+    def site(self) -> str:
+        return site_of(self.url)
+
+
+def site_of(url: str) -> str:
+    """The site a page is of: its scheme, host and port (two sites on one host
+    differ by their ports, as two test servers on 127.0.0.1); "" for none."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return ""
+    return f"{parts.scheme}://{parts.hostname}:{port}" if parts.hostname else ""
 
 
 def pack(pending: list[Pending]) -> bytes:
@@ -75,13 +101,23 @@ def pack(pending: list[Pending]) -> bytes:
     return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
-def unpack(blob: bytes | None) -> list[Pending]:
+def unpack(blob: bytes | None, entry: str | None = None) -> list[Pending]:
+    """The items *blob* holds (one, a row's: *entry*, ``held_items``)."""
     if not blob:
         return []
     try:
         body: Any = json.loads(zlib.decompress(blob).decode("utf-8"))
         return [
-            Pending(label, url, key, ItemPrint(*old), int(runs), *more[:1], *map(float, more[1:2]))
+            Pending(
+                label,
+                url,
+                key,
+                ItemPrint(*old),
+                int(runs),
+                more[0] if more else None,
+                float(more[1] or 0.0) if len(more) > 1 else 0.0,
+                entry=entry,
+            )
             for label, url, key, old, runs, *more in body
         ]
     except (ValueError, TypeError, zlib.error):

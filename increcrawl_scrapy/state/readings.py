@@ -47,16 +47,26 @@ class StoreReadings:
         return self.results.lookup(key)
 
     @serialized
-    def held_items(self, seed: str) -> bytes | None:
-        """The items of *seed* whose verdict (moved, or new or gone) waits for a later
-        run (``pages/pending.py``); shared: a read, off the reactor's thread."""
-        return memories.lookup(self.results, self.database, held_items_key(seed))
+    def held_items(self) -> list[tuple[str, bytes]]:
+        """The items whose verdict (moved, or new or gone) waits for a later run
+        (``pages/pending.py``), every site's: each its entry (``held_item_key``)
+        and its body, as stored; shared: a read, off the reactor's thread."""
+        database = self.database
+        rows = database.tuples(database.sql.held_items, (HELD_ITEMS, HELD_ITEMS_END))
+        return [(str(key), bytes(body)) for key, body in rows.fetchall()]
 
     @serialized
-    def keep_held_items(self, seed: str, body: bytes) -> None:
-        """*seed*'s items held for a later run, written with the next flush (a
-        memory of no page's: its key is no URL)."""
-        memories.keep_alone(self.results, held_items_key(seed), body, recorded=False)
+    def keep_held_item(self, entry: str, body: bytes) -> None:
+        """One item held for a later run, written with the next flush: a row of
+        its own (a memory of no page's), so that a crawl writes only those it
+        holds, never another's at once (two cron jobs, two nodes)."""
+        memories.keep_alone(self.results, entry, body, recorded=False)
+
+    @serialized
+    def drop_held_item(self, entry: str) -> None:
+        """A held item delivered (or paired): its row deleted with the next flush
+        (an empty memory is deleted, ``writes.py``)."""
+        memories.keep_alone(self.results, entry, b"", recorded=False)
 
     @serialized
     def amend_memory(self, key: str, memory: bytes) -> None:
@@ -161,6 +171,12 @@ class StoreReadings:
         return [dict(row) for row in rows]
 
 
-def held_items_key(seed: str) -> str:
-    """The memories' key of *seed*'s held items (no page's: not a URL)."""
-    return f"increcrawl:held-items:{seed}"
+#: The memories' keys of held items, and the first key past them (bytewise).
+HELD_ITEMS = "increcrawl:held:"
+HELD_ITEMS_END = "increcrawl:held;"
+
+
+def held_item_key(page: str, label: str, whole: str) -> str:
+    """The memories' key of an item held for a later run: under its page's row
+    (*page*, which names its site), its label and its print (no URL: no page's)."""
+    return f"{HELD_ITEMS}{page}#{label}:{whole}"

@@ -20,7 +20,7 @@ from increcrawl_scrapy.commands.report import gather
 from increcrawl_scrapy.commands.state import _status
 from increcrawl_scrapy.schedule.policy import LearnedPolicy
 from increcrawl_scrapy.schedule.rows import Outcome
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state import StateStore, held_item_key
 from increcrawl_scrapy.state.contents import last_change
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
@@ -355,19 +355,24 @@ def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) 
 
 
 def test_held_items_are_kept_for_the_next_run(open_store: Factory) -> None:
-    # Items whose verdict waits for a later run (pages/pending.py), per seed: kept
-    # across a close, replaced, each seed's own.
+    # Items whose verdict waits for a later run (pages/pending.py): a row each,
+    # kept across a close; two stores open at once (two crawls) each add and delete
+    # their own, never writing back another's.
+    page = "https://example.com/page/2"
+    first_key, second_key = held_item_key(page, "gone", "a"), held_item_key(page, "gone", "b")
     store = open_store()
-    assert store.held_items(SEED) is None
-    store.keep_held_items(SEED, b"first")
-    store.keep_held_items(OTHER, b"other")
+    assert store.held_items() == []
+    store.keep_held_item(first_key, b"first")
     store.close()
-    store = open_store()
-    assert store.held_items(SEED) == b"first" and store.held_items(OTHER) == b"other"
-    store.keep_held_items(SEED, b"second")
-    assert store.held_items(SEED) == b"second"  # before it is written too
-    store.close()
-    assert open_store().held_items(SEED) == b"second"
+    first, second = open_store(), open_store()
+    assert first.held_items() == [(first_key, b"first")] == second.held_items()
+    second.keep_held_item(second_key, b"second")
+    second.flush()
+    first.drop_held_item(first_key)
+    first.flush()
+    first.close()
+    second.close()
+    assert open_store().held_items() == [(second_key, b"second")]
 
 
 def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:

@@ -69,6 +69,10 @@ class ResultSQL:
         "WHERE normalized_url >= ? AND normalized_url < ? "
         "AND normalized_url LIKE '%#item:%'"
     )
+    forget_memory = "DELETE FROM memories WHERE normalized_url = ?"
+    held_items = (
+        "SELECT normalized_url, body FROM memories WHERE normalized_url >= ? AND normalized_url < ?"
+    )
     #: The stored counts of a JSON array of hosts.
     host_counts = (
         f"SELECT host, {', '.join(HOST_COUNTS)} FROM hosts "
