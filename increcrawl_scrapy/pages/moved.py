@@ -207,11 +207,13 @@ class HeldItems:
         return bool(self.items) or (not self._looked and bool(self._held_sites & self.sites))
 
     def idle(self) -> None:
-        # Idle, and every page it asked answered usably: it saw every page it reaches
-        # (an engine closing, CLOSESPIDER_* or a shutdown, may go idle too: not so).
-        closing = compat.engine_closing(self.crawler)
-        self._idle = not closing and self.answers.complete()
-        if not self._idle and not closing:
+        # Idle, and every page it asked answered usably: it saw every page it reaches.
+        # An engine closing (CLOSESPIDER_*, a shutdown) goes idle too: not so, but a
+        # close its own release request caused leaves the run as it was.
+        if compat.engine_closing(self.crawler):
+            return
+        self._idle = self.answers.complete()
+        if not self._idle and self.to_release():
             logger.info(
                 "Idle, but %d pages asked did not answer usably (%s): items held for "
                 "move detection stay held",
