@@ -1,0 +1,96 @@
+"""When a run may deliver the gone items earlier runs held (``pages/pending.py``):
+a run that went idle with every page it asked answered usably (``pages/answers.py``),
+whatever closes it after; a bounded one once the slices went round since they were
+held. Never while the page an item moved to was not seen (#50, 1-3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from increcrawl_scrapy.testing.quotes import QuotesSite
+from tests.embedding.quotes_project import DAY, HOUR, Project, delivered
+
+pytestmark = pytest.mark.e2e
+
+BOUND = ("-s", "CLOSESPIDER_PAGECOUNT=1")
+
+
+def _move_to_last(site: QuotesSite, index: int, text: str) -> tuple[str, str]:
+    """Quote *index* leaves its page for the last one (a new quote in its place, the
+    last page's last quote replaced by it): its (moved, replaced) texts."""
+    moved = site.delete(index)
+    site.insert(index, text)
+    with site._lock:
+        replaced = site.quotes[-1]
+        site.quotes[-1] = moved
+    return str(moved["text"]), str(replaced["text"])
+
+
+def test_a_page_that_failed_keeps_the_run_from_delivering_held_items(tmp_path: Path) -> None:
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 60
+        moved, replaced = _move_to_last(site, 12, "\u201cNew on page two.\u201d")
+        # Page two seen alone: its quote that left is held (page six not seen).
+        first = delivered(project.crawl(*BOUND, advance=2 * DAY))
+        assert first == [("new", "\u201cNew on page two.\u201d")]
+        assert project.stat("increcrawl/items/held_over") == 1
+        # Page six, due, answers 503 (retried out): the run goes idle, but did not
+        # see it; the quote lives there: not delivered gone.
+        site.delete_page(6, status=503)
+        assert delivered(project.crawl(advance=HOUR)) == []
+        assert site.requested["/page/6/"] == 3
+        # Page six answers again: the quote moved there, nothing of it delivered.
+        site.restore_page(6)
+        third = delivered(project.crawl(advance=2 * DAY))
+        assert third == [("gone", replaced)]
+        assert ("new", moved) not in third
+        assert project.stat("increcrawl/items/moved") == 1
+
+
+def test_an_idle_run_closed_by_its_release_request_is_complete(tmp_path: Path) -> None:
+    with QuotesSite(quotes=30) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 30
+        gone = site.delete(12)
+        site.insert(12, "\u201cNew on page two.\u201d")
+        site.edit(25, "\u201cEdited on page three.\u201d")
+        first = delivered(project.crawl(*BOUND, advance=2 * DAY))
+        assert first == [("new", "\u201cNew on page two.\u201d")]
+        second = delivered(project.crawl(*BOUND, advance=HOUR))
+        assert second == [("changed", "\u201cEdited on page three.\u201d")]
+        # Nothing due: the run goes idle having seen every page it reaches; its
+        # release request is the page CLOSESPIDER_PAGECOUNT counts, yet it delivers.
+        assert delivered(project.crawl(*BOUND, advance=HOUR)) == [("gone", str(gone["text"]))]
+        assert project.fetched == 0
+        assert delivered(project.crawl(*BOUND, advance=HOUR)) == []
+
+
+def test_slices_deliver_held_items_once_they_went_round(tmp_path: Path) -> None:
+    with QuotesSite(quotes=70) as site:  # seven pages, one fetched in full a run
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 70
+        moved, replaced = _move_to_last(site, 12, "\u201cNew on page two.\u201d")
+        for n in (3, 4, 5, 6):
+            site.edit((n - 1) * 10 + 5, f"\u201cEdited on page {n}.\u201d")
+        runs = []
+        for run in range(6):  # every run bounded: pages 2 to 7, one a run
+            runs.append(delivered(project.crawl(*BOUND, advance=HOUR if run else 2 * DAY)))
+            assert project.fetched == 1
+        assert set(site.requested) == {"/page/7/"}
+        # The quote that moved to page seven is neither gone nor new, though more
+        # runs than the slices' first pages passed before one reached page seven.
+        changes = [change for run in runs for change in run]
+        assert not [change for change in changes if change[1] == moved], runs
+        expected = [("new", "\u201cNew on page two.\u201d")]
+        expected += [("changed", f"\u201cEdited on page {n}.\u201d") for n in (3, 4, 5, 6)]
+        assert sorted(changes) == sorted(expected), runs
+        # Page seven's quote replaced is gone, held by that bounded run: the next
+        # one, bounded too (it stops at page three's edit), delivers it, since every
+        # page due then was fetched after (the slices went round).
+        site.edit(22, "\u201cEdited on page three again.\u201d")
+        last = delivered(project.crawl(*BOUND, advance=2 * DAY))
+        assert "/page/7/" not in site.requested
+        assert last == [("changed", "\u201cEdited on page three again.\u201d"), ("gone", replaced)]
