@@ -56,13 +56,15 @@ from increcrawl_scrapy.pages.pending import (
     DELIVERED,
     HELD_FOR,
     Pending,
+    copy_of,
+    held_row,
     kept,
     rebuilt,
     site_of,
 )
 from increcrawl_scrapy.pages.pending import pack as pack_pending
 from increcrawl_scrapy.pages.pending import unpack as unpack_pending
-from increcrawl_scrapy.state import StateLockedError, held_item_key
+from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -175,7 +177,7 @@ class HeldItems:
             adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
             if adapter is None or adapter.get("change") not in (GONE, NEW):
                 return  # none of them (labelled so by the pipeline)
-            copied = (n for n, (held, _) in self._unconfirmed.items() if _copy_of(adapter, held))
+            copied = (n for n, (held, _) in self._unconfirmed.items() if copy_of(adapter, held))
             found = next(copied, None)  # a later pipeline's copy: the fields it was made of
             if found is None:
                 return
@@ -374,7 +376,7 @@ class HeldItems:
                 pending.runs += 1
                 if failed or not pending.runs:  # held now (this run's: -1 before)
                     pending.held_at = now
-                entry = pending.entry or _entry(store, pending, written)
+                entry = pending.entry or held_row(store, pending, written)
                 written.add(entry)
                 store.keep_held_item(entry, pack_pending([pending]))
             on_their_way = {entry for _, entry in self._unconfirmed.values()}
@@ -382,32 +384,6 @@ class HeldItems:
                 store.drop_held_item(entry)
         except StateLockedError:
             return
-
-
-def _entry(store: StateStore, pending: Pending, taken: set[str]) -> str:
-    """The row of an item held now: under its page's, one of each item (an item
-    listed twice on its page: twice)."""
-    try:
-        page = pending.key or store.normalize(pending.url)
-    except ValueError:
-        page = pending.url
-    entry = base = held_item_key(page, pending.label, pending.old.whole)
-    twice = 1
-    while entry in taken:
-        twice += 1
-        entry = f"{base}:{twice}"
-    return entry
-
-
-def _copy_of(adapter: ItemAdapter | None, held: Any) -> bool:
-    """Whether *adapter* is a copy of the earlier run's item *held*: every field
-    it was made of (a gone one's: those that identify it) equal."""
-    fields = ItemAdapter(held).asdict() if ItemAdapter.is_item(held) else {}
-    return (
-        adapter is not None
-        and bool(fields)
-        and all(adapter.get(name) == value for name, value in fields.items())
-    )
 
 
 def _delivered_new(member: PageItem, delivered: list[Pending]) -> Pending | None:

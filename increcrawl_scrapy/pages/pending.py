@@ -53,7 +53,7 @@ from itemadapter import ItemAdapter
 from increcrawl_scrapy import compat
 from increcrawl_scrapy.content.item_fingerprint import plain
 from increcrawl_scrapy.pages.memory import ItemPrint
-from increcrawl_scrapy.state import StateLockedError
+from increcrawl_scrapy.state import StateLockedError, held_item_key
 
 if TYPE_CHECKING:
     from increcrawl_scrapy.pages.page import PageItem
@@ -165,3 +165,29 @@ def rebuilt(item: list[Any]) -> Any:
         return kind(**fields)
     except Exception:  # a class changed since, not made of these fields: the fields
         return dict(fields)
+
+
+def held_row(store: StateStore, pending: Pending, taken: set[str]) -> str:
+    """The row of an item held now: under its page's, one of each item (an item
+    listed twice on its page: twice)."""
+    try:
+        page = pending.key or store.normalize(pending.url)
+    except ValueError:
+        page = pending.url
+    entry = base = held_item_key(page, pending.label, pending.old.whole)
+    twice = 1
+    while entry in taken:
+        twice += 1
+        entry = f"{base}:{twice}"
+    return entry
+
+
+def copy_of(adapter: ItemAdapter | None, held: Any) -> bool:
+    """Whether *adapter* is a copy of the earlier run's item *held*: every field
+    it was made of (a gone one's: those that identify it) equal."""
+    fields = ItemAdapter(held).asdict() if ItemAdapter.is_item(held) else {}
+    return (
+        adapter is not None
+        and bool(fields)
+        and all(adapter.get(name) == value for name, value in fields.items())
+    )
