@@ -134,6 +134,7 @@ class HeldItems:
         now = self.clock()
         for pending in self.pending:  # one an earlier version held: from now on
             pending.held_at = pending.held_at or now
+            pending.first_held = pending.first_held or pending.held_at
         times = {pending.held_at for pending in self.pending}
         if not times:
             return
@@ -148,7 +149,7 @@ class HeldItems:
         one this run held (``runs`` -1: a release before, as the crawl closes)."""
         if pending.runs < 0:
             return False
-        return pending.held_at in self._covered or self.clock() - pending.held_at >= HELD_FOR
+        return pending.held_at in self._covered or self.clock() - pending.first_held >= HELD_FOR
 
     def _answered(self, response: Response, request: Request, **_: Any) -> None:
         self.sites.update(filter(None, (site_of(response.url), site_of(request.url))))
@@ -315,9 +316,9 @@ class HeldItems:
             return Pending(label, group.url, group.key, ItemPrint(member.whole, {}, {}), runs)
         old = member.old if member.old is not None else item_print(member.item, self.skip)
         if before is not None:  # held again: since the time it was first held
-            return Pending(
-                member.label, group.url, group.key, old, before.runs, None, before.held_at
-            )
+            again = Pending(member.label, group.url, group.key, old, before.runs)
+            again.held_at, again.first_held = before.held_at, before.first_held
+            return again
         return Pending(member.label, group.url, group.key, old, runs)
 
     def hold_over(self, store: StateStore) -> None:
@@ -376,6 +377,7 @@ class HeldItems:
                 pending.runs += 1
                 if failed or not pending.runs:  # held now (this run's: -1 before)
                     pending.held_at = now
+                pending.first_held = pending.first_held or now  # HELD_FOR's start
                 entry = pending.entry or held_row(store, pending, written)
                 written.add(entry)
                 store.keep_held_item(entry, pack_pending([pending]))

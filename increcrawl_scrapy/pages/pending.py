@@ -22,9 +22,10 @@ and every page it asked answered usably: ``pages/answers.py``), or by a bounded 
 once the slices went round: every live page of the seed that was due when the item
 was held (``held_at``, the clock at the close that held it) was fetched since (no
 next check left at or before that time; a run in which a page failed holds its items
-as if held again then). As a last resort, an item held HELD_FOR seconds (30 days of
-the crawl's clock: a page the spider no longer reaches, or one that always fails,
-stays due) is delivered by the next run. A DELIVERED print is kept as long.
+as if held again then). As a last resort, an item held HELD_FOR seconds since it was
+first held (``first_held``: 30 days of the crawl's clock, failed pages or not: a page
+the spider no longer reaches, or one that always fails, stays due) is delivered by
+the next run. A DELIVERED print is kept as long.
 
 Only the state keeps them between runs: nothing waits in memory for an event that
 may not come (``spider_idle`` never does in a bounded run). They are read when the
@@ -75,8 +76,11 @@ class Pending:
     runs: int = 0  # later runs it was held through
     #: A new item's class and every field (``kept``), delivered as it was.
     item: list[Any] | None = None
-    #: The clock when it was held (0: unknown, held by an earlier version).
+    #: The clock when it was held (0: unknown, held by an earlier version); again
+    #: at a run in which a page failed (the slices' round starts again).
     held_at: float = 0.0
+    #: The clock when it was first held: HELD_FOR counts from it, failed pages or not.
+    first_held: float = 0.0
     #: Its row in the state (``held_item_key``), once read from there.
     entry: str | None = None
 
@@ -97,7 +101,10 @@ def site_of(url: str) -> str:
 
 
 def pack(pending: list[Pending]) -> bytes:
-    body = [[p.label, p.url, p.key, p.old.as_json(), p.runs, p.item, p.held_at] for p in pending]
+    body = [
+        [p.label, p.url, p.key, p.old.as_json(), p.runs, p.item, p.held_at, p.first_held]
+        for p in pending
+    ]
     return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
 
@@ -116,6 +123,7 @@ def unpack(blob: bytes | None, entry: str | None = None) -> list[Pending]:
                 int(runs),
                 more[0] if more else None,
                 float(more[1] or 0.0) if len(more) > 1 else 0.0,
+                float(more[2] or 0.0) if len(more) > 2 else 0.0,  # none before: held_at
                 entry=entry,
             )
             for label, url, key, old, runs, *more in body

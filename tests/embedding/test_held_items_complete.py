@@ -94,3 +94,20 @@ def test_slices_deliver_held_items_once_they_went_round(tmp_path: Path) -> None:
         last = delivered(project.crawl(*BOUND, advance=2 * DAY))
         assert "/page/7/" not in site.requested
         assert last == [("changed", "\u201cEdited on page three again.\u201d"), ("gone", replaced)]
+
+
+def test_a_page_that_always_fails_delays_held_items_at_most_held_for(tmp_path: Path) -> None:
+    # A quote deleted for good; page six answers 503 at every run from then on: no
+    # run is complete, and each holds the quote again. HELD_FOR (30 days) counts
+    # from when it was first held, not from the last run a page failed.
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl()) == 60
+        gone = str(site.delete(12)["text"])
+        site.delete_page(6, status=503)
+        # (Page five's last quote came from page six: new, its gone side not seen.)
+        assert ("gone", gone) not in delivered(project.crawl(advance=8 * DAY))  # day 8
+        assert project.stat("increcrawl/items/held_over") == 1
+        assert ("gone", gone) not in delivered(project.crawl(advance=16 * DAY))  # day 24
+        assert delivered(project.crawl(advance=16 * DAY)) == [("gone", gone)]  # day 40
+
