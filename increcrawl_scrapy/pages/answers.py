@@ -4,10 +4,12 @@ only if so. A page that answered 5xx (or 429, 403: any error but a page's gone
 answer, 404 or 410), whose download failed or was retried out, or whose response
 raised in the spider was not seen: an item held gone may live on it.
 
-Counted a page at a time, by URL (Scrapy's stats count exceptions, not pages): a
-request that reached the downloader waits for its answer (a retry of it answers it
-too), one that never came failed; an answer that is not usable, or a spider error on
-it, fails its page until a usable answer of it comes. The answers are those the
+Counted a request at a time, by its fingerprint (Scrapy's stats count exceptions,
+not pages; postbacks share one URL, each page a form of its own): a request that
+reached the downloader waits for its answer (a retry of it, the same fingerprint,
+answers it too), one that never came failed; an answer that is not usable, or a
+spider error on it, fails it until a usable answer of the same request comes (a
+redirect's target is a request of its own). The answers are those the
 downloader got (``response_downloaded``), before its middlewares: a 304 the crawl
 takes as the page unchanged (``skip_not_due.py``) never reaches the engine. A page
 the downloader never asked for (a cache's answer, the Geonode API's) is not counted.
@@ -43,8 +45,10 @@ class Answers:
 
     def __init__(self, crawler: Crawler, *, ignored: str) -> None:
         self.ignored = ignored  # the meta key of the crawl's own requests (a release)
-        self.waiting: set[str] = set()  # reached the downloader, no answer yet
-        self.failed: set[str] = set()  # answered, not usably (or raised in the spider)
+        self.fingerprint = crawler.request_fingerprinter.fingerprint
+        #: By fingerprint, their URLs (for the log):
+        self.waiting: dict[bytes, str] = {}  # reached the downloader, no answer yet
+        self.failed: dict[bytes, str] = {}  # answered, not usably (or raised in the spider)
         self.overflow = False
         connect = crawler.signals.connect
         connect(self._asked, signal=signals.request_reached_downloader)
@@ -55,9 +59,13 @@ class Answers:
         """Every page asked answered usably (so far: at idle, the run's whole)."""
         return not self.waiting and not self.failed and not self.overflow
 
-    def _add(self, urls: set[str], url: str) -> None:
-        if len(urls) < MAX_PAGES:
-            urls.add(url)
+    def not_answered(self) -> list[str]:
+        """The URLs of the requests not answered usably (yet)."""
+        return sorted({**self.waiting, **self.failed}.values())
+
+    def _add(self, requests: dict[bytes, str], request: Request) -> None:
+        if len(requests) < MAX_PAGES:
+            requests[self.fingerprint(request)] = request.url
         else:
             self.overflow = True
 
@@ -67,18 +75,20 @@ class Answers:
 
     def _asked(self, request: Request, **_: Any) -> None:
         if self._counted(request):
-            self._add(self.waiting, request.url)
+            self._add(self.waiting, request)
 
     def _answered(self, response: Response, request: Request, **_: Any) -> None:
         if not self._counted(request):
             return
-        self.waiting.discard(request.url)
+        self.waiting.pop(self.fingerprint(request), None)
         if usable(response.status):  # a redirect: its target is asked in turn
-            self.failed.discard(request.url)
+            self.failed.pop(self.fingerprint(request), None)
         else:
-            self._add(self.failed, request.url)
+            self._add(self.failed, request)
 
     def _raised(self, failure: Failure, response: Response, **_: Any) -> None:
         request = getattr(response, "request", None)
-        if request is None or self._counted(request):
-            self._add(self.failed, response.url)
+        if request is None:  # no request to fingerprint: its URL stands for it
+            self.failed[response.url.encode()] = response.url
+        elif self._counted(request):
+            self._add(self.failed, request)

@@ -220,8 +220,8 @@ class HeldItems:
             logger.info(
                 "Idle, but %d pages asked did not answer usably (%s): items held for "
                 "move detection stay held",
-                len(self.answers.waiting | self.answers.failed),
-                ", ".join(sorted(self.answers.waiting | self.answers.failed)[:3]),
+                len(self.answers.waiting) + len(self.answers.failed),
+                ", ".join(self.answers.not_answered()[:3]),
             )
         if not self.to_release() or self.crawler.engine is None:
             return

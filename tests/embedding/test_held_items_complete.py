@@ -5,6 +5,7 @@ held. Never while the page an item moved to was not seen (#50, 1-3)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,23 @@ def test_a_page_that_always_fails_delays_held_items_at_most_held_for(tmp_path: P
         assert ("gone", gone) not in delivered(project.crawl(advance=16 * DAY))  # day 24
         assert delivered(project.crawl(advance=16 * DAY)) == [("gone", gone)]  # day 40
 
+
+def test_a_failed_postback_is_not_cleared_by_another_to_the_same_url(tmp_path: Path) -> None:
+    # Every grid page is a POST to /grid. A quote moves from grid page two to page
+    # six, whose postback then answers 400; pages five to two (the same URL) answer
+    # 200 after it. The run is not complete: the quote is not delivered gone.
+    shutil.copy(Path(__file__).with_name("postback_grid.py"), tmp_path)
+    grid = ("-s", "SPIDER_MODULES=postback_grid", "-s", "CONCURRENT_REQUESTS=1")
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "postback_grid")
+        assert len(project.crawl(*grid)) == 60
+        moved = site.delete(12)
+        site.insert(12, "\u201cNew on page two.\u201d")
+        with site._lock:
+            site.quotes[59] = moved
+        shown = site.shown
+        site.shown = lambda n: None if n == 6 else shown(n)  # type: ignore[method-assign]
+        assert delivered(project.crawl(*grid, advance=2 * DAY)) == [
+            ("new", "\u201cNew on page two.\u201d")
+        ]
+        assert "Idle, but 1 pages asked did not answer usably" in project.log
