@@ -318,6 +318,7 @@ class HeldItems:
         if before is not None:  # held again: since the time it was first held
             again = Pending(member.label, group.url, group.key, old, before.runs)
             again.held_at, again.first_held = before.held_at, before.first_held
+            again.entry = before.entry  # its row: written back whatever the cap
             return again
         return Pending(member.label, group.url, group.key, old, runs)
 
@@ -364,16 +365,29 @@ class HeldItems:
         A crawl writes only its own: another's at the same time keeps its own."""
         if not self._idle:  # keys new to their page may have come from one not seen
             self.pending += [self._pending(m, -1, DELIVERED) for m in self.arrived]
-        # The prints of new items delivered are not counted held.
-        fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
-        stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh)
         if not self._looked:  # none released: this run's sites' held one run more
             self.pending = self._ours()
+        # Earlier runs' rows are in the state: written back, never dropped. At most
+        # MAX_HELD more a run, gone items before prints; past that not held (said).
+        self.pending.sort(key=lambda p: (p.entry is None, p.label == DELIVERED))
+        over = self.pending[sum(p.entry is not None for p in self.pending) + MAX_HELD :]
+        not_held = [p for p in over if p.label != DELIVERED]
+        # The prints of new items delivered are not counted held.
+        fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
+        stats.inc(self.crawler.stats, stats.ITEMS_HELD_OVER, fresh - len(not_held))
+        if over:
+            stats.inc(self.crawler.stats, stats.ITEMS_PAST_HELD_CAP, len(over))
+            logger.warning(
+                "%d items past the %d a run holds for a later one are not held (%d gone "
+                "or new: a gone one is never delivered; prints of new ones delivered: "
+                "one that moved may be delivered gone too)",
+                len(over), MAX_HELD, len(not_held),
+            )  # fmt: skip
         written: set[str] = set()
         now = self.clock()
         failed = not self.answers.complete()  # a page not seen: the round starts again
         try:
-            for pending in self.pending[:MAX_HELD]:
+            for pending in self.pending[: len(self.pending) - len(over)]:
                 pending.runs += 1
                 if failed or not pending.runs:  # held now (this run's: -1 before)
                     pending.held_at = now

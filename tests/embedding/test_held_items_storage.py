@@ -111,3 +111,33 @@ def test_a_held_gone_item_a_later_pipeline_fails_is_released_again(tmp_path: Pat
         for _ in range(3):
             seen += delivered(project.crawl(advance=2 * DAY))
         assert seen.count(("gone", x["text"])) == 1, seen
+
+
+#: An extension of the crawl's own process that lowers MAX_HELD (10,000, too many
+#: for a test site) to three: no setting for it, the cap is no user's choice.
+LOW_CAP = """import increcrawl_scrapy.pages.moved as moved
+moved.MAX_HELD = 3
+class LowCap:
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls()
+"""
+
+
+def test_held_items_past_the_cap_stay_held(tmp_path: Path) -> None:
+    # Two bounded runs each delete two quotes of page one for good (the pages after
+    # it not seen: held). The second run holds three of its own: the earlier run's,
+    # read back, stay in the state beside them; the complete run delivers all four.
+    (tmp_path / "low_cap.py").write_text(LOW_CAP)
+    cap = ("-s", 'EXTENSIONS={"low_cap.LowCap": 0}')
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl(*cap)) == 60
+        deleted, seen = [], []
+        for at in (0, 2):
+            for i in (at, at + 1):
+                deleted.append(("gone", site.delete(i)["text"]))
+                site.insert(i, f"\u201cReplacement {i}.\u201d")
+            seen += delivered(project.crawl(*cap, *BOUNDED, advance=2 * DAY))
+        seen += delivered(project.crawl(*cap, advance=2 * DAY))
+        assert [change for change in deleted if change not in seen] == [], seen
