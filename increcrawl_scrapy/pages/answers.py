@@ -11,8 +11,10 @@ answers it too), one that never came failed; an answer that is not usable, or a
 spider error on it, fails it until a usable answer of the same request comes (a
 redirect's target is a request of its own). The answers are those the
 downloader got (``response_downloaded``), before its middlewares: a 304 the crawl
-takes as the page unchanged (``skip_not_due.py``) never reaches the engine. A page
-the downloader never asked for (a cache's answer, the Geonode API's) is not counted.
+takes as the page unchanged (``skip_not_due.py``) never reaches the engine. A page a
+downloader middleware fetched itself (the Geonode API's) is counted by the signals
+it sends in their place (``increcrawl_scrapy/signals.py``), with its origin's status;
+a cache's answer is no fetch, not counted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from scrapy import signals
 from scrapy.http.request import NO_CALLBACK
 
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
+from increcrawl_scrapy.signals import origin_answered, origin_asked
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -53,6 +56,8 @@ class Answers:
         connect = crawler.signals.connect
         connect(self._asked, signal=signals.request_reached_downloader)
         connect(self._answered, signal=signals.response_downloaded)
+        connect(self._asked, signal=origin_asked)  # a page a middleware fetched itself
+        connect(self._answered, signal=origin_answered)
         connect(self._raised, signal=signals.spider_error)
 
     def complete(self) -> bool:
