@@ -149,6 +149,7 @@ class PageItemsMiddleware:
             if response.meta.get(RELEASE):  # the crawl went idle: complete if it saw every page
                 released = self.held.release(bool(response.meta.get(COMPLETE)))
                 self.open.expect([member for _, member in released], response)
+                self.held.released.handed(response, [item for item, _ in released])
                 for item, _ in released:
                     yield item
             return
@@ -347,7 +348,9 @@ class PageItemsMiddleware:
         if self.held.to_release() and compat.engine_closing(self.crawler):
             out = out + self.held.release(complete=False)
         self.open.expect([member for _, member in out], response)
-        return [item for item, _ in out]
+        items = [item for item, _ in out]
+        self.held.released.handed(response, items)  # with a release's, if it carries them
+        return items
 
     def _item_text(self, item: Any) -> str:
         """An item's part of its page's text: its content field, if the project named

@@ -37,12 +37,10 @@ next fetch deliver them at once.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 
@@ -56,7 +54,6 @@ from increcrawl_scrapy.pages.pending import (
     DELIVERED,
     HELD_FOR,
     Pending,
-    copy_of,
     held_row,
     kept,
     rebuilt,
@@ -64,6 +61,7 @@ from increcrawl_scrapy.pages.pending import (
 )
 from increcrawl_scrapy.pages.pending import pack as pack_pending
 from increcrawl_scrapy.pages.pending import unpack as unpack_pending
+from increcrawl_scrapy.pages.released import ReleasedItems
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
@@ -98,8 +96,8 @@ class HeldItems:
         self.sites: set[str] = set()  # the sites that answered this run (site_of)
         self._held_sites: set[str] = set()  # the sites of those read
         self._released: set[str] = set()  # the rows of earlier ones released
-        #: Earlier ones handed to the pipelines, by id: their rows deleted once delivered.
-        self._unconfirmed: dict[int, tuple[Any, str]] = {}
+        #: Earlier ones handed to the pipelines: their rows deleted once delivered.
+        self.released = ReleasedItems(crawler)
         self._looked = False  # paired by a release this run
         self._idle = False  # complete: it saw every page (a bounded run never does)
         self.answers = Answers(crawler, ignored=RELEASE)  # the pages that failed
@@ -115,7 +113,6 @@ class HeldItems:
         crawler.signals.connect(self._answered, signal=signals.response_downloaded)
         crawler.signals.connect(self._answered, signal=signals.response_received)
         crawler.signals.connect(self._started, signal=signals.request_scheduled)
-        crawler.signals.connect(self._delivered, signal=signals.item_scraped)
 
     async def _read_pending(self) -> None:
         try:
@@ -166,25 +163,6 @@ class HeldItems:
         name, and its run on another site (``-a start_url=...``) must neither
         deliver nor pair them."""
         return [p for p in self.pending if p.entry is None or p.site in self.sites]
-
-    def _delivered(self, item: Any, **_: Any) -> None:
-        """An earlier run's item passed every pipeline: its row is deleted (one a
-        pipeline failed or dropped stays, for the next run to release again)."""
-        if not self._unconfirmed:
-            return
-        held = self._unconfirmed.get(id(item))
-        found = id(item) if held is not None and held[0] is item else None
-        if found is None:
-            adapter = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-            if adapter is None or adapter.get("change") not in (GONE, NEW):
-                return  # none of them (labelled so by the pipeline)
-            copied = (n for n, (held, _) in self._unconfirmed.items() if copy_of(adapter, held))
-            found = next(copied, None)  # a later pipeline's copy: the fields it was made of
-            if found is None:
-                return
-        _, entry = self._unconfirmed.pop(found)
-        with contextlib.suppress(StateLockedError):
-            crawl_state(self.crawler).store.drop_held_item(entry)
 
     def hold(self, item: Any, member: PageItem) -> bool:
         """Keep *item* until the crawl is idle or closing; False if too many already
@@ -303,9 +281,7 @@ class HeldItems:
             self.pending += [p for p in new_before if not self._due(p)]
         # An earlier one delivered leaves the state once it passed every pipeline.
         entries = {id(member): pending.entry for pending, member in earlier}
-        for item, m in out:
-            if entry := entries.get(id(m)):
-                self._unconfirmed[id(item)] = (item, entry)
+        self.released.expect({id(item): e for item, m in out if (e := entries.get(id(m)))})
         return out
 
     def _pending(
@@ -395,7 +371,7 @@ class HeldItems:
                 entry = pending.entry or held_row(store, pending, written)
                 written.add(entry)
                 store.keep_held_item(entry, pack_pending([pending]))
-            on_their_way = {entry for _, entry in self._unconfirmed.values()}
+            on_their_way = self.released.on_their_way()
             for entry in self._released - written - on_their_way:
                 store.drop_held_item(entry)
         except StateLockedError:

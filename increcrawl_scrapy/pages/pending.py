@@ -34,9 +34,10 @@ it delivered or paired, never writing back what it read: two crawls at once (two
 cron jobs, two nodes) keep each other's. A held item is its page's, not its seed's
 (a project spider's seed is its name, and one spider may crawl several sites): a
 run releases only those of the sites it got a response from (``site_of``), and one
-it delivers leaves the state once it passed every pipeline (``item_scraped``): one
-a later pipeline fails or drops stays held, released again by the next run, as a
-page whose item failed is fetched again. The rows of a site no run crawls again
+it delivers leaves the state once it passed every pipeline (``item_scraped``, a
+later pipeline's copy too: ``pages/released.py``): one a later pipeline fails or
+drops stays held, released again by the next run, as a page whose item failed is
+fetched again. The rows of a site no run crawls again
 stay, a few bytes each.
 """
 
