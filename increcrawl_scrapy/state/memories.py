@@ -33,7 +33,9 @@ class Memories:
         self._alone[key] = body
 
     def get(self, key: str) -> bytes | None:
-        return self._pending.get(key)
+        """*key*'s memory not written yet: with its result, else alone."""
+        body = self._pending.get(key)
+        return body if body is not None else self._alone.get(key)
 
     def discard(self, key: str) -> None:
         self._pending.pop(key, None)

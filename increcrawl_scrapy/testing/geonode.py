@@ -100,6 +100,7 @@ class Knobs:
 class _Fault:
     kind: str
     endpoint: str
+    url: str | None = None  # only the calls for this page's URL, or any
 
 
 @dataclass
@@ -183,11 +184,14 @@ class GeonodeStandIn:
                 setattr(self.knobs, name, value)
             self._lock.notify_all()  # a raised limit or an unstalled batch frees waiters
 
-    def inject(self, kind: str, count: int = 1, endpoint: str = "extract") -> None:
-        """The next *count* calls of *endpoint* answer with fault *kind*."""
+    def inject(
+        self, kind: str, count: int = 1, endpoint: str = "extract", url: str | None = None
+    ) -> None:
+        """The next *count* calls of *endpoint* (for page *url* only, if given: an
+        extraction's) answer with fault *kind*."""
         _check_fault(kind, endpoint)
         with self._lock:
-            self._scripted.extend(_Fault(kind, endpoint) for _ in range(count))
+            self._scripted.extend(_Fault(kind, endpoint, url) for _ in range(count))
 
     def random_faults(
         self,
@@ -214,10 +218,10 @@ class GeonodeStandIn:
             self._scripted.clear()
             self._random_rate = 0.0
 
-    def _next_fault(self, endpoint: str) -> str | None:
+    def _next_fault(self, endpoint: str, url: str | None = None) -> str | None:
         with self._lock:
             for index, fault in enumerate(self._scripted):
-                if fault.endpoint in (endpoint, "any"):
+                if fault.endpoint in (endpoint, "any") and fault.url in (None, url):
                     del self._scripted[index]
                     self._counters["faults"][fault.kind] += 1
                     return fault.kind
@@ -415,7 +419,7 @@ class GeonodeStandIn:
             if job.cancelled:
                 return
             item["status"] = "processing"
-        fault = self._next_fault("batch_item")
+        fault = self._next_fault("batch_item", item["url"])
         if fault in NO_CONTENT:
             fault, dropped = None, fault
         else:
@@ -769,7 +773,7 @@ class _Handler(QuietHandler):
             self.send_json(422, check.body_dict())
             return
         self.no_content = None
-        if self.play_fault("extract"):
+        if self.play_fault("extract", url):
             return
         assert url is not None
         if config["processing_mode"] == "async":
@@ -1033,10 +1037,10 @@ class _Handler(QuietHandler):
         )
         return False
 
-    def play_fault(self, endpoint: str) -> bool:
-        """Answer with the next fault for *endpoint*, if there is one."""
+    def play_fault(self, endpoint: str, url: str | None = None) -> bool:
+        """Answer with the next fault for *endpoint* (and page *url*), if there is one."""
         api = self.api
-        kind = api._next_fault(endpoint)
+        kind = api._next_fault(endpoint, url)
         if kind is None:
             return False
         if kind == "drop":

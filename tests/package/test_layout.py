@@ -28,6 +28,7 @@ FLOORS: dict[str, int] = {
     "scope": 0,
     "config": 0,
     "log_formatter": 0,
+    "signals": 0,
     # pure rules
     "schedule": 1,
     "content": 1,

@@ -20,7 +20,7 @@ from increcrawl_scrapy.commands.report import gather
 from increcrawl_scrapy.commands.state import _status
 from increcrawl_scrapy.schedule.policy import LearnedPolicy
 from increcrawl_scrapy.schedule.rows import Outcome
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state import StateStore, held_item_key
 from increcrawl_scrapy.state.contents import last_change
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
@@ -354,6 +354,27 @@ def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) 
     assert third.count() == 2
 
 
+def test_held_items_are_kept_for_the_next_run(open_store: Factory) -> None:
+    # Items whose verdict waits for a later run (pages/pending.py): a row each,
+    # kept across a close; two stores open at once (two crawls) each add and delete
+    # their own, never writing back another's.
+    page = "https://example.com/page/2"
+    first_key, second_key = held_item_key(page, "gone", "a"), held_item_key(page, "gone", "b")
+    store = open_store()
+    assert store.held_items() == []
+    store.keep_held_item(first_key, b"first")
+    store.close()
+    first, second = open_store(), open_store()
+    assert first.held_items() == [(first_key, b"first")] == second.held_items()
+    second.keep_held_item(second_key, b"second")
+    second.flush()
+    first.drop_held_item(first_key)
+    first.flush()
+    first.close()
+    second.close()
+    assert open_store().held_items() == [(second_key, b"second")]
+
+
 def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:
     # A normalization change that moves a page's key: its item rows
     # (INCRECRAWL_ITEM_KEY, ``PAGE#item:KEY``) move with it rather than merging into
@@ -653,6 +674,24 @@ def test_an_item_rows_fingerprint_is_no_page_text(open_store: Factory) -> None:
     assert store.get(page).content_hash == "old:p"
     item = store.results.lookup(item_key)
     assert item is not None and item.content_hash == "i"
+
+
+def test_a_sites_item_rows_are_read_by_its_prefix(open_store: Factory) -> None:
+    # An earlier version kept a key's row under its page (pages/keyed.py): a site's
+    # are read at once, and no other site's (one whose name starts the same) nor its
+    # pages' rows.
+    store = open_store()
+    page, other = "https://example.com/p/2", "https://example.com.evil/p"
+    store.start_run(SEED).upsert([(page, None), (other, None)])
+    for url in (page, other):
+        store.record(url, 200, seed=SEED, key=url, content_hash="p")
+        store.record(url, 200, seed=SEED, key=f"{url}#item:text=100%_a", content_hash="i")
+    store.flush()
+    rows = store.item_rows("https://example.com/")
+    assert [(key, content_hash) for key, _, content_hash in rows] == [
+        ("https://example.com/p/2#item:text=100%_a", "i")
+    ]
+    assert rows[0][1] is not None  # when it was fetched
 
 
 def test_pages_of_an_old_scheme_are_due_now_and_counted(open_store: Factory, clock: Clock) -> None:

@@ -65,6 +65,18 @@ class ResultSQL:
         "ON CONFLICT (normalized_url) DO UPDATE SET body = excluded.body"
     )
     read_memory = "SELECT body FROM memories WHERE normalized_url = %s"
+    item_rows = (
+        "SELECT normalized_url, last_fetched, content_hash FROM pages "
+        # Bytewise, as SQLite's: the database's collation may order '/' elsewhere.
+        'WHERE normalized_url COLLATE "C" >= %s AND normalized_url COLLATE "C" < %s '
+        "AND normalized_url LIKE '%%#item:%%'"
+    )
+    forget_memory = "DELETE FROM memories WHERE normalized_url = %s"
+    #: Bytewise, as SQLite's: the database's collation may order ':' elsewhere.
+    held_items = (
+        "SELECT normalized_url, body FROM memories "
+        'WHERE normalized_url COLLATE "C" >= %s AND normalized_url COLLATE "C" < %s'
+    )
     #: The stored counts of a JSON array of hosts.
     host_counts = (
         f"SELECT host, {', '.join(HOST_COUNTS)} FROM hosts "

@@ -64,6 +64,15 @@ class ResultSQL:
         "ON CONFLICT (normalized_url) DO UPDATE SET body = excluded.body"
     )
     read_memory = "SELECT body FROM memories WHERE normalized_url = ?"
+    item_rows = (
+        "SELECT normalized_url, last_fetched, content_hash FROM pages "
+        "WHERE normalized_url >= ? AND normalized_url < ? "
+        "AND normalized_url LIKE '%#item:%'"
+    )
+    forget_memory = "DELETE FROM memories WHERE normalized_url = ?"
+    held_items = (
+        "SELECT normalized_url, body FROM memories WHERE normalized_url >= ? AND normalized_url < ?"
+    )
     #: The stored counts of a JSON array of hosts.
     host_counts = (
         f"SELECT host, {', '.join(HOST_COUNTS)} FROM hosts "
