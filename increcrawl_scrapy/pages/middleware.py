@@ -147,6 +147,8 @@ class PageItemsMiddleware:
             async for output in result:
                 yield output
             if response.meta.get(RELEASE):  # the crawl went idle: complete if it saw every page
+                if compat.busy_besides(self.crawler, response.request):
+                    return  # fed since (another idle handler): the next idle releases
                 released = self.held.release(bool(response.meta.get(COMPLETE)))
                 self.open.expect([member for _, member in released], response)
                 self.held.released.handed(response, [item for item, _ in released])

@@ -193,6 +193,8 @@ class HeldItems:
         # close its own release request caused leaves the run as it was.
         if compat.engine_closing(self.crawler):
             return
+        if compat.busy_besides(self.crawler):
+            return  # another idle handler fed the crawl: the next idle, once it answered
         self._idle = self.answers.complete()
         if not self._idle and self.to_release():
             logger.info(
@@ -234,7 +236,7 @@ class HeldItems:
         held, self.items = self.items, []
         # Other sites' rows stay as they are in the state, for their own runs.
         ours, self.pending = self._ours(), []
-        self._released = {p.entry for p in ours if p.entry is not None}
+        self._released |= {p.entry for p in ours if p.entry is not None}  # a run may release twice
         new_before = [p for p in ours if p.label == DELIVERED]
         earlier = [_earlier(pending) for pending in ours if pending.label != DELIVERED]
         everything = held + [(member.item, member) for _, member in earlier]
