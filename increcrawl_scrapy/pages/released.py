@@ -11,11 +11,16 @@ share nothing with the item released. So each release response is accounted for:
 Scrapy sends one of the three signals for every item yielded with it, naming that
 response, and a drop or a failure names the object the pipelines were given (the
 one yielded). Found by its object (or a copy with every field it was made of), an
-item is known delivered at once; the others of a release are, at the close, if
-every item of that response has had its signal and each drop or failure named one
-of them (or of the run's own items it carried). If not (a spider middleware added
-or removed an item, a failure names an object never yielded), they stay held and a
-later run delivers them again: at least once, never lost.
+item is known delivered at once. A copy of another shape is known by the add-on's
+labels it carries (its ``change`` and page, ``pipelines.py``, which only an item
+that reached our pipeline has): at the close, each delivered so names one not yet
+known of its page and change, if no drop or failure named an object never yielded.
+The others of a release are, at the close, if every item of that response has had
+its signal and each drop or failure named one of them (or of the run's own items it
+carried). If not (a spider middleware added or removed an item, a failure names an
+object never yielded), they stay held and a later run delivers them again: at least
+once, never lost. (A copy of the run's own gone item of the same page, labelled
+alike, may stand for one a spider middleware removed: a narrow case.)
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from scrapy import signals
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.memory import GONE, NEW
 from increcrawl_scrapy.pages.pending import copy_of
-from increcrawl_scrapy.state import StateLockedError
+from increcrawl_scrapy.state import StateLockedError, held_item_key
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -48,6 +53,7 @@ class _Release:
     failed: list[str] = field(default_factory=list)  # rows of those dropped or failed
     signals: int = 0  # the items of the response Scrapy said were delivered, dropped or failed
     unknown: int = 0  # drops and failures of objects never yielded: which, unknown
+    labelled: list[str] = field(default_factory=list)  # rows' beginnings copies delivered named
 
     def counted(self) -> None:
         """One more of its items had its signal."""
@@ -58,6 +64,16 @@ class _Release:
     def known(self, item: Any) -> int | None:
         held = self.rows.get(id(item))
         return id(item) if held is not None and held[0] is item else None
+
+    def by_labels(self) -> list[str]:
+        """At the close: the rows the labelled copies delivered name (each copy one),
+        known delivered, unless a failure named an object never yielded."""
+        named = []
+        for begins in [] if self.unknown else self.labelled:
+            found = next((k for k, (_, row) in self.rows.items() if row.startswith(begins)), None)
+            if found is not None:
+                named.append(self.rows.pop(found)[1])
+        return named
 
     def copied(self, adapter: ItemAdapter | None) -> int | None:
         """The one *adapter* is a copy of: every field it was made of equal."""
@@ -96,6 +112,8 @@ class ReleasedItems:
         the rest are deleted."""
         left: set[str] = set()
         for release in self._releases:
+            for row in release.by_labels():
+                self._drop(row)
             if release.signals == release.size and not release.unknown:
                 for _, row in release.rows.values():  # delivered: a later pipeline's objects
                     self._drop(row)
@@ -119,6 +137,8 @@ class ReleasedItems:
             found = release.copied(adapter)  # a later pipeline's copy (else: at the close)
         if found is not None:
             self._drop(release.rows.pop(found)[1])
+        elif release.yielded.get(id(item)) is not item and (begins := _labels(adapter)):
+            release.labelled.append(begins)  # a copy of another shape: at the close
         release.counted()
 
     def _failed(self, item: Any, response: Any = None, **_: Any) -> None:
@@ -137,6 +157,16 @@ class ReleasedItems:
     def _drop(self, row: str) -> None:
         with contextlib.suppress(StateLockedError):
             crawl_state(self.crawler).store.drop_held_item(row)
+
+
+def _labels(adapter: ItemAdapter | None) -> str | None:
+    """The beginning of the rows of the held items *adapter*'s labels name (its
+    page's and change's), if our pipeline labelled it one released."""
+    change = adapter.get("change") if adapter is not None else None
+    page = adapter.get("normalized_url") if adapter is not None else None
+    if change not in (GONE, NEW) or not page:
+        return None
+    return held_item_key(str(page), change, "")
 
 
 def _adapter(item: Any) -> ItemAdapter | None:

@@ -207,6 +207,37 @@ def test_a_held_gone_item_a_later_pipeline_copies_is_delivered_once(
         assert seen.count(_straight(y)) == 1, seen
 
 
+#: A spider middleware after the add-on's (priority 10): one more record per response.
+AUDIT = """class Audit:
+    async def process_spider_output(self, response, result, spider=None):
+        async for out in result:
+            yield out
+        yield {"audit": response.url}
+"""
+
+
+def test_a_held_gone_item_copied_beside_a_middlewares_record_is_delivered_once(
+    tmp_path: Path,
+) -> None:
+    # A spider middleware after ours adds a record to every response (the release's
+    # too: its count never adds up), and the cleaning pipeline's copy changes a field
+    # X is identified by (its text): X is known delivered by the add-on's labels the
+    # copy carries, delivered gone once, not by every later run.
+    (tmp_path / "audit.py").write_text(AUDIT)
+    cleaning = _cleaning(tmp_path, "copy", "-s", 'SPIDER_MIDDLEWARES={"audit.Audit": 10}')
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len([i for i in project.crawl(*cleaning) if "audit" not in i]) == 60
+        x = site.delete(3)
+        site.insert(3, "\u201cReplacement.\u201d")
+        project.crawl(*cleaning, *BOUNDED, advance=2 * DAY)
+        assert project.stat("increcrawl/items/held_over") >= 1
+        seen = []
+        for _ in range(3):
+            seen += _cleaned(project.crawl(*cleaning, advance=2 * DAY))
+        assert seen.count(_straight(x)) == 1, seen
+
+
 def test_a_held_gone_item_a_later_pipeline_drops_is_released_again(tmp_path: Path) -> None:
     # The cleaning pipeline drops X the run that releases it (a DropItem after ours,
     # as a failure: not delivered) and hands on copies: X is released again by the

@@ -11,6 +11,7 @@ from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
 from increcrawl_scrapy.pages.released import ReleasedItems
+from increcrawl_scrapy.state import held_item_key
 
 
 class Recorded(ReleasedItems):
@@ -73,3 +74,24 @@ def test_another_responses_items_say_nothing_of_a_release() -> None:
     _send(crawler, signals.item_scraped, {"quote": "x"}, TextResponse("data:,", body=b""))
     _send(crawler, signals.item_scraped, {"quote": "y"}, None)
     assert released.on_their_way() == {"row0"}
+
+
+def test_a_copy_is_known_by_the_labels_it_carries_when_a_release_does_not_add_up() -> None:
+    # A spider middleware after ours added a record (a signal too many), a later
+    # pipeline handed on copies changing a field: the labelled copy names its row,
+    # the unlabelled one nothing; a failure naming an object never yielded, nothing.
+    for unknown in (False, True):
+        crawler = get_crawler()
+        released = Recorded(crawler)
+        items = [{"text": "gone p", "change": "gone"}, {"text": "gone q", "change": "gone"}]
+        rows = [held_item_key(page, "gone", "print") for page in ("https://a/p", "https://a/q")]
+        released.expect({id(item): row for item, row in zip(items, rows, strict=True)})
+        response = TextResponse("data:,", body=b"")
+        released.handed(response, items)
+        labels = {"change": "gone", "normalized_url": "https://a/p", "run_id": "r"}
+        _send(crawler, signals.item_scraped, {"text": "cleaned p", **labels}, response)
+        _send(crawler, signals.item_scraped, {"quote": "cleaned q"}, response)
+        _send(crawler, signals.item_error if unknown else signals.item_scraped, {}, response)
+        assert released.deleted == []  # at the close
+        left = released.on_their_way()
+        assert (left, released.deleted) == ((set(rows), []) if unknown else ({rows[1]}, rows[:1]))
