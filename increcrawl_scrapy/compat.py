@@ -117,7 +117,8 @@ def _engine_slot(crawler: Crawler) -> Any:
 def busy_besides(crawler: Crawler, request: Any = None) -> bool:
     """Whether the crawl has work besides *request* (whose response is in the spider
     now): requests scheduled or downloading, other responses in the spider. Scrapy's
-    ``spider_is_idle`` counts that response too."""
+    ``spider_is_idle`` counts that response too. (Its start requests are done: the
+    crawl went idle before.)"""
     engine, slot = crawler.engine, _engine_slot(crawler)
     if engine is None or slot is None:
         return False
@@ -126,7 +127,6 @@ def busy_besides(crawler: Crawler, request: Any = None) -> bool:
     return (
         any(other is not request for other in scraping)
         or any(other is not request for other in downloading)
-        or getattr(engine, "_start", None) is not None
         or slot.scheduler.has_pending_requests()
     )
 
