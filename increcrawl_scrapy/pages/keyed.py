@@ -142,8 +142,19 @@ class KeyedSite:
         listed = now - {old.whole for old in memory.items} if memory is not None else now
         for whole in listed:  # keys its memory did not list yet (or no print of)
             await self._list(page_key, whole, add=True)
+        return await self._unlisted(page_key, left)
+
+    async def gone_page(self, url: str, prints: list[ItemPrint]) -> list[ItemPrint]:
+        """Of the keys a page that answered 404 or 410 listed (*prints*, its memory's),
+        those no other page lists: gone, as a key its page drops (``left``)."""
+        page_key = self._normalize(url)
+        return prints if page_key is None else await self._unlisted(page_key, prints)
+
+    async def _unlisted(self, page_key: str, dropped: list[ItemPrint]) -> list[ItemPrint]:
+        """Of the keys *dropped* by the page *page_key* (taken off their lists), those
+        no other page shows any more."""
         out = []
-        for old in left:
+        for old in dropped:
             others = await self._list(page_key, old.whole, add=False)
             if not any([await self._shows(other, old.whole) for other in others]):
                 out.append(old)
