@@ -7,9 +7,9 @@ that never was. Past the cap an item is not held in memory, but:
 
 - a gone one passes the pipelines as moved (its page is recorded as it is now) and
   its print is held as an earlier run's would be (``pages/pending.py``): the run's
-  release pairs it with its own new items, and what is left is kept in the state,
-  delivered ``gone`` by a later run that is complete (never by this one, which did
-  not hold it: it may not have paired every new item it delivered);
+  release pairs it with its own new items (those held, and the prints of those
+  delivered), delivers it ``gone`` if the run is complete, else keeps it in the
+  state for a later run;
 - a new one is delivered at once, and its print is kept so that its gone side, held
   or past the cap, on this run's pages or a later run's, is taken as moved.
 
