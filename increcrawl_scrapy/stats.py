@@ -99,8 +99,8 @@ ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
 #: New and gone items still held at a close (``pages/moved.py``): their pages stay
 #: due, and their next fetch delivers them.
 ITEMS_HELD_OVER = "increcrawl/items/held_over"
-#: Items a run could not hold for a later one, past the MAX_HELD a run adds
-#: (``pages/moved.py``; those earlier runs held are always kept).
+#: Items a run could not hold for a later one, past the PRINTS * MAX_HELD a run
+#: adds (``pages/moved.py``, ``held_cap.py``; earlier runs' are always kept).
 ITEMS_PAST_HELD_CAP = "increcrawl/items/past_held_cap"
 #: Items of a page another response gave already this run (an item two listings list).
 ITEMS_LISTED_AGAIN = "increcrawl/items/listed_again"

@@ -23,14 +23,18 @@ from typing import TYPE_CHECKING
 from scrapy.spidermiddlewares.httperror import HttpError, HttpErrorMiddleware
 
 from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.memory import Memory, unpack
+from increcrawl_scrapy.pages.memory import ItemPrint, Memory, unpack
+from increcrawl_scrapy.pages.page import Page
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from increcrawl_scrapy.pages.keyed import KeyedSite
 
 
 #: Set in the request's meta once its gone page was taken care of (an errback's
@@ -58,7 +62,7 @@ def gone_memory(crawler: Crawler, response: Response, moved: bool = False) -> Me
     try:
         state = crawl_state(crawler)
         store = state.store
-        key = store.normalize(response.url)
+        store.normalize(response.url)  # raises ValueError for no page URL
     except (StateLockedError, ValueError):  # the database in use; not a page URL
         return None
     read_ahead = GONE_MEMORY in response.meta
@@ -75,12 +79,47 @@ def gone_memory(crawler: Crawler, response: Response, moved: bool = False) -> Me
     response.meta[TAKEN] = True
     if memory is not None and memory.items and not page.gone:
         return memory
+    record_gone(crawler, response, moved)
+    return None
+
+
+def record_gone(crawler: Crawler, response: Response, moved: bool = False) -> None:
+    """*response*'s page recorded gone at once: nothing of it to deliver."""
+    try:
+        state = crawl_state(crawler)
+        key = state.store.normalize(response.url)
+    except (StateLockedError, ValueError):
+        return
     status = MOVED_STATUS if moved else response.status
-    recorded = store.record(
+    recorded = state.store.record(
         response.url, status, seed=state.seed, key=key, memory=left_by_gone_page()
     )
     stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
-    return None
+
+
+def gone_page(response: Response, memory: Memory, moved: bool = False) -> Page:
+    """The page a gone answer stands for: its items, gone, are its members (no items
+    left in its memory: back, they are new)."""
+    status = MOVED_STATUS if moved else response.status
+    page = Page(url=response.url, size=0, text="", status=status)
+    page.memory, page.matched, page.held_over = left_by_gone_page(), True, memory.held
+    return page
+
+
+async def gone_prints(
+    crawler: Crawler, keyed: KeyedSite, response: Response, memory: Memory, moved: bool
+) -> list[ItemPrint]:
+    """The items *memory* held, once each (not once a version: an item a listing lists
+    too, ``versions.py``). With a declared key (``INCRECRAWL_ITEM_KEY``), only those
+    no other page lists any more, as a key a page drops (``keyed.py``): a key that
+    moved, or that a page not read again still lists, is not gone. None left: the
+    page is recorded gone at once."""
+    items = memory.versions()[0]
+    if config_for(crawler).item_key:
+        items = await keyed.gone_page(response.url, items)
+        if not items:
+            record_gone(crawler, response, moved)
+    return items
 
 
 def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:

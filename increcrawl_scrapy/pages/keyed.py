@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
     from increcrawl_scrapy.pages.page import Page, PageItem
 
-#: The memory of the site's that lists the pages showing a key (by its hash).
+#: The memories of the site's that list the pages showing a key (by its hash): one
+#: row a page, ``SITE#listed:HASH:PAGE`` (``KeyedSite._list``).
 LISTED = "#listed:"
 
 
@@ -111,9 +112,10 @@ class KeyedSite:
     when no page of the site lists it any more. A key a page drops is still listed by
     a page read this run that shows it (``shown``), or by one not read (it answered
     304, was not due, or a bounded run did not reach it) whose memory shows it. Which
-    pages showed a key is a memory of the site's (``LISTED``): each page adds itself
-    when a key arrives on it and takes itself off when it drops it; the list only
-    names where to look, each page's memory says."""
+    pages showed a key is kept in the site's memories (``LISTED``, a row a page): each
+    page adds its row when a key arrives on it and deletes it when it drops it (two
+    crawls at once lose neither's); the list only names where to look, each page's
+    memory says."""
 
     def __init__(self, crawler: Crawler, fields: tuple[str, ...]) -> None:
         self.crawler, self.fields = crawler, fields
@@ -142,8 +144,19 @@ class KeyedSite:
         listed = now - {old.whole for old in memory.items} if memory is not None else now
         for whole in listed:  # keys its memory did not list yet (or no print of)
             await self._list(page_key, whole, add=True)
+        return await self._unlisted(page_key, left)
+
+    async def gone_page(self, url: str, prints: list[ItemPrint]) -> list[ItemPrint]:
+        """Of the keys a page that answered 404 or 410 listed (*prints*, its memory's),
+        those no other page lists: gone, as a key its page drops (``left``)."""
+        page_key = self._normalize(url)
+        return prints if page_key is None else await self._unlisted(page_key, prints)
+
+    async def _unlisted(self, page_key: str, dropped: list[ItemPrint]) -> list[ItemPrint]:
+        """Of the keys *dropped* by the page *page_key* (taken off their lists), those
+        no other page shows any more."""
         out = []
-        for old in left:
+        for old in dropped:
             others = await self._list(page_key, old.whole, add=False)
             if not any([await self._shows(other, old.whole) for other in others]):
                 out.append(old)
@@ -171,17 +184,23 @@ class KeyedSite:
         ]
 
     async def _list(self, page_key: str, whole: str, *, add: bool) -> set[str]:
-        """The pages the key *whole* is listed by, *page_key* added or taken off (and
-        written); those others than *page_key* returned."""
-        key = f"{site_of(page_key)}{LISTED}{whole}"
-        blob = await self._read("memory", "", key)
-        pages = set(blob.decode("utf-8").split("\n")) - {""} if blob else set()
-        known = page_key in pages
-        if add != known:
-            pages = pages | {page_key} if add else pages - {page_key}
-            body = "\n".join(sorted(pages)).encode("utf-8")
+        """The pages the key *whole* is listed by, *page_key* added or taken off (its
+        own row, written or deleted: two crawls at once each change their own, never
+        writing back a list the other changed since it was read); those others than
+        *page_key* returned."""
+        whole_list = f"{site_of(page_key)}{LISTED}{whole}"  # one memory, as kept before
+        rows = await self._read("memories_under", whole_list) or {}
+        kept = set(rows.pop(whole_list, b"").decode("utf-8").split("\n")) - {""}
+        pages = {row[len(whole_list) + 1 :] for row in rows} | kept
+        if add != (page_key in pages) or kept:
             with contextlib.suppress(StateLockedError):  # nothing written: nothing read
-                crawl_state(self.crawler).store.keep_memory(key, body, recorded=False)
+                store = crawl_state(self.crawler).store
+                for page in kept - {page_key}:  # the list as kept before, taken over
+                    store.keep_memory(f"{whole_list}:{page}", b"1", recorded=False)
+                if kept:
+                    store.keep_memory(whole_list, b"", recorded=False)  # empty: deleted
+                body = b"1" if add else b""
+                store.keep_memory(f"{whole_list}:{page_key}", body, recorded=False)
         return pages - {page_key}
 
     async def _shows(self, page_key: str, whole: str) -> bool:

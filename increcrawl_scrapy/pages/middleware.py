@@ -47,7 +47,7 @@ from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import crawl_state
-from increcrawl_scrapy.pages.gone import MOVED_STATUS, TAKEN, gone_memory, left_by_gone_page
+from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
@@ -162,11 +162,11 @@ class PageItemsMiddleware:
         if response.status in GONE_STATUSES:  # an errback's output, when Scrapy ignores it
             outputs = [output async for output in result]
             # An errback that yields items for it says itself what the page is.
-            taken, gone = (False, []) if any(map(is_item, outputs)) else self._gone(response)
-            if taken:
+            memory = None if any(map(is_item, outputs)) else self._gone(response)
+            if memory is not None:
                 for output in outputs:
                     yield output
-                for item in gone:
+                async for item in self._gone_items(response, memory):
                     yield item
                 return
             result = as_async_generator(outputs)
@@ -197,9 +197,10 @@ class PageItemsMiddleware:
         if answer == SEEN:
             await seen(self.crawler, response)  # a page no link leads to, still there
         elif answer in (GONE_ANSWER, MOVED):
-            taken, gone = self._gone(response, moved=answer == MOVED)
-            outputs += gone
-            if not taken and not response.meta.get(TAKEN):  # nor recorded at once
+            memory = self._gone(response, moved=answer == MOVED)
+            if memory is not None:
+                outputs += [i async for i in self._gone_items(response, memory, answer == MOVED)]
+            elif not response.meta.get(TAKEN):  # nor recorded at once
                 failed(self.crawler, response.url, response.status)
         else:
             failed(self.crawler, response.url, response.status)
@@ -386,30 +387,33 @@ class PageItemsMiddleware:
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
-    ) -> list[Any] | None:
+    ) -> AsyncIterator[Any] | None:
         """Scrapy ignoring a 404 or 410 (``HttpError``, no errback): the page's items,
         gone, if it had state; else HttpErrorMiddleware ignores it, as before."""
         if not isinstance(exception, HttpError):
             return None
-        taken, gone = self._gone(response)
-        return gone if taken else None
+        memory = self._gone(response)
+        return None if memory is None else self._gone_items(response, memory)
 
-    def _gone(self, response: Response, moved: bool = False) -> tuple[bool, list[Any]]:
+    def _gone(self, response: Response, moved: bool = False) -> Memory | None:
         """A page with state answering 404 or 410 (or *moved*: a permanent redirect
-        within the site, ``pages/unreached.py``): whether it was taken as gone, and
-        its items, gone, that are not held for the run's end (``pages/gone.py``)."""
+        within the site, ``pages/unreached.py``): the memory of the items it had,
+        if it was taken as gone (``pages/gone.py``)."""
         if not self._active() or is_incremental(self.crawler.spider):
-            return False, []  # the incremental spider records its gone pages itself
+            return None  # the incremental spider records its gone pages itself
         if is_postback(response.request) or is_cached(response):
-            return False, []  # a form's answer (postbacks.py), or no fetch (http_cache.py)
-        memory = gone_memory(self.crawler, response, moved=moved)
-        if memory is None:
-            return False, []
-        status = MOVED_STATUS if moved else response.status
-        page = Page(url=response.url, size=0, text="", status=status)
-        page.memory, page.matched, page.held_over = left_by_gone_page(), True, memory.held
-        # Its items once, not once a version (an item a listing lists too: versions.py).
-        items = memory.versions()[0]
+            return None  # a form's answer (postbacks.py), or no fetch (http_cache.py)
+        return gone_memory(self.crawler, response, moved=moved)
+
+    async def _gone_items(
+        self, response: Response, memory: Memory, moved: bool = False
+    ) -> AsyncIterator[Any]:
+        """A gone page's items, gone, that are not held for the run's end: with a
+        declared key, those no other page lists (``keyed.py``)."""
+        items = await gone_prints(self.crawler, self.keyed, response, memory, moved)
+        if not items:
+            return  # recorded gone: every key is listed by another page
+        page = gone_page(response, memory, moved)
         gone = [self._gone_item(page, old, page.members) for old in items]
         page.size = len(page.members)
         logger.info(
@@ -421,4 +425,5 @@ class PageItemsMiddleware:
         )
         held = self.held  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
-        return True, self._expected(out, response)
+        for item in self._expected(out, response):
+            yield item

@@ -13,7 +13,7 @@ recorded, so a second request for it is skipped), and a gone item identical to o
 of them moved there. The rest are delivered then, through one ``data:``
 request whose response ``PageItemsMiddleware`` answers with them, so they pass the
 rest of the spider middlewares and every pipeline as any item. At most MAX_HELD
-items are held (past that they go on at once).
+items are held in memory (past that: ``pages/held_cap.py``, never a false gone).
 
 A run closed before it is idle (``CLOSESPIDER_PAGECOUNT``, ``_ITEMCOUNT``,
 ``_TIMEOUT``, a shutdown: a bounded run never comes to be idle) did not see every
@@ -48,6 +48,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.answers import Answers
+from increcrawl_scrapy.pages.held_cap import PastTheCap
 from increcrawl_scrapy.pages.memory import ARRIVED, GONE, MOVED, NEW, ItemPrint, item_print
 from increcrawl_scrapy.pages.page import Page, PageItem
 from increcrawl_scrapy.pages.pending import (
@@ -72,7 +73,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Items held in memory a run (whole); prints (a hash and short fields) are kept,
+#: and rows added to the state, up to PRINTS times as many (``held_cap.py``).
 MAX_HELD = 10_000
+PRINTS = 10
 #: The meta key of the request whose response releases the held items.
 RELEASE = "increcrawl_release_held"
 #: ...and whether the run was complete when it went idle (decided then: the release
@@ -106,6 +110,7 @@ class HeldItems:
         self.clock = config_for(crawler).clock
         #: Keys new to their page (``keyed.py``): a later run's gone one moved here.
         self.arrived: list[PageItem] = []
+        self.past_cap = PastTheCap(crawler)  # items past MAX_HELD
         self.skip = config_for(crawler).volatile_fields
         crawler.signals.connect(self.idle, signal=signals.spider_idle)  # its middleware holds it
         crawler.signals.connect(self._read_pending, signal=signals.spider_opened)
@@ -168,17 +173,21 @@ class HeldItems:
         """Keep *item* until the crawl is idle or closing; False if too many already
         are, or its page's items were held over by a run before."""
         if member.item_key is not None:  # a key seen: one gone from elsewhere moved here
-            if len(self.delivered_new) < MAX_HELD:
+            if len(self.delivered_new) < PRINTS * MAX_HELD:
                 self.delivered_new.add(member.whole)
             if member.whole in member.group.arrived and len(self.arrived) < MAX_HELD:
                 self.arrived.append(member)  # kept for a later run unless this one is idle
             return False
-        if member.label not in (NEW, GONE) or len(self.items) >= MAX_HELD:
+        if member.label not in (NEW, GONE):
             return False
         # A new page's item, or one held over: delivered now.
         if not member.group.matched or member.group.held_over:
-            if len(self.delivered_new) < MAX_HELD:
+            if len(self.delivered_new) < PRINTS * MAX_HELD:
                 self.delivered_new.add(member.whole)
+            return False
+        if len(self.items) >= MAX_HELD:  # sent on now, never gone (held_cap.py)
+            cap = PRINTS * MAX_HELD
+            self.past_cap.take(member, cap, self.pending, self._print, self.delivered_new)
             return False
         self.items.append((item, member))
         return True
@@ -300,6 +309,9 @@ class HeldItems:
             return again
         return Pending(member.label, group.url, group.key, old, runs)
 
+    def _print(self, member: PageItem, label: str) -> Pending:
+        return self._pending(member, -1, label)  # held now, as a release holds it
+
     def hold_over(self, store: StateStore) -> None:
         """At the close, once every item in progress went through the pipelines:
         the items still held, which no response carried, held for a later run
@@ -346,9 +358,10 @@ class HeldItems:
         if not self._looked:  # none released: this run's sites' held one run more
             self.pending = self._ours()
         # Earlier runs' rows are in the state: written back, never dropped. At most
-        # MAX_HELD more a run, gone items before prints; past that not held (said).
+        # PRINTS * MAX_HELD more a run, gone items before prints; past that not held (said).
         self.pending.sort(key=lambda p: (p.entry is None, p.label == DELIVERED))
-        over = self.pending[sum(p.entry is not None for p in self.pending) + MAX_HELD :]
+        cap = PRINTS * MAX_HELD
+        over = self.pending[sum(p.entry is not None for p in self.pending) + cap :]
         not_held = [p for p in over if p.label != DELIVERED]
         # The prints of new items delivered are not counted held.
         fresh = sum(1 for p in self.pending if p.runs < 0 and p.label != DELIVERED)
@@ -359,8 +372,9 @@ class HeldItems:
                 "%d items past the %d a run holds for a later one are not held (%d gone "
                 "or new: a gone one is never delivered; prints of new ones delivered: "
                 "one that moved may be delivered gone too)",
-                len(over), MAX_HELD, len(not_held),
+                len(over), cap, len(not_held),
             )  # fmt: skip
+        self.past_cap.said(cap)
         written: set[str] = set()
         now = self.clock()
         failed = not self.answers.complete()  # a page not seen: the round starts again

@@ -6,14 +6,14 @@ site crawled a slice per cron run), or shut down, fetches some of the due pages:
 quote missing from page two may be on page three, which the next run fetches, and a
 quote new on page two may have come from there. A gone item is neither delivered nor
 lost: its page is recorded as it is now, and the item is kept in the state
-(``StateStore.keep_held_item``: a row of its own under its page's, at most MAX_HELD
-a run), with its print and its page (a gone item is no more than the short fields that identify
-it). A new item is delivered by the run, whole (the object the spider yielded: the
-state keeps no more than a print of an item), and its print is kept as DELIVERED: a
-later run that finds it gone from another page takes it as moved, and delivers
-nothing of it (a move whose new side came first is delivered ``new`` once). A close
-with no response left to carry a new item keeps it whole (its class, every field)
-for the next run to deliver.
+(``StateStore.keep_held_item``: a row of its own under its page's, at most
+``moved.PRINTS * MAX_HELD`` a run), with its print and its page (a gone item is no
+more than the short fields that identify it). A new item is delivered by the run,
+whole (the object the spider yielded: the state keeps no more than a print of an
+item), and its print is kept as DELIVERED: a later run that finds it gone from
+another page takes it as moved, and delivers nothing of it (a move whose new side
+came first is delivered ``new`` once). A close with no response left to carry a new
+item keeps it whole (its class, every field) for the next run to deliver.
 
 A later run pairs them as it pairs its own items: a gone item and a new one
 identical (or with the same key) on another page moved. What is left is delivered by

@@ -37,6 +37,11 @@ class Memories:
         body = self._pending.get(key)
         return body if body is not None else self._alone.get(key)
 
+    def between(self, lower: str, upper: str) -> dict[str, bytes]:
+        """The memories not written yet whose keys are in [*lower*, *upper*)."""
+        found = {k: body for k, body in self._alone.items() if lower <= k < upper}
+        return found | {k: body for k, body in self._pending.items() if lower <= k < upper}
+
     def discard(self, key: str) -> None:
         self._pending.pop(key, None)
 
@@ -78,6 +83,19 @@ def lookup(results: Any, database: Session, key: str) -> bytes | None:
             return kept
     row = database.tuples(database.sql.read_memory, (key,)).fetchone()
     return bytes(row[0]) if row else None
+
+
+def under(results: Any, database: Session, prefix: str) -> dict[str, bytes]:
+    """The memories whose keys begin with *prefix* (bytewise) as they stand: stored,
+    being written, recorded this run (an empty one: deleted). Rows added or deleted
+    one by one, each in one statement: two crawls at once each write theirs, never a
+    whole list read before the other wrote (a read-modify-write)."""
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)  # past every key beginning so
+    rows = database.tuples(database.sql.held_items, (prefix, upper)).fetchall()
+    bodies = {str(key): bytes(body) for key, body in rows}
+    bodies |= {k: body for k, body in results.writer.in_flight_memories if prefix <= k < upper}
+    bodies |= results.memories.between(prefix, upper)
+    return {key: body for key, body in bodies.items() if body}
 
 
 def amend(results: Any, key: str, memory: bytes) -> None:

@@ -56,6 +56,12 @@ class StoreReadings:
         return [(str(key), bytes(body)) for key, body in rows.fetchall()]
 
     @serialized
+    def memories_under(self, prefix: str) -> dict[str, bytes]:
+        """The memories whose keys begin with *prefix* (``memories.under``: rows a
+        crawl adds and deletes one by one); shared: a read, off the reactor's thread."""
+        return memories.under(self.results, self.database, prefix)
+
+    @serialized
     def keep_held_item(self, entry: str, body: bytes) -> None:
         """One item held for a later run, written with the next flush: a row of
         its own (a memory of no page's), so that a crawl writes only those it

@@ -143,6 +143,29 @@ def test_held_items_past_the_cap_stay_held(tmp_path: Path) -> None:
         assert [change for change in deleted if change not in seen] == [], seen
 
 
+def test_a_bounded_run_past_the_cap_delivers_no_moved_item_gone(tmp_path: Path) -> None:
+    # Page one's first four quotes leave it: three for the last page (not fetched by
+    # the bounded run), one for good; page two's first four move up into their place.
+    # Page one has eight new and gone items: five past the cap of three. No quote
+    # the site shows (those three, the ones every later page shifts) may be delivered
+    # gone by any run (a false deletion); the deleted one is delivered gone once.
+    (tmp_path / "low_cap.py").write_text(LOW_CAP)
+    cap = ("-s", 'EXTENSIONS={"low_cap.LowCap": 0}')
+    with QuotesSite(quotes=60) as site:
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl(*cap)) == 60
+        moved = [site.delete(0) for _ in range(3)]
+        deleted = site.delete(0)
+        with site._lock:
+            site.quotes += moved
+        seen = delivered(project.crawl(*cap, *BOUNDED, advance=2 * DAY))
+        assert "/page/6/" not in site.requested
+        for _ in range(2):
+            seen += delivered(project.crawl(*cap, advance=2 * DAY))
+        gone = [text for change, text in seen if change == "gone"]
+        assert gone == [deleted["text"]], seen  # no quote the site shows, once
+
+
 #: The project's cleaning pipeline, after its storage: it hands on a new object, a
 #: cleaned copy (the add-on's labels kept) or one of some fields (none of them), and
 #: drops the quotes with CLEAN_DROP_TEXT (unwanted this run).

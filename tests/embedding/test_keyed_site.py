@@ -88,3 +88,28 @@ def test_an_upgraded_state_says_a_keyed_deletion_and_no_move(tmp_path: Path) -> 
         for _ in range(3):
             seen += delivered(project.crawl(*KEYED, advance=2 * DAY))
         assert seen == [("gone", removed["text"])]
+
+
+def test_a_gone_pages_key_another_page_still_lists_is_not_gone(tmp_path: Path) -> None:
+    # Quote X is listed on page one and on page two. Page two answers 404: its other
+    # quotes are gone, X is not (page one, unchanged, answers 304: not read again,
+    # its memory still lists X). Once page one drops X, X is gone, once.
+    with QuotesSite(quotes=20) as site:
+        with site._lock:
+            site.quotes[12] = dict(site.quotes[3])  # X on page one and page two
+        x = str(site.quotes[3]["text"])
+        only_on_two = [str(q["text"]) for i, q in enumerate(site.quotes) if i >= 10 and i != 12]
+        project = Project(tmp_path, site, "quotes")
+        assert len(project.crawl(*KEYED)) == 19  # X once: one key, one item
+        site.delete_page(2)
+        changes = delivered(project.crawl(*KEYED, advance=2 * DAY))
+        assert site.not_modified.get("/") == 1  # page one was not read again
+        assert changes == sorted(("gone", text) for text in only_on_two)
+        site.edit(3, "\u201cNew on page one.\u201d")
+        seen: list[tuple[str, str]] = []
+        for _ in range(6):  # until page one is due and read again
+            seen += delivered(project.crawl(*KEYED, advance=4 * DAY))
+            if site.requested.get("/", 0) > site.not_modified.get("/", 0):
+                break
+        seen += delivered(project.crawl(*KEYED, advance=4 * DAY))
+        assert sorted(seen) == [("gone", x), ("new", "\u201cNew on page one.\u201d")]
