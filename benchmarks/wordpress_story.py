@@ -1,6 +1,7 @@
 """The WordPress story of issue #52: freshness where the sitemap's dates say nothing.
 
     python benchmarks/wordpress_story.py [--days 30] [--dates] [--seed 52] [--no-write]
+        [--set INCRECRAWL_NAME=value ...]
 
 Debian's WordPress with its default theme (benchmarks/wordpress_site.py: MariaDB,
 php-fpm, nginx, all on 127.0.0.1 and thrown away after), 60 posts in 4 categories and
@@ -11,8 +12,10 @@ incremental`` on /wp-sitemap.xml with the crawler's clock moved to that time
 (``INCRECRAWL_CLOCK=increcrawl_scrapy.testing.clock.shifted_time``). Day 0 is the first
 crawl of the site as it stands; days 1..N are the story.
 
-An edit is seen on the first run that fetched its post after the edit and reported
-the post changed (the crawl's feed). Requests are nginx's access log; a daily full
+Each crawl's clock starts at 23:00:00 to the second, as cron starts it. An edit is
+seen on the first run that fetched its post after the edit and reported the post
+changed (the crawl's feed); one of the last week not seen by the end is judged by its
+post's next check in the crawl's state. Requests are nginx's access log; a daily full
 crawl's are the site's page count that day (the core sitemap's URLs). ``--dates``:
 the sitemap carries each post's modified date as WordPress 6.5 writes ``<lastmod>``
 (a mu-plugin; 6.1 writes none). Not in CI: it skips where WordPress, MariaDB or PHP
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import random
 import sqlite3
 import statistics
@@ -116,8 +120,9 @@ class Story:
         return self.start + day * DAY + RUN_HOUR * 3600
 
 
-def crawl(sitemap_url: str, db: Path, feed: Path, shift: float) -> list[dict]:
-    """One ``scrapy crawl incremental`` with the clock moved by *shift*; its items."""
+def crawl(sitemap_url: str, db: Path, feed: Path, shift: float, *settings: str) -> list[dict]:
+    """One ``scrapy crawl incremental`` with the clock moved by *shift* (and *settings*,
+    ``NAME=value``); its items."""
     from tests.support.process import crawl_command, crawl_env
 
     feed.unlink(missing_ok=True)
@@ -128,6 +133,7 @@ def crawl(sitemap_url: str, db: Path, feed: Path, shift: float) -> list[dict]:
         "INCRECRAWL_CLOCK=increcrawl_scrapy.testing.clock.shifted_time",
         "LOG_LEVEL=WARNING",
         "TELNETCONSOLE_ENABLED=False",
+        *settings,
         feed=feed,
     )
     env = crawl_env(None, INCRECRAWL_TIME_SHIFT=str(shift))
@@ -152,13 +158,15 @@ def schedule(db: Path, start: float) -> dict[str, tuple[float, float]]:
 
 
 def one_day(
-    site: WordPressSite, story: Story, day: int, db: Path, feed: Path, offset: int
+    site: WordPressSite, story: Story, day: int, work: Path, offset: int, settings: list[str]
 ) -> tuple:
     """The day's changes, then its crawl: what the crawl asked nginx for, what it
     reported changed, and the site's pages that day (the core sitemap's URLs)."""
     ops = story.by_day.get(day, [])
     site.change(ops)
-    items = crawl(site.url + "/wp-sitemap.xml", db, feed, story.run_at(day) - time.time())
+    shift = story.run_at(day) - time.time()
+    db, feed = work / "state.sqlite", work / "feed.jsonl"
+    items = crawl(site.url + "/wp-sitemap.xml", db, feed, shift, *settings)
     requests, offset = access_lines(site.access, offset)
     pages = {path for _, path in requests if not path.startswith(("/wp-sitemap", "/robots"))}
     listed = {url[len(site.url) :] for url in site.sitemap_urls()}
@@ -177,7 +185,7 @@ def one_day(
     return ops, record, pages, changed, offset
 
 
-def run_story(days: int, dates: bool, seed: int) -> dict:
+def run_story(days: int, dates: bool, seed: int, settings: list[str]) -> dict:
     start = (time.time() // DAY - days - 2) * DAY  # the story ends before the machine's now
     story = Story(seed, days, start)
     per_day, edits, waiting = [], [], []  # edits: {post, day, seen}
@@ -185,9 +193,10 @@ def run_story(days: int, dates: bool, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as work, wordpress_site(Path(work), dates) as site:
         site.change(story.setup)
         offset = access_lines(site.access, 0)[1]
-        db, feed = Path(work) / "state.sqlite", Path(work) / "feed.jsonl"
         for day in range(days + 1):
-            ops, record, pages, changed, offset = one_day(site, story, day, db, feed, offset)
+            ops, record, pages, changed, offset = one_day(
+                site, story, day, Path(work), offset, settings
+            )
             for path in pages:
                 fetched_days.setdefault(path.strip("/"), []).append(day)
             edits += [{"post": op["slug"], "day": day, "seen": None} for op in ops
@@ -201,11 +210,16 @@ def run_story(days: int, dates: bool, seed: int) -> dict:
                 {e["post"] for e in pending if e["seen"] is None and f"/{e['post']}/" in pages}
             )
             record["seen"] = sum(e["seen"] == day for e in pending)
-            due = schedule(db, start)
+            due = schedule(Path(work) / "state.sqlite", start)
             waiting.append({e["post"]: due.get(f"{site.url}/{e['post']}/") for e in pending})
             per_day.append(record)
             print(json.dumps(record), flush=True)
     return {"days": per_day, "edits": edits, "fetched": fetched_days, "waiting": waiting}
+
+
+def first_run_after(due: tuple[float, float] | None) -> int | None:
+    """The day whose run first makes a check due at story day *due[0]* (runs at 23:00)."""
+    return None if due is None else math.ceil(due[0] - RUN_HOUR / 24)
 
 
 def targets(result: dict, dates: bool) -> list[list[str]]:
@@ -213,13 +227,13 @@ def targets(result: dict, dates: bool) -> list[list[str]]:
     days, edits = result["days"], result["edits"]
     story, first = days[1:], days[:14]
     waited = [None if e["seen"] is None else e["seen"] - e["day"] for e in edits]
-    # An edit of the last week not seen yet may still be seen within its 7 days after
-    # the story ends: judged only where its week is over or it was seen.
+    # An edit of the last week not seen yet has its week run past the story's end: it
+    # is judged by its post's next check in the state (checks only ever come earlier).
     last = days[-1]["day"]
-    judged = [
-        w for w, e in zip(waited, edits, strict=True) if w is not None or e["day"] + 7 <= last
-    ]
-    within_week = sum(w is not None and w <= 7 for w in judged)
+    open_edits = [e for e in edits if e["seen"] is None and e["day"] + 7 > last]
+    due = [first_run_after(result["waiting"][-1].get(e["post"])) for e in open_edits]
+    overdue = sum(d is None or d - e["day"] > 7 for d, e in zip(due, open_edits, strict=True))
+    within_week = sum(w is not None and w <= 7 for w in waited) + len(open_edits) - overdue
     same_day = sum(w == 0 for w in waited) / len(edits)
     fetched = sum(d["fetched"] for d in story) / sum(d["full"] for d in story)
     requests = sum(d["pages"] for d in story) / sum(d["full"] for d in story)
@@ -231,8 +245,8 @@ def targets(result: dict, dates: bool) -> list[list[str]]:
     over = [d["day"] for d in days if d["day"] > 7 and d["pages"] > 1.5 * median]
     n = len(edits)
     rows = [
-        ("edits seen within 7 days", f"{within_week} of {len(judged)} ({n - len(judged)} "
-         f"of the last week's still in their week)", "all", within_week == len(judged)),
+        ("edits seen within 7 days", f"{within_week} of {n} ({len(open_edits)} of the "
+         f"last week's by their next check: {overdue} late)", "all", within_week == n),
         ("edits seen at all", f"{sum(w is not None for w in waited)} of {n}", "", None),
         ("edits seen the same day", f"{same_day:.1%}", f"at least the share of pages "
          f"fetched a day ({fetched:.1%})", same_day >= fetched),
@@ -289,7 +303,7 @@ def busy_days(result: dict) -> str:
     )
 
 
-def report(result: dict, dates: bool, seed: int) -> str:
+def report(result: dict, dates: bool, seed: int, settings: list[str]) -> str:
     days = result["days"]
     target_table = table(["target", "measured", "limit", ""], targets(result, dates))
     day_table = table(
@@ -302,6 +316,7 @@ def report(result: dict, dates: bool, seed: int) -> str:
         ],
     )
     story = "with 6.5-style `<lastmod>`" if dates else "without dates (WordPress 6.1's sitemap)"
+    story += "".join(f", `{setting}`" for setting in settings)
     return (
         f"WordPress story {story}: {len(days) - 1} days after a first crawl (day 0), seed "
         f"{seed}, 2 edits a day ({len(result['edits'])} in all).\n\n{target_table}\n\n"
@@ -316,18 +331,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=52)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--save", type=Path, help="the run's records as JSON here")
+    parser.add_argument("--set", action="append", default=[], help="a crawl's NAME=value")
     args = parser.parse_args()
     why = missing()
     if why:
         print(f"skipped: the WordPress story needs a local WordPress: {why}")
         return
-    result = run_story(args.days, args.dates, args.seed)
+    result = run_story(args.days, args.dates, args.seed, args.set)
     if args.save:
         args.save.write_text(json.dumps(result))
-    body = report(result, args.dates, args.seed)
+    body = report(result, args.dates, args.seed, args.set)
     print(body)
     if not args.no_write:
         name = "WordPress story" + (", with dates" if args.dates else ", no dates")
+        name += "".join(f", {setting}" for setting in args.set)
         write_section(name, body)
 
 
