@@ -178,8 +178,8 @@ class IncrecrawlConfig:
     content_max_bytes: int = setting(
         "INCRECRAWL_CONTENT_MAX_BYTES", 1024 * 1024, number(int, minimum=1024)
     )
-    # worker processes taking pages' texts (0: the content thread)
-    content_processes: int = setting("INCRECRAWL_CONTENT_PROCESSES", 1, number(int, minimum=0))
+    # worker processes taking pages' texts (0: the content thread; RESULTS.md, #51)
+    content_processes: int = setting("INCRECRAWL_CONTENT_PROCESSES", 0, number(int, minimum=0))
     skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
     flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
     flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))

@@ -1,19 +1,20 @@
 """A page's text taken in worker processes (``INCRECRAWL_CONTENT_PROCESSES``), on the
 machine's other cores, where the content thread shares the GIL with the reactor's.
 
-Measured beside Scrapy's ``SitemapSpider`` (``benchmarks/content_throughput.py``,
-``benchmarks/RESULTS.md``): since the HTML5 parse (``content/parse.py``) a page's
-content work costs more than the reactor's own per page, and on a thread the two
-take turns. The pure work (a response's bytes in, its text and fingerprint out) is
-shipped to a ``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork
-of a process with threads), started once the crawl has taken :data:`START_AFTER`
-pages' texts on the thread (a small crawl never starts one) and shut down when the
-crawl closes. Texts and fingerprints are the same as on the thread.
+Since the HTML5 parse (``content/parse.py``) a page's content work costs more than
+the reactor's own per page, and on a thread the two take turns for the GIL. Here the
+pure work (a response's bytes in, its text and fingerprint out) is shipped to a
+``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
+with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
+the thread (a small crawl never starts one) and shut down when the crawl closes.
+Texts and fingerprints are the same as on the thread. Not the default: it costs about
+1 ms more CPU a page, and measured beside Scrapy's ``SitemapSpider`` on a machine
+with other work it was no faster (``benchmarks/RESULTS.md``, #51).
 
 A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
-pages it held are asked once more of a new one, and a page that breaks that one too
-fails alone (:class:`ContentWorkerLost`, a site failure that backs off, counted in
-``increcrawl/pages/content_worker_lost``); the crawl goes on. Where no worker can
+pages it held are asked once more of a new one; the pages that one holds when it
+breaks too fail (:class:`ContentWorkerLost`, site failures that back off, counted in
+``increcrawl/pages/content_worker_lost``, kept due); the crawl goes on. Where no worker can
 start (three pools in a row that never answered), or without asyncio, the content
 thread takes the work.
 """
