@@ -33,8 +33,8 @@ import requests
 
 from benchmarks.common import table, write_section
 from benchmarks.servers import KEY, servers
-from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
-from increcrawl_scrapy.testing.process import crawl_env
+from tests.support.postgres import ThrowawayPostgres
+from tests.support.process import crawl_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

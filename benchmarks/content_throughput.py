@@ -145,8 +145,8 @@ LABELS = {
 
 def measure(shape: str, pages: int, repeat: int) -> tuple[dict, dict, dict]:
     """Per way of crawling: pages a second, CPU ms a page, (wall, CPU) of the best run."""
-    from increcrawl_scrapy.testing.nginx import nginx
-    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+    from tests.support.nginx import nginx
+    from tests.support.process import crawl_command, crawl_env
 
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)

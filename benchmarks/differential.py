@@ -4,7 +4,7 @@ real generators' pages; and each generator's navigation-only rebuild, crawled.
     python benchmarks/differential.py [--pages 8] [--variants "sphinx furo,jekyll minima"]
                                       [--no-rebuilds] [--rebuild] [--no-write]
 
-Each generator/theme pair of ``testing/more_generators.VARIANTS`` builds a site
+Each generator/theme pair of ``tests/support/more_generators.VARIANTS`` builds a site
 (cached under ``INCRECRAWL_GENERATORS_CACHE``, a temp folder by default; ``--rebuild``
 builds again), nginx serves it on 127.0.0.1, and for each page the text the package
 fingerprints (``page_text``: the main content's markdown) is taken from the raw HTML
@@ -153,8 +153,8 @@ def first_difference(ours: str, browser: str) -> str:
 
 def built(name: str, pages: int, rebuild: bool) -> Path:
     """*name*'s site built once into the cache; its ``out`` folder."""
-    from increcrawl_scrapy.testing import generators, more_generators
-    from increcrawl_scrapy.testing.more_generators import cache_dir, variant_site
+    from tests.support import generators, more_generators
+    from tests.support.more_generators import cache_dir, variant_site
 
     # Keyed by the builders' code too: a cached site is never one of older pages.
     code = b"".join(Path(m.__file__).read_bytes() for m in (generators, more_generators))
@@ -179,7 +179,7 @@ QUIRKS = {
 
 def quirks_site(pages: int, rebuild: bool) -> Path:
     """furo's site with :data:`QUIRKS` put into three of its pages (the others as built)."""
-    from increcrawl_scrapy.testing.more_generators import cache_dir
+    from tests.support.more_generators import cache_dir
 
     source = built("sphinx furo", pages, rebuild)
     out = cache_dir() / "sites" / f"quirks-{pages}"
@@ -197,8 +197,8 @@ def quirks_site(pages: int, rebuild: bool) -> Path:
 
 def differential(name: str, out: Path) -> dict:
     from increcrawl_scrapy.content.fingerprint import content_fingerprint
-    from increcrawl_scrapy.testing.more_generators import cache_dir
-    from increcrawl_scrapy.testing.nginx import nginx
+    from tests.support.more_generators import cache_dir
+    from tests.support.nginx import nginx
 
     started = time.monotonic()
     result = {"variant": name, "pages": 0, "identical": 0, "differing": [], "same_print": 0}
@@ -235,8 +235,8 @@ def crawl(site_url: str, db: Path, feed: Path, shift: float) -> list[dict]:
 
 def navigation_rebuild(name: str, pages: int) -> dict:
     """A page renamed in the navigation, one added, one edited: the changes reported."""
-    from increcrawl_scrapy.testing.more_generators import variant_site
-    from increcrawl_scrapy.testing.nginx import free_port, nginx
+    from tests.support.more_generators import variant_site
+    from tests.support.nginx import free_port, nginx
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as work:
@@ -281,7 +281,7 @@ def _diff_row(name: str, found: dict) -> list:
 
 
 def main() -> None:
-    from increcrawl_scrapy.testing.more_generators import (
+    from tests.support.more_generators import (
         VARIANTS,
         install_vitepress,
         variant_missing,

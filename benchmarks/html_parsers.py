@@ -3,7 +3,7 @@
     python benchmarks/html_parsers.py [--per-source 6] [--repeat 20]
 
 Pages: ``content_throughput.py``'s site, the real generators' builds
-(``increcrawl_scrapy/testing/generators.py``: MkDocs and its readthedocs theme, Sphinx
+(``tests/support/generators.py``: MkDocs and its readthedocs theme, Sphinx
 alabaster and classic, Hugo) and Starlette's documentation (MkDocs Material with its
 own template overrides, ``tests/content/starlette_docs``), plus three pages of what
 libxml2 reads unlike a browser (a stray ``</li>``, a NUL byte, 400 nested elements).
@@ -174,8 +174,8 @@ def chromium_dom(page: Path, workdir: Path) -> lxml.etree._Element:
 
 def pages(workdir: Path, per_source: int) -> dict[str, list[Path]]:
     from benchmarks.content_throughput import write_site
-    from increcrawl_scrapy.testing.generators import THEMES, DocSite
     from tests.content.material_site import StarletteDocs
+    from tests.support.generators import THEMES, DocSite
 
     found: dict[str, list[Path]] = {}
     (workdir / "throughput").mkdir()

@@ -99,7 +99,7 @@ async def crawl(values: dict[str, Any], sitemap: str) -> dict[str, Any]:
 
 async def measure(host: str, mode: str, args: argparse.Namespace, work: Path) -> dict:
     from increcrawl_scrapy.testing import GeonodeStandIn
-    from increcrawl_scrapy.testing.nginx import nginx
+    from tests.support.nginx import nginx
 
     root = work / f"{host}-{mode}"
     root.mkdir()

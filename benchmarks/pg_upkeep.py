@@ -212,7 +212,7 @@ def main() -> None:
         else:
             emit(claim(int(args.worker[1]), args.worker[2]))
         return
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+    from tests.support.postgres import ThrowawayPostgres
 
     results = []
     with ThrowawayPostgres() as server:

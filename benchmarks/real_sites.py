@@ -39,7 +39,7 @@ def crawl(
     site_url: str, db: Path, feed: Path, shift: float, whole: bool, *extra: str
 ) -> list[dict]:
     """One crawl's items; *extra*: more ``NAME=value`` settings."""
-    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+    from tests.support.process import crawl_command, crawl_env
 
     feed.unlink(missing_ok=True)
     command = crawl_command(
@@ -76,8 +76,8 @@ def page_requests(access: Path, offset: int) -> tuple[int, int]:
 def story(
     generator: str, days: int, pages: int, growing: bool, whole: bool, seed: int, own: bool = False
 ) -> dict:
-    from increcrawl_scrapy.testing.generators import DocSite
-    from increcrawl_scrapy.testing.nginx import free_port, nginx
+    from tests.support.generators import DocSite
+    from tests.support.nginx import free_port, nginx
 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as work:
@@ -146,7 +146,7 @@ def content_cost(generator: str, pages: int) -> dict:
     """CPU per page: the main content and its markdown, and the fingerprint alone."""
     from increcrawl_scrapy.content.fingerprint import content_fingerprint
     from increcrawl_scrapy.content.page_text import ContentOptions, page_text
-    from increcrawl_scrapy.testing.generators import DocSite
+    from tests.support.generators import DocSite
 
     with tempfile.TemporaryDirectory() as work:
         site = DocSite(generator, Path(work), "http://127.0.0.1:1", pages=pages)

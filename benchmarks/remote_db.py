@@ -172,7 +172,7 @@ def main() -> None:
         tree, mode, dsn, urls, pages = args.worker
         emit(crawl(tree, mode, dsn, json.loads(urls), int(pages)))
         return
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+    from tests.support.postgres import ThrowawayPostgres
 
     rows = []
     with (

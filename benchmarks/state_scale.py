@@ -381,7 +381,7 @@ def main() -> None:
                 emit(baseline(count, workdir))
         return
     if args.postgres:
-        from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+        from tests.support.postgres import ThrowawayPostgres
 
         lite = run_worker(__file__, "ours", str(args.urls))
         base = None

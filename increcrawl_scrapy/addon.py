@@ -20,7 +20,7 @@ PIPELINE_PRIORITY = 300
 
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
-        from increcrawl_scrapy.config import IncrecrawlConfig
+        from increcrawl_scrapy.config import config_for
         from increcrawl_scrapy.geonode import GeonodeExtractMiddleware
         from increcrawl_scrapy.pages.middleware import PRIORITY as ITEMS_PRIORITY
         from increcrawl_scrapy.pages.middleware import PageItemsMiddleware
@@ -30,8 +30,8 @@ class Addon:
         from increcrawl_scrapy.redirects import PRIORITY, SiteRedirectMiddleware
 
         # Validates every setting now, so a bad value stops the crawl before it starts
-        # (no crawler here yet to ask config_for: the settings are still being built).
-        if IncrecrawlConfig.from_settings(settings).uses_geonode:
+        # (no crawler here yet: the settings as they are being built).
+        if config_for(settings).uses_geonode:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", GeonodeExtractMiddleware, MIDDLEWARE_PRIORITY
             )

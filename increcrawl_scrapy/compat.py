@@ -114,6 +114,23 @@ def _engine_slot(crawler: Crawler) -> Any:
     return getattr(crawler.engine, "_slot", None)
 
 
+def busy_besides(crawler: Crawler, request: Any = None) -> bool:
+    """Whether the crawl has work besides *request* (whose response is in the spider
+    now): requests scheduled or downloading, other responses in the spider. Scrapy's
+    ``spider_is_idle`` counts that response too. (Its start requests are done: the
+    crawl went idle before.)"""
+    engine, slot = crawler.engine, _engine_slot(crawler)
+    if engine is None or slot is None:
+        return False
+    scraping = getattr(getattr(engine.scraper, "slot", None), "active", ())
+    downloading = getattr(engine.downloader, "active", ())
+    return (
+        any(other is not request for other in scraping)
+        or any(other is not request for other in downloading)
+        or slot.scheduler.has_pending_requests()
+    )
+
+
 def wake_engine(crawler: Crawler) -> None:
     """Have the engine look now whether the crawl is done, as it does after each
     response, rather than at its next heartbeat (every 5 s): for work that kept an

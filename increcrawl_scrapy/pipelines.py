@@ -23,9 +23,11 @@ from increcrawl_scrapy.crawl.delivery import Delivery
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.log_formatter import NotDelivered
 from increcrawl_scrapy.pages.in_flight import InFlight
+from increcrawl_scrapy.pages.keyed import item_row
 from increcrawl_scrapy.pages.memory import MOVED
 from increcrawl_scrapy.pages.middleware import held_items, open_pages
 from increcrawl_scrapy.pages.page import PageItem, item_alone, item_change
+from increcrawl_scrapy.pages.pending import earlier_row
 from increcrawl_scrapy.schedule.rows import ALIAS_MARK, Outcome, Recorded
 from increcrawl_scrapy.state import StateLockedError
 
@@ -107,6 +109,8 @@ class IncrementalStatePipeline:
             member = self._alone(item)
         if member.group.cached:
             return item  # a cached answer is not a fetch: delivered as it is (http_cache.py)
+        if member.group.earlier:  # held by an earlier run, its page recorded then
+            return self._earlier(item, member)
         if member.group.again:  # one item, delivered once a run
             stats.inc(self.crawler.stats, stats.ITEMS_LISTED_AGAIN)
             raise NotDelivered(f"{member.group.url}: listed again")
@@ -119,6 +123,18 @@ class IncrementalStatePipeline:
         if keys or texts:  # rows to read, texts to fingerprint: off the reactor's thread
             return self._after_preparing(item, member, keys, texts)
         return self._process(item, member)
+
+    async def _earlier(self, item: Any, member: PageItem) -> Any:
+        """*item*, held by an earlier run (``pages/pending.py``), labelled as the run
+        that found it gone labels one: by its page's row, as it stands."""
+        key, page = await earlier_row(self.store, member)
+        adapter = ItemAdapter(item)
+        _label(adapter, change=member.label, run_id=self.run_id, normalized_url=key)
+        if page is not None:
+            fetched_at = _iso(page.last_fetched)
+            _label(adapter, content_hash=page.content_hash, fetched_at=fetched_at)
+            _label(adapter, etag=page.etag, last_modified=page.last_modified)
+        return item
 
     def _alone(self, item: Any) -> PageItem:
         """*item* as a page of one item (``pages/page.item_alone``)."""
@@ -177,8 +193,8 @@ class IncrementalStatePipeline:
         except ValueError:
             return []  # not a page URL: nothing is recorded
         keys = [page]
-        if member.item_key is not None:
-            keys.append(f"{page}#item:{member.item_key}")
+        if member.item_key is not None:  # and the row an earlier version kept it in
+            keys += [item_row(page, member), f"{page}#item:{member.item_key}"]
         return [key for key in keys if not self.store.known(key)]
 
     def _process(self, item: Any, member: PageItem, taken: dict[str, str] | None = None) -> Any:
@@ -230,7 +246,7 @@ class IncrementalStatePipeline:
             raise NotDelivered(f"{url} is {adapter.get('alias_of')} (rel=canonical)")
         if first:
             delivered = group.delivered(outcome.change)
-            if outcome in DELIVERED and member.item_key is None and delivered:
+            if outcome in DELIVERED and delivered:
                 group.waiting = delivered  # the page's result waits for its items
                 self.delivery.expect(page.normalized_url, group)
             else:
@@ -248,7 +264,7 @@ class IncrementalStatePipeline:
         keyed = member.item_key is not None
         if outcome in DELIVERED and not keyed and change not in (None, "unchanged"):
             # Written once delivered.
-            self.pages.hold(member, item, page.normalized_url)
+            self.pages.hand_on(member, item, page.normalized_url)
         content_hash = page.content_hash
         if keyed:
             own = self._record_item(item, url, page.normalized_url, member)
@@ -276,7 +292,7 @@ class IncrementalStatePipeline:
     def _record(
         self, adapter: ItemAdapter, url: str, status: int, member: PageItem
     ) -> Recorded | None:
-        """Record the page's result (held: written once delivered); None if *url* is
+        """Record the page's result (written once delivered); None if *url* is
         not a page URL."""
         assert self.store is not None
         content_hash = text = None
@@ -305,7 +321,7 @@ class IncrementalStatePipeline:
                 final_url=adapter.get("final_url") or None,
                 moved=bool(adapter.get("moved_to")),
                 content=text if self.config.keep_content else None,
-                hold=True,
+                until_delivered=True,
                 memory=member.group.memory,
                 error_kind=adapter.get("error_kind"),
                 items_changed=member.group.items_changed,
@@ -326,10 +342,18 @@ class IncrementalStatePipeline:
         return page.content_hash if page is not None else None
 
     def _record_item(self, item: Any, url: str, page_key: str, member: PageItem) -> Recorded:
-        """An item with INCRECRAWL_ITEM_KEY: its own row (``PAGE#item:KEY``), its
+        """An item with INCRECRAWL_ITEM_KEY: its own row (``pages/keyed.py``), its
         own label, written once the item is delivered."""
         assert self.store is not None and self.pages is not None
-        key = f"{page_key}#item:{member.item_key}"
+        key = item_row(page_key, member)
+        if member.group.keyed_by_site and self.store.row(key) is None:
+            # Kept under a page by an earlier version (maybe another one: it moved
+            # since, pages/keyed.py): the site's row starts there.
+            kept = self.store.row(f"{page_key}#item:{member.item_key}")
+            content_hash = kept.content_hash if kept is not None else None
+            content_hash = member.group.kept.get(member.item_key or "") or content_hash
+            if content_hash:
+                self.store.record(url, 200, seed=self.seed, key=key, content_hash=content_hash)
         recorded = self.store.record(
             url,
             200,
@@ -337,10 +361,10 @@ class IncrementalStatePipeline:
             key=key,
             content_hash=self._fingerprint(member.text),
             content=member.text if self.config.keep_content else None,
-            hold=True,
+            until_delivered=True,
         )
         if recorded.outcome in DELIVERED:
-            self.pages.hold(member, item, key)
+            self.pages.hand_on(member, item, key)
         else:
             self.store.deliver(key)
         return recorded

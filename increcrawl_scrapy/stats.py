@@ -101,6 +101,9 @@ ITEMS_DELIVERED = "increcrawl/items/delivered/{change}"
 #: New and gone items still held at a close (``pages/moved.py``): their pages stay
 #: due, and their next fetch delivers them.
 ITEMS_HELD_OVER = "increcrawl/items/held_over"
+#: Items a run could not hold for a later one, past the MAX_HELD a run adds
+#: (``pages/moved.py``; those earlier runs held are always kept).
+ITEMS_PAST_HELD_CAP = "increcrawl/items/past_held_cap"
 #: Items of a page another response gave already this run (an item two listings list).
 ITEMS_LISTED_AGAIN = "increcrawl/items/listed_again"
 #: Requests a skipped (not due, or 304) page produced last time, made again.

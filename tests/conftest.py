@@ -91,7 +91,7 @@ def api():
 def postgres_server():
     """A throwaway PostgreSQL server for the session; skipped (one line) where none is
     installed, except under CI, where the PostgreSQL tests must run."""
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres, binaries
+    from tests.support.postgres import ThrowawayPostgres, binaries
 
     try:
         import psycopg  # noqa: F401

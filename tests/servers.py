@@ -1,7 +1,7 @@
 """Real programs started on 127.0.0.1 for deployment tests: Scrapyd and nginx.
 
 Neither can report a port it was given as 0, so a free port is found first
-(``increcrawl_scrapy.testing.ports``, the one place the tests pick a port).
+(``tests.support.ports``, the one place the tests pick a port).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from increcrawl_scrapy.testing.nginx import free_port, nginx, nginx_binary, wait_until_up
+from tests.support.nginx import free_port, nginx, nginx_binary, wait_until_up
 
 __all__ = ["free_port", "nginx", "nginx_binary", "scrapyd", "wait_until_up", "write_served"]
 

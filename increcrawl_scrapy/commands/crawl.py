@@ -19,8 +19,7 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from increcrawl_scrapy import close_reasons
-from increcrawl_scrapy.commands.opening import read_config
-from increcrawl_scrapy.config import ConfigError
+from increcrawl_scrapy.config import ConfigError, config_for
 from increcrawl_scrapy.state import StateError, StateLockedError, StateStore
 
 logger = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ class Command(ScrapyCrawl):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         try:
-            config = read_config(self.settings)
+            config = config_for(self.settings)
             if args:
                 self._check_arguments(args[0], opts.spargs)
             # Opened (and migrated) once up front: the crawl opens it again for good.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
+import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -83,7 +85,6 @@ def _crawl(
     site: SampleSite, api: GeonodeStandIn, db: Path, feed: Path, shift: float
 ) -> list[dict] | None:
     from increcrawl_scrapy.testing.clock import SHIFT_VARIABLE
-    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 
     env = crawl_env(DEMO_KEY, **{SHIFT_VARIABLE: str(shift)})
     command = crawl_command(
@@ -117,3 +118,41 @@ def _show(title: str, items: list[dict]) -> None:
         if len(urls) > 8:
             print(f"  {change:<9} ... and {len(urls) - 8} more")
     print()
+
+
+def crawl_command(
+    sitemap_url: str,
+    db: str | Path,
+    *settings: str,
+    api_url: str | None = None,
+    feed: str | Path | None = None,
+) -> list[str]:
+    """The argv of one crawl; *settings* are ``NAME=value`` pairs."""
+    command = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "incremental",
+        "-a",
+        f"sitemap_url={sitemap_url}",
+        "-s",
+        f"INCRECRAWL_DB={db}",
+    ]
+    if api_url:
+        command += ["-s", f"GEONODE_API_URL={api_url}"]
+    if feed:
+        command += ["-O", str(feed)]
+    for setting in settings:
+        command += ["-s", setting]
+    return command
+
+
+def crawl_env(api_key: str | None, **variables: str) -> dict[str, str]:
+    """This environment, with the key (the only place it is ever put) and the project."""
+    env = {k: v for k, v in os.environ.items() if k != "GEONODE_API_KEY"}
+    if api_key:
+        env["GEONODE_API_KEY"] = api_key
+    env["SCRAPY_SETTINGS_MODULE"] = "increcrawl_scrapy.settings"
+    env.update(variables)
+    return env

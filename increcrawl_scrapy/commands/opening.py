@@ -11,20 +11,15 @@ import time
 
 from scrapy.settings import BaseSettings
 
-from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig
+from increcrawl_scrapy.config import ConfigError, IncrecrawlConfig, config_for
 from increcrawl_scrapy.state import StateError, StateReader, is_postgres
 
 
-def read_config(settings: BaseSettings) -> IncrecrawlConfig:
-    """The commands' settings object (settings, no crawler: built here, the one place a
-    command builds it); ConfigError names a bad setting."""
-    return IncrecrawlConfig.from_settings(settings)
-
-
 def config_of(settings: BaseSettings) -> IncrecrawlConfig | None:
-    """The same, or None once a bad setting is told."""
+    """A command's settings object (settings, no crawler), or None once a bad setting
+    is told."""
     try:
-        return read_config(settings)
+        return config_for(settings)
     except ConfigError as exc:
         print(f"Bad setting: {exc}")
         return None

@@ -206,6 +206,8 @@ class IncrecrawlConfig:
     stable_max_interval: float = setting(
         "INCRECRAWL_STABLE_MAX_INTERVAL", 180 * _DAY, number(float, above=0)
     )
+    # None: no hard bound; the learned policy's bound from the host's rate holds
+    max_staleness: float | None = setting("INCRECRAWL_MAX_STALENESS", None, Reader.duration)
     trusted_max_interval: float = setting(
         "INCRECRAWL_TRUSTED_MAX_INTERVAL", 730 * _DAY, number(float, above=0)
     )
@@ -302,20 +304,25 @@ SETTINGS: dict[str, Setting] = {
 DEFAULTS: dict[str, Any] = {declared.name: declared.default for declared in SETTINGS.values()}
 
 
-def config_for(crawler: Crawler) -> IncrecrawlConfig:
-    """The crawler's one settings object, shared by every component of the crawl; a
-    bad setting raises ConfigError (at every ask, so each component fails as before).
+def config_for(source: Crawler | BaseSettings) -> IncrecrawlConfig:
+    """The settings object, built here alone; a bad setting raises ConfigError.
 
-    Kept once the crawler's settings are frozen. Scrapy creates the spider before
-    the add-ons run and the settings freeze: a spider's ``from_crawler`` gets the
-    settings as they stand then, not kept, so an add-on's later setting still counts.
+    For a crawler, its one object, shared by every component of the crawl (at every
+    ask until kept, so each component fails as before). Kept once the crawler's
+    settings are frozen: Scrapy creates the spider before the add-ons run and the
+    settings freeze, so a spider's ``from_crawler`` gets the settings as they stand
+    then, not kept, and an add-on's later setting still counts. For settings with no
+    crawler (the add-on checking them as they are built, a command), read now.
     """
-    kept = compat.kept_of_crawl(crawler)
+    if isinstance(source, BaseSettings):  # no crawler yet: the add-on, a command
+        settings, kept = source, {}
+    else:
+        settings, kept = source.settings, compat.kept_of_crawl(source)
     config: IncrecrawlConfig | None = kept.get("config")
     if config is None:
-        config = IncrecrawlConfig.from_settings(crawler.settings)
-        if crawler.settings.frozen:
-            kept["config"] = config
+        config = IncrecrawlConfig.from_settings(settings)
+        if settings.frozen:
+            kept["config"] = config  # a crawler's for good; settings alone keep nothing
     return config
 
 

@@ -94,6 +94,22 @@ class Reader:
             raise ConfigError(name, value, f"must be at most {maximum:g}")
         return number
 
+    def duration(self, name: str) -> float | None:
+        """Seconds, as a number or a string with a unit (``"7d"``, ``"12h"``,
+        ``"90m"``, ``"2w"``, ``"30s"``); None or empty: unset."""
+        value = self.raw(name)
+        if value is None or value == "":
+            return None
+        text = str(value).strip().lower()
+        unit = _UNITS.get(text[-1:]) if text else None
+        try:
+            seconds = float(text[:-1]) * unit if unit else float(text)
+        except ValueError:
+            raise ConfigError(name, value, "must be seconds or a duration such as 7d") from None
+        if not 0 < seconds < float("inf"):
+            raise ConfigError(name, value, "must be a positive duration")
+        return seconds
+
     def clock(self, name: str) -> Callable[[], float]:
         # A hook for tests and simulations: a callable returning Unix seconds.
         value = self.raw(name)
@@ -162,3 +178,7 @@ def compile_user_pattern(pattern: str) -> Any:
         raise ConfigError(
             "INCRECRAWL_VOLATILE_PATTERNS", pattern, f"not a valid regular expression ({exc})"
         ) from None
+
+
+#: The units of a duration string (``Reader.duration``), in seconds.
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3_600.0, "d": 86_400.0, "w": 604_800.0}

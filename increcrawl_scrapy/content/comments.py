@@ -81,7 +81,7 @@ def drop_comments(element: lxml.etree._Element) -> None:
                 continue
         if found and any(a in found for a in candidate.iterancestors()):
             continue  # inside a section found already
-        if any(test(candidate) for test in catalog.tests) and _holds_comments(candidate):
+        if any(test(candidate) for test in catalog.tests) and _has_comments(candidate):
             found.add(candidate)
     for section in found:
         section.drop_tree()
@@ -111,7 +111,7 @@ _STRONG = frozenset(
 )
 
 
-def _holds_comments(section: lxml.etree._Element) -> bool:
+def _has_comments(section: lxml.etree._Element) -> bool:
     if section.find(".//h1") is not None:
         return False
     names = f"{section.get('id', '')} {section.get('class', '')}".lower().split()

@@ -173,17 +173,17 @@ class TakenPrints:
     def __init__(self, size: int = 256, chars: int = 8 * 1024 * 1024) -> None:
         self.size, self.chars = size, chars
         self._by_text: dict[str, str] = {}
-        self._held = 0  # characters of the texts kept as keys
+        self._chars_kept = 0  # characters of the texts kept as keys
 
     def put(self, text: str, fingerprint: str) -> None:
         if len(text) > self.chars or text in self._by_text:
             return
         while self._by_text and (
-            len(self._by_text) >= self.size or self._held + len(text) > self.chars
+            len(self._by_text) >= self.size or self._chars_kept + len(text) > self.chars
         ):
             self.pop(next(iter(self._by_text)))  # the oldest
         self._by_text[text] = fingerprint
-        self._held += len(text)
+        self._chars_kept += len(text)
 
     def __contains__(self, text: str) -> bool:
         return text in self._by_text
@@ -191,7 +191,7 @@ class TakenPrints:
     def pop(self, text: str) -> str | None:
         taken = self._by_text.pop(text, None)
         if taken is not None:
-            self._held -= len(text)
+            self._chars_kept -= len(text)
         return taken
 
 

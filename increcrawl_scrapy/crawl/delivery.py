@@ -104,10 +104,10 @@ class Delivery:
         if change in stats.BY_CHANGE:  # what the feeds got, by their label
             stats.inc(self.crawler.stats, stats.ITEMS_DELIVERED, change=change)
         uploads = self._uploads_of_item()  # the remote feeds the item went to
-        held = self.in_flight.delivered(item, response)
+        member = self.in_flight.delivered(item, response)
         # An unchanged item is none of those its page waits for (INCRECRAWL_EXPORT =
         # "all"): it holds nothing, its labels name nothing.
-        for key in held.rows if held is not None else ():
+        for key in member.rows if member is not None else ():
             for upload in uploads:
                 upload.keys.append(key)
             if uploads:
@@ -237,8 +237,8 @@ class Delivery:
 
     def lost(self, item: Any, **_: Any) -> None:
         # (Dropped before our pipeline, an item of a page: pages/middleware.py.)
-        held = self.in_flight.delivered(item)
-        for key in held.rows if held is not None else ():
+        member = self.in_flight.delivered(item)
+        for key in member.rows if member is not None else ():
             self._expected.pop(key, None)
             if self.store.discard(key):
                 logger.info("%s was not delivered: its change is reported again next run", key)

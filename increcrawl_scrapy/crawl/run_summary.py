@@ -113,11 +113,10 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
             + (f" ({moved:,} of them moved from another page)" if moved else "")
         )
     held_over = count(stats.ITEMS_HELD_OVER)
-    if held_over:  # pages/moved.py: their pages are counted by the run that writes them
+    if held_over:  # pages/pending.py
         lines.append(
-            f"  {counted(held_over, 'new or gone item')} held over: the crawl closed with "
-            "no response left to carry them; their pages stay due, and the next fetch "
-            "of each delivers them"
+            f"  {counted(held_over, 'new or gone item')} held for a later run: the crawl "
+            "closed before it saw every page, where they may have moved from or to"
         )
     if not listed:
         return lines

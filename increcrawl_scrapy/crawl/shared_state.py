@@ -7,6 +7,7 @@ use; the run is finished and the store closed on ``spider_closed``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import TYPE_CHECKING, Any
@@ -102,7 +103,7 @@ class CrawlState:
         self.hidden = HiddenPages()
         #: The links most of a host's pages share in their text (``shared_links.py``).
         self.shared_links = SharedLinks()
-        #: The pipeline's delivery of held results (None without the pipeline).
+        #: The pipeline's delivery of undelivered results (None without the pipeline).
         self.delivery: Delivery | None = None
         #: Another program's lock met while recording (an sqlite3 shell's open
         #: transaction): the crawl stops with ``database_in_use``.
@@ -294,7 +295,13 @@ def _close(closing: CrawlState, reason: str) -> Coroutine[Any, Any, None] | None
     # A shared state: the last results are taken here (the feeds are flushed on
     # this thread); counting, finishing the run and closing off it.
     closing.store.hand_off()
-    return compat.in_thread(closing.close, reason)
+    return _close_shared(closing, reason)
+
+
+async def _close_shared(closing: CrawlState, reason: str) -> None:
+    with contextlib.suppress(Exception):  # not an outage: close() says it
+        await closing.store.write_last()
+    await compat.in_thread(closing.close, reason)
 
 
 def _close_when_open(spider: Spider) -> None:

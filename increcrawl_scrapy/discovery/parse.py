@@ -92,17 +92,17 @@ def iter_sitemap(body: bytes, stats: SitemapStats) -> Iterator[SitemapEntry]:
     stats.skipped.clear()
     # One entry is held back: in a document that ends early the last one may be cut
     # (``<loc>https://a.com/produ``), and a wrong URL is worse than a missing one.
-    held: SitemapEntry | None = None
+    last: SitemapEntry | None = None
     for number, entry in enumerate(_iter_xml(_repair(body), stats, recover=True)):
-        if held is not None:
-            yield held
-        held = entry if number >= yielded else None
-    if held is not None:
+        if last is not None:
+            yield last
+        last = entry if number >= yielded else None
+    if last is not None:
         if stats.truncated:
             stats.entries -= 1
             stats.skipped["truncated"] += 1
         else:
-            yield held
+            yield last
     if not stats.kind:
         raise SitemapError(f"malformed XML: {error}")
 

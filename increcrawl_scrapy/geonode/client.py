@@ -249,7 +249,7 @@ class GeonodeClient:
         assert self._slots is not None
         reserved = charged = 0
         try:
-            async with self._slots.held():
+            async with self._slots.one():
                 # Judged with a slot in hand: calls queued for a slot while the API went
                 # down must not all be sent when their turn comes.
                 await self._breaker.admit()

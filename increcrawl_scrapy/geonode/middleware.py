@@ -29,6 +29,7 @@ from increcrawl_scrapy.geonode.payload import (
     is_routed,
     origin_status_answer,
 )
+from increcrawl_scrapy.signals import origin_answered, origin_asked
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -68,11 +69,14 @@ class GeonodeExtractMiddleware:
     ) -> Response | None:
         if not is_routed(request):
             return None
+        # Scrapy's downloader never sees this request: the run counts it by these
+        # (asked, and failed unless the origin's answer follows).
+        self._signal(origin_asked, request=request)
         formats = formats_for(self.config, self.crawler.spider)
         for tries_left in range(NO_CONTENT_RETRIES, -1, -1):
             answer = await self._extract(request, formats)
             try:
-                return build_response(request, answer, formats)
+                response = build_response(request, answer, formats)
             except GeonodeNoContent as exc:
                 # An answer without the page's content: asked once more (a token
                 # each), then an error for the page, kept due, never an empty page.
@@ -83,7 +87,13 @@ class GeonodeExtractMiddleware:
                 logger.info("Geonode answer for %s: %s; asked again", request.url, exc)
             except GeonodeBadAnswer as exc:
                 self._bad_answer(request, exc)
+            else:
+                self._signal(origin_answered, response=response, request=request)
+                return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _signal(self, signal: object, **kwargs: Any) -> None:
+        self.crawler.signals.send_catch_log(signal=signal, spider=self.crawler.spider, **kwargs)
 
     async def _extract(self, request: Request, formats: tuple[str, ...]) -> dict[str, Any]:
         try:

@@ -15,7 +15,7 @@ class Slots:
         self._changed = asyncio.Condition()
 
     @asynccontextmanager
-    async def held(self) -> AsyncIterator[None]:
+    async def one(self) -> AsyncIterator[None]:
         async with self._changed:
             await self._changed.wait_for(lambda: self._in_use < self.limit)
             self._in_use += 1

@@ -79,7 +79,7 @@ class InFlight:
             self._off_the_way(member)
         return member
 
-    def hold(self, member: PageItem, item: Any, row: str) -> None:
+    def hand_on(self, member: PageItem, item: Any, row: str) -> None:
         """The pipeline handed *item* on: *row* is written once it is delivered."""
         member.handed_on = item
         member.rows.append(row)

@@ -16,9 +16,11 @@ The matching rule, between the page's items now and its previous version's:
 1. an item identical to one of the previous version's (all fields, less the volatile
    ones) is that item, unchanged;
 2. of the rest, in page order, each is the previous item (not yet matched) sharing
-   the most equal field values, if at least half of its fields are equal (ties: the
-   nearest in position): it is ``changed``, with the fields that differ in
-   ``changed_fields``;
+   the most equal field values, if at least half of its fields are equal (ties:
+   the nearest in position): it is ``changed``, with the fields that differ in
+   ``changed_fields``. A field that goes one to one with another one across the
+   page's items, where values repeat (a portrait URL made of the author), is not
+   counted: it would count one coincidence twice (``_derived``);
 3. a page that is its item's own (the item's URL field names it: *own_url*) had
    one item and has one item: it is the same item, by its URL. Elsewhere a count is
    no evidence ("one item and one item": the last page of a listing held one item
@@ -55,7 +57,7 @@ NEW, CHANGED, UNCHANGED, GONE = "new", "changed", "unchanged", "gone"
 MOVED, ARRIVED = "moved", "arrived"
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -77,7 +79,7 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
         if name in left_out:
             continue
         text = json.dumps(plain(value), sort_keys=True, ensure_ascii=False, default=str)
-        fields[name] = _digest(text)
+        fields[name] = digest(text)
         if len(text) <= MAX_VALUE:
             values[name] = json.loads(text)
     return ItemPrint(item_whole(item, skip), fields, values)
@@ -85,7 +87,7 @@ def item_print(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> ItemPr
 
 def item_whole(item: Any, skip: frozenset[str] | tuple[str, ...] = ()) -> str:
     """The hash of the whole item, less the added and the *skip* fields."""
-    return _digest(item_text(item, skip))
+    return digest(item_text(item, skip))
 
 
 @dataclass
@@ -98,8 +100,8 @@ class Memory:
     #: field): the page's 404 says they are gone. Kept apart from ``requests``, which
     #: may be None for a page of its own too (too many, or not plain data).
     own: bool = True
-    #: A run closed with new or gone items of the page held (``pages/moved.py``):
-    #: the next fetch delivers them at once.
+    #: Kept by an earlier version whose run closed with new or gone items of the
+    #: page held (``pages/moved.py``): the next fetch delivers them at once.
     held: bool = False
     #: The request that reached the page (``kept_request``); None when it could not
     #: be kept, or the memory is older than this field.
@@ -257,12 +259,14 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
         (index,) = left
         labels[0] = _changed(left.pop(index), current[0])
         rest = []
+    derived = _derived(previous + current) if rest and left else set()
     for position in rest:  # 2. the most equal fields, at least half
         now = current[position]
+        names = [name for name in now.fields if name not in derived]
         best, best_key = None, None
         for index, old in left.items():
-            equal = sum(1 for name, value in now.fields.items() if old.fields.get(name) == value)
-            if 2 * equal < max(len(now.fields), 1):
+            equal = sum(1 for name in names if old.fields.get(name) == now.fields[name])
+            if 2 * equal < max(len(names), 1):
                 continue
             key = (equal, -abs(index - position))
             if best_key is None or key > best_key:
@@ -272,6 +276,27 @@ def match(previous: list[ItemPrint], current: list[ItemPrint], own_url: bool = F
         else:
             labels[position] = _changed(left.pop(best), now)
     return Match([label or (NEW, []) for label in labels], list(left.values()))
+
+
+def _derived(items: list[ItemPrint]) -> set[str]:
+    """The fields that say no more than another one: across *items*, where some
+    value repeats, each value of it goes with one of an earlier field's and back (a
+    portrait URL made of the author). Fields in name order; a derived one skipped."""
+    items = list({item.whole: item for item in items}.values())  # each item once
+    names = sorted({name for item in items for name in item.fields})
+    derived: set[str] = set()
+    for at, first in enumerate(names):
+        if first in derived:
+            continue
+        for other in names[at + 1 :]:
+            if other in derived:
+                continue
+            pairs = {(item.fields.get(first), item.fields.get(other)) for item in items}
+            if len(pairs) == len(items):
+                continue  # no value repeats: no evidence of a bond
+            if len({one for one, _ in pairs}) == len(pairs) == len({two for _, two in pairs}):
+                derived.add(other)
+    return derived
 
 
 def match_versions(

@@ -50,6 +50,7 @@ from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import MOVED_STATUS, TAKEN, gone_memory, left_by_gone_page
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
+from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -57,10 +58,11 @@ from increcrawl_scrapy.pages.memory import (
     ItemPrint,
     Memory,
     item_print,
+    item_whole,
     kept_request,
     request_data,
 )
-from increcrawl_scrapy.pages.moved import RELEASE, HeldItems
+from increcrawl_scrapy.pages.moved import COMPLETE, RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
 from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
@@ -125,6 +127,7 @@ class PageItemsMiddleware:
         self.open = InFlight(self.config.url_field, self.config.volatile_fields)
         self.held = HeldItems(crawler)
         self.versions = PageVersions(crawler)  # a page's versions this run
+        self.keyed = KeyedSite(crawler, self.config.item_key)  # keys of the site's
         crawler.signals.connect(self._lost, signal=signals.item_dropped)
         crawler.signals.connect(self._lost, signal=signals.item_error)
         self.options = ContentOptions.from_config(self.config)
@@ -143,9 +146,12 @@ class PageItemsMiddleware:
         if not self._active() or response.meta.get(RELEASE):
             async for output in result:
                 yield output
-            if response.meta.get(RELEASE):
-                released = self.held.release()
+            if response.meta.get(RELEASE):  # the crawl went idle: complete if it saw every page
+                if compat.busy_besides(self.crawler, response.request):
+                    return  # fed since (another idle handler): the next idle releases
+                released = self.held.release(bool(response.meta.get(COMPLETE)))
                 self.open.expect([member for _, member in released], response)
+                self.held.released.handed(response, [item for item, _ in released])
                 for item, _ in released:
                     yield item
             return
@@ -289,7 +295,7 @@ class PageItemsMiddleware:
             own = url == own_url  # the response's own page keeps its requests
             members: list[tuple[Any, str | None, str]]
             if keys:
-                members = [(item, _key(item, keys), item_text(item, skip)) for item in group]
+                members = [(item, item_key(item, keys), item_text(item, skip)) for item in group]
                 patterns = self.config.volatile_patterns
                 lines = sorted(
                     f"{key}\t{content_fingerprint(text, patterns)}" for _, key, text in members
@@ -300,9 +306,13 @@ class PageItemsMiddleware:
                 text = "\n".join(sorted(self._item_text(item) for item in group))
             row = postback if own else None  # a postback's items: a row of their own
             page = Page(url=url, size=len(group), text=text, key=row, cached=cached)
+            page.keyed_by_site = bool(keys) and not named[url]  # pages/keyed.py
             if own and links:
                 page.links = "\n\nlinks:\n" + "\n".join(sorted(links))
-            prints = [item_print(item, skip) for item in group] if not keys else []
+            prints = [
+                keyed_print(item, key, skip) if key is not None else item_print(item, skip)
+                for item, key, _ in members
+            ]
             if own:
                 page.memory = Memory(prints[:MAX_ITEMS], requests, own=True, request=asked).pack()
             else:
@@ -310,7 +320,14 @@ class PageItemsMiddleware:
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]
             for member, item_print_ in zip(grouped, prints, strict=False):
                 member.whole = item_print_.whole
-            if not keys and not cached:  # a cached answer: neither matched nor held
+                if keys:  # its print's hash is its key's: a copy is found by its fields
+                    member.seen_as = item_whole(member.item, skip)
+            if keys and not cached:  # its keys no page lists any more (pages/keyed.py)
+                left = await self.keyed.left(
+                    page, row, await self.versions.memory(url, row), prints
+                )
+                gone += [self._gone_item(page, old, grouped) for old in left]
+            elif not cached:  # a cached answer: neither matched nor held
                 left = await self.versions.match(page, prints, grouped, named[url])
                 gone += [self._gone_item(page, old, grouped) for old in left]
                 page.size = len(grouped)
@@ -330,10 +347,12 @@ class PageItemsMiddleware:
     def _expected(self, out: list[tuple[Any, PageItem]], response: Response) -> list[Any]:
         """*out*, a response's items, on their way; once the crawl is closing, with
         every item held (``pages/moved.py``): no idle comes, this response carries them."""
-        if self.held.items and compat.engine_closing(self.crawler):
-            out = out + self.held.release()
+        if self.held.to_release() and compat.engine_closing(self.crawler):
+            out = out + self.held.release(complete=False)
         self.open.expect([member for _, member in out], response)
-        return [item for item, _ in out]
+        items = [item for item, _ in out]
+        self.held.released.handed(response, items)  # with a release's, if it carries them
+        return items
 
     def _item_text(self, item: Any) -> str:
         """An item's part of its page's text: its content field, if the project named
@@ -403,8 +422,3 @@ class PageItemsMiddleware:
         held = self.held  # they may have moved to another page
         out = [(item, member) for item, member in gone if not held.hold(item, member)]
         return True, self._expected(out, response)
-
-
-def _key(item: Any, fields: tuple[str, ...]) -> str:
-    adapter = ItemAdapter(item)
-    return "|".join(f"{name}={adapter.get(name)}" for name in fields)

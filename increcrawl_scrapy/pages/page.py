@@ -48,6 +48,17 @@ class Page:
     #: A page of one item that came alone (``item_alone``): not one of the add-on's
     #: pages, so its item is not counted among theirs (``increcrawl/items/...``).
     alone: bool = False
+    #: Its items' keys (INCRECRAWL_ITEM_KEY) are rows of the site's, not the page's:
+    #: items without a URL field, which move between a listing's pages (keyed.py).
+    keyed_by_site: bool = False
+    #: The hashes of its keys its previous version did not show (``keyed.py``).
+    arrived: set[str] = field(default_factory=set)
+    #: Keys' fingerprints as an earlier version kept them under their pages, for
+    #: their rows of the site's (``keyed.py``: an upgrade).
+    kept: dict[str, str] = field(default_factory=dict)
+    #: An earlier run's page, recorded then: its item was held for a later run and
+    #: is delivered now (``pages/pending.py``), its page not recorded again.
+    earlier: bool = False
 
     @property
     def items_changed(self) -> bool:
@@ -61,8 +72,10 @@ class Page:
         return self.text + self.links
 
     def delivered(self, page_change: str) -> int:
-        """How many of the page's items are delivered when the page is *page_change*."""
-        changes = (item_change(page_change, self, member.label) for member in self.members)
+        """How many of the page's items its result waits for when the page is
+        *page_change* (a keyed item's own row waits for it: ``pages/keyed.py``)."""
+        members = [member for member in self.members if member.item_key is None]
+        changes = (item_change(page_change, self, member.label) for member in members)
         return sum(1 for change in changes if change not in (None, UNCHANGED, MOVED))
 
 

@@ -4,6 +4,7 @@ pure rules, read by the policy (``policy.py``) and the hosts' evidence
 
 from __future__ import annotations
 
+from increcrawl_scrapy.schedule.estimator import History, observe
 from increcrawl_scrapy.schedule.rows import (
     NOISY,
     SAMPLED,
@@ -77,3 +78,25 @@ def unannounced(page: PageState, outcome: Outcome) -> int:
     if outcome is Outcome.CHANGED and page.sitemap_lastmod and not page.lastmod_moved:
         return min(page.unannounced + 1, 1_000_000)
     return page.unannounced
+
+
+def observed(page: PageState, outcome: Outcome, now: float, verdict: str) -> History:
+    """The page's change history with this fetch added (a fetch that follows an
+    earlier one is an observation: changed or not, after so long). A change its
+    ``lastmod`` did not announce is noise, not a change, on a trusted host, and
+    after the first on a host not judged stale: the page's schedule follows its
+    dates."""
+    history = History.decode(page.change_history, page.unchanged_time, page.observations)
+    if page.last_fetched is None or outcome not in _OBSERVED:
+        return history
+    changed = outcome is Outcome.CHANGED
+    unannounced = changed and page.sitemap_lastmod and not page.lastmod_moved
+    # On a trusted host, noise; elsewhere, a page's second and later such changes are
+    # its habit (volatile text the rules miss), unless the host's dates are known to
+    # be stale: then they are its edits.
+    if unannounced and (verdict == TRUSTED or (verdict != STALE and page.unannounced)):
+        changed = False
+    return observe(history, now - page.last_fetched, changed)
+
+
+_OBSERVED = (Outcome.CHANGED, Outcome.UNCHANGED, Outcome.NOT_MODIFIED)

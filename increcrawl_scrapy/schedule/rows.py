@@ -131,6 +131,31 @@ SAMPLED, SAMPLE_COUNTED = 1, 2
 UNKNOWN, TRUSTED, NOISY, STALE = "unknown", "trusted", "noisy", "stale"
 
 
+def new_page(key: str, url: str, seed: str, now: float, interval: float) -> PageState:
+    """The row of a URL discovery never saw (an embedding project's own spider)."""
+    return PageState(
+        normalized_url=key,
+        url=url,
+        seed=seed,
+        first_seen=now,
+        last_seen=None,
+        last_fetched=None,
+        next_check=0.0,
+        interval_s=interval,
+        content_hash=None,
+        etag=None,
+        last_modified=None,
+        sitemap_lastmod=None,
+        missing_runs=0,
+        gone=False,
+        last_status=None,
+        last_changed=None,
+        change_count=0,
+        fetch_count=0,
+        error_count=0,
+    )
+
+
 class FetchResult(NamedTuple):
     """What a fetch of a page brought back, as the policy needs it."""
 

@@ -47,6 +47,7 @@ class ClusterShare:
         self.plan: int | None = None
         self.crawls = (1, 1)  # on the seed, on the state
         self._loop: Any = None
+        self._missed = 0  # beats in a row the state did not answer
 
     async def start(self) -> None:
         if self.client is not None:
@@ -68,7 +69,18 @@ class ClusterShare:
         if self.store.closed:  # the crawl closed its state before this loop
             self.stop()
             return
-        crawls = await compat.in_thread(self.store.heartbeat, self.seed, 3 * BEAT)
+        try:
+            crawls = await compat.in_thread(self.store.heartbeat, self.seed, 3 * BEAT)
+        except Exception as exc:
+            # The server is away (a restart): the next beat renews the leases; a
+            # LoopingCall whose call fails stops for good, and the leases with it.
+            if not self._missed:
+                logger.warning("The heartbeat could not reach the state (%s): beating on", exc)
+            self._missed += 1
+            return
+        if self._missed:
+            logger.info("The heartbeat reached the state again after %d missed beats", self._missed)
+            self._missed = 0
         if crawls != self.crawls:
             logger.info("%d crawls on this seed, %d on the state: limits shared", *crawls)
         self.crawls = crawls

@@ -27,16 +27,16 @@ async def due_rows(
     seed: str,
     chunk: int,
     share: MonthShare | None,
-    hybrid: bool,
+    free_answers: bool,
 ) -> tuple[int, Iterator[list[PageState]]]:
     """How many rows this run fetches, and the rows in chunks of *chunk* (read lazily). A
     month's *share* limits pages at a token each, less what discovery spent; not
-    with *hybrid* fetching, whose probes are free (the token budget stops the
-    extractions instead)."""
+    when a page may cost nothing (*free_answers*: hybrid fetching's probes; the token
+    budget stops the extractions instead)."""
     config = config_for(crawler)
     limit, name = config.max_fetches or None, "INCRECRAWL_MAX_FETCHES"
     key = stats.BUDGET_LEFT
-    if share is not None and not hybrid:
+    if share is not None and not free_answers:
         # At least one: no limit would be none at all (the token budget stops it).
         pages = max(1, share.share - int(crawler.stats.get_value(stats.API_TOKENS, 0)))
         if limit is None or pages < limit:

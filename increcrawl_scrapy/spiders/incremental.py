@@ -3,26 +3,26 @@
     scrapy crawl incremental -a sitemap_url=https://example.com/sitemap.xml -o changes.jsonl
 
 The spider keeps the phases of a run. Its sources are read by ``discovery.sources``,
-batch jobs spoken by ``geonode.batch``; the spider never judges content: it yields
-one item per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
+its due pages fetched by the crawl's one fetcher (``spiders/fetchers/``: direct,
+Geonode, batch jobs or hybrid); the spider never judges content: it yields one item
+per fetched page (or per failure) and ``IncrementalStatePipeline`` records it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
-from protego import Protego
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.utils.defer import deferred_from_coro
 
 from increcrawl_scrapy import close_reasons, compat, stats
-from increcrawl_scrapy.config import IncrecrawlConfig, config_for, redact
+from increcrawl_scrapy.config import IncrecrawlConfig, config_for
 from increcrawl_scrapy.crawl.arguments import flag, unknown_arguments
 from increcrawl_scrapy.crawl.run_warnings import keep_warnings
 from increcrawl_scrapy.crawl.shared_state import crawl_state
@@ -40,17 +40,13 @@ from increcrawl_scrapy.discovery.sources import (
     parse_sources,
 )
 from increcrawl_scrapy.discovery.url_rules import UrlRules
-from increcrawl_scrapy.geonode.batch import MAX_URLS, BatchJob
-from increcrawl_scrapy.geonode.client import GeonodeClient, client_for
-from increcrawl_scrapy.geonode.errors import GeonodeError, GeonodeFatalError
-from increcrawl_scrapy.geonode.payload import META_ANSWER
+from increcrawl_scrapy.geonode.payload import META_ANSWER, formats_for
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES, PageState
 from increcrawl_scrapy.scope import Scope, port_of, requested_url
 from increcrawl_scrapy.spiders import progress
-from increcrawl_scrapy.spiders.batch_run import run_batch
 from increcrawl_scrapy.spiders.cluster_share import SHARED_WAIT, share_if_shared
 from increcrawl_scrapy.spiders.due_rows import due_rows
-from increcrawl_scrapy.spiders.hybrid_fetch import EXTRACT, PROBE, HybridFetch
+from increcrawl_scrapy.spiders.fetchers import Fetcher, FetchInputs, fetcher_for
 from increcrawl_scrapy.spiders.page_content import PageContent
 from increcrawl_scrapy.spiders.page_items import (
     META_KEY,
@@ -67,8 +63,7 @@ from increcrawl_scrapy.spiders.page_items import (
 )
 from increcrawl_scrapy.spiders.rules import compile_rules, routed
 from increcrawl_scrapy.spiders.site_fetch import SiteFetch
-from increcrawl_scrapy.spiders.skipping import ROBOTS, robots_allowed, without_excluded
-from increcrawl_scrapy.spiders.tokens import TokenBudget, month_share
+from increcrawl_scrapy.spiders.skipping import ROBOTS, without_excluded
 from increcrawl_scrapy.state import CHUNK, StateLockedError
 from increcrawl_scrapy.urls import normalize_url
 
@@ -76,6 +71,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
+    from increcrawl_scrapy.crawl.shared_state import CrawlState
     from increcrawl_scrapy.state import Run
 
 logger = logging.getLogger(__name__)
@@ -130,18 +126,14 @@ class IncrementalSpider(scrapy.Spider):
         self._digest_salt = b""
         self.run: Run | None = None
         self.discovery_complete: bool | None = None
-        self._client: GeonodeClient | None = None
-        self._active_jobs: set[BatchJob] = set()  # to cancel if the crawl stops
         self._closing = False  # closed for a Geonode failure: said once
-        self._tokens = TokenBudget(None, None)  # INCRECRAWL_MAX/MONTHLY_TOKENS, set at start
         self._sources_read = 0  # sites the map read (sitemaps read are counted in the stats)
         self._roots: set[str] = set()  # the sitemaps given and found (always followed)
-        self._robots: dict[str, Protego | None] = {}  # robots.txt per origin, for batches
         self._rules = UrlRules()  # INCRECRAWL_ALLOW/DENY/SITEMAP_FOLLOW, set in from_crawler
         self._content: PageContent  # a page's text, size, soft 404s; set in from_crawler
         self._site_fetch: SiteFetch  # sitemaps and robots.txt; set in from_crawler
         self._progress: progress.Progress  # INCRECRAWL_PROGRESS_INTERVAL lines
-        self._hybrid: HybridFetch | None = None  # INCRECRAWL_FETCHER = "hybrid"
+        self._fetcher: Fetcher  # INCRECRAWL_FETCHER's (spiders/fetchers/); set in from_crawler
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> IncrementalSpider:
@@ -158,43 +150,45 @@ class IncrementalSpider(scrapy.Spider):
         spider._digest_salt = digest_salt(
             spider.seed_host, spider._sitemap_scope.port, config, spider._rules
         )
+        spider._fetcher = fetcher_for(spider._fetch_inputs(), spider.queue_chunk)
         return spider
+
+    def _fetch_inputs(self) -> FetchInputs:
+        return FetchInputs(
+            crawler=self.crawler,
+            config=self.config,
+            page_request=self._page_request,
+            ruled=lambda url: self._rule_callback(url) is not None,
+            close=self._close,
+            content=self._content,
+            site_fetch=self._site_fetch,
+            progress=self._progress,
+            formats=formats_for(self.config, self),
+        )
 
     # -- phases ----------------------------------------------------------------
 
     async def start(self) -> AsyncIterator[Any]:
-        config: IncrecrawlConfig = self.config
         try:
             state = crawl_state(self.crawler)
         except StateLockedError:
             return  # logged once; the crawl ends with database_in_use
-        run = self.run = state.run
-        if config.uses_geonode:
-            logger.info(
-                "Fetching pages %sthrough the Geonode API at %s (key %s)",
-                "with a direct probe first and, when they changed, " if config.hybrid else "",
-                config.api_url,
-                redact(config.api_key),
-            )
-            self._client = client_for(self.crawler)
-            state.api_down = self._client.breaker.down
-            if config.hybrid:
-                self._hybrid = HybridFetch(self.crawler, config, state.store, self._content)
-            try:
-                await self._client.adopt_plan_concurrency()
-            except GeonodeFatalError as exc:  # a bad key, a spent quota, no API there
-                self._close(exc.reason, str(exc))
-                return
-        else:
-            logger.info(
-                "Fetching pages directly with Scrapy (INCRECRAWL_FETCHER=%s, %s)",
-                config.fetcher,
-                "no GEONODE_API_KEY" if not config.api_key else "key set",
-            )
+        self.run = state.run
+        self._fetcher.announce()
+        if not await self._fetcher.open(state):
+            return
         self._progress.start()
+        await self._discovery_phase(state)
+        if self.discover_only:
+            return
+        expected, chunks = await self._due_rows(state)
+        async for output in self._fetch_due(expected, chunks):
+            yield output
+
+    async def _discovery_phase(self, state: CrawlState) -> None:
         if await compat.in_thread(state.store.claim_discovery, self.increcrawl_seed):
             try:
-                await self._discover_and_judge(run, state)
+                await self._discover_and_judge(state.run, state)
             except stopped() as exc:
                 self.discovery_complete = discovery_stopped(state, exc, self.crawler.stats)
             finally:
@@ -206,34 +200,34 @@ class IncrementalSpider(scrapy.Spider):
                 self.increcrawl_seed,
             )
             stats.inc(self.crawler.stats, stats.DISCOVERY_ELSEWHERE)
-        if self.discover_only:
-            return
-        await share_if_shared(self.crawler, state.store, self.increcrawl_seed, self._client)
-        share = None
-        if self._client is not None:
-            share = await month_share(state.store, config, self.crawler.stats)
+
+    async def _due_rows(self, state: CrawlState) -> tuple[int, Iterator[list[PageState]]]:
+        """How many rows this run fetches and their chunks; the fetcher's budget set."""
+        fetcher = self._fetcher
+        await share_if_shared(self.crawler, state.store, self.increcrawl_seed, fetcher.client)
+        share = await fetcher.month_share(state.store)
         expected, chunks = await due_rows(
             self.crawler,
             state.store,
             self.increcrawl_seed,
             self.queue_chunk,
             share,
-            hybrid=self._hybrid is not None,
+            free_answers=fetcher.free_answers,
         )
         # With no page due, no request for the site's "not found" page: the last verdict.
         await self._content.learn_not_found(ask=expected > 0)
         self._progress.enter(progress.FETCHING)
         stats.inc(self.crawler.stats, stats.DUE, expected)
-        tokens = self._tokens = (
-            TokenBudget.for_run(
-                config, share, self.crawler.stats, free_answers=self._hybrid is not None
-            )
-            if self._client is not None
-            else TokenBudget(None, self.crawler.stats)
-        )
-        # Chunk by chunk, each read as the crawl drains the previous one (below):
-        # memory stays bounded whatever the size of the due set. Read off the
-        # reactor thread (10,000 rows take about 150 ms).
+        fetcher.budget(share)  # after the "not found" page: what it cost is spent
+        return expected, chunks
+
+    async def _fetch_due(
+        self, expected: int, chunks: Iterator[list[PageState]]
+    ) -> AsyncIterator[Any]:
+        """Each chunk of due rows handed to the fetcher, read as the crawl drains the
+        previous one: memory stays bounded whatever the size of the due set. Read off
+        the reactor thread (10,000 rows take about 150 ms)."""
+        fetcher, tokens = self._fetcher, self._fetcher.tokens
         while (chunk := await compat.in_thread(next, chunks, None)) is not None:
             if not chunk:  # a shared state: other workers hold what is left, for now
                 await compat.sleep(SHARED_WAIT)
@@ -242,46 +236,16 @@ class IncrementalSpider(scrapy.Spider):
             stats.inc(self.crawler.stats, stats.DUE, len(due) - len(chunk))
             expected -= len(chunk) - len(due)
             stats.inc(self.crawler.stats, stats.DUE_GONE, sum(page.gone for page in due))
-            singles, batched = self._split(due)
-            if batched:
-                batched = await robots_allowed(
-                    batched,
-                    self._site_fetch,
-                    self.crawler.settings,
-                    self.crawler.stats,
-                    self._robots,
-                )
-            for page in singles:
-                if not await tokens.take_one():
-                    tokens.stop(expected - tokens.queued)
-                    return
-                if self._hybrid is not None:  # its host's first probe answered first
-                    await self._hybrid.before(page)
-                yield self._page_request(page)
-            for start in range(0, len(batched), MAX_URLS):
-                batch = batched[start : start + MAX_URLS]
-                fits = tokens.take(len(batch))
-                self._progress.enter(progress.BATCH)
-                if fits:
-                    async for item in run_batch(self, batch[:fits]):
-                        yield item
-                if fits < len(batch):
-                    tokens.stop(expected - tokens.queued)
-                    return
-                self._progress.enter(progress.FETCHING)
+            async for output in fetcher.fetch(due):
+                yield output
+            if fetcher.out_of_tokens:
+                tokens.stop(expected - tokens.queued)
+                return
             # The next chunk is read once most of this one is answered: the scheduler
             # and the queue's cache hold about one chunk, whatever the size of the due
             # set (Scrapy takes start() requests as fast as they come).
             while tokens.queued - tokens.answered > len(chunk) // 2:
                 await compat.sleep(0.05)
-
-    def _split(self, due: list[PageState]) -> tuple[list[PageState], list[PageState]]:
-        """Rows with validators go one by one (conditional headers); the others as
-        batch jobs when there are enough of them and Geonode is the fetcher."""
-        plain = [page for page in due if not conditions(page)]
-        if self._client is None or self._hybrid or len(plain) < self.config.batch_min_urls:
-            return due, []
-        return [page for page in due if conditions(page)], plain
 
     # -- discovery ---------------------------------------------------------------
 
@@ -303,7 +267,7 @@ class IncrementalSpider(scrapy.Spider):
             digest_salt=self._digest_salt,
             origin=self._origin,
             stats=self.crawler.stats,
-            client=self._client,
+            client=self._fetcher.client,
             stop=self._close,
         )
 
@@ -325,7 +289,8 @@ class IncrementalSpider(scrapy.Spider):
     # -- fetching pages ----------------------------------------------------------
 
     def _page_request(self, page: PageState) -> Request:
-        request = Request(
+        """*page*'s request as a direct fetch sends it (the fetcher shapes it)."""
+        return Request(
             page.url,
             callback=self.parse_page,
             errback=self.page_failed,
@@ -339,23 +304,12 @@ class IncrementalSpider(scrapy.Spider):
                 META_UNLISTED: page.missing_runs >= self.config.missing_runs,
             },
         )
-        if self._hybrid is None:
-            return request
-        # A page for the subclass's callback is its items: Geonode's, not a probe's.
-        return self._hybrid.request(page, request, probe=self._rule_callback(page.url) is None)
 
     async def parse_page(self, response: scrapy.http.Response) -> Iterable[Any]:
-        step = HybridFetch.step(response.meta)
-        if self._hybrid is None or step is None:
-            outputs = self._page_outputs(response, step)
-        elif step == PROBE:
-            outputs = self._hybrid.probed(response, page_item, self._tokens)
-        else:  # an extraction after a probe: its host's scout is done now, whatever it said
-            outputs = self._hybrid.finishing(response, self._page_outputs(response, step))
-        return await collected(outputs)
+        return await collected(self._fetcher.answered(response, self._page_outputs))
 
-    async def _page_outputs(self, response: Any, step: str | None) -> AsyncIterator[Any]:
-        self._tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
+    async def _page_outputs(self, response: Any) -> AsyncIterator[Any]:
+        self._fetcher.tokens.answer(1, tokens_of(response.meta.get(META_ANSWER)))
         row = row_of(response)
         final_url = final_url_of(response)
         if final_url is not None and not self.increcrawl_scope.follows_redirect(final_url):
@@ -382,9 +336,7 @@ class IncrementalSpider(scrapy.Spider):
         item = page_item(response, row, final_url)
         if response.status == 200:
             item = await self._content.with_text(item, response)
-        if step == EXTRACT and self._hybrid is not None:
-            item = await self._hybrid.extracted(response, item)
-        yield item
+        yield await self._fetcher.item(response, item)
 
     def _rule_callback(self, url: str) -> Callable[..., Any] | None:
         """The subclass's callback for *url* (``page_rules``), or None: ours."""
@@ -394,10 +346,11 @@ class IncrementalSpider(scrapy.Spider):
 
     async def page_failed(self, failure: Failure) -> AsyncIterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        if self._hybrid is not None and self._hybrid.takes(failure):
-            yield await self._hybrid.probe_failed(failure)  # no answer: Geonode is asked
+        instead = await self._fetcher.failed(failure)
+        if instead is not None:  # a hybrid probe that got no answer: Geonode is asked
+            yield instead
             return
-        self._tokens.answer()
+        self._fetcher.tokens.answer()
         if type(failure.value) is IgnoreRequest and ROBOTS in failure.getErrorMessage():
             # RobotsTxtMiddleware's "Forbidden by robots.txt": not fetched, not an
             # error, not gone; the row stays as it is.
@@ -418,12 +371,4 @@ class IncrementalSpider(scrapy.Spider):
 
     async def closed(self, reason: str) -> None:
         self._progress.stop()
-        for job in list(self._active_jobs):
-            # The crawl stops while a job runs: stop it too, so it charges no more.
-            try:
-                await job.cancel()
-                logger.info("Batch job %s cancelled at shutdown; its pages stay due", job.job_id)
-                stats.inc(self.crawler.stats, stats.BATCH_CANCELLED)
-            except GeonodeError as exc:
-                logger.warning("Could not cancel batch job %s at shutdown: %s", job.job_id, exc)
-        self._active_jobs.clear()
+        await self._fetcher.close()  # a batch job under way charges no more

@@ -100,7 +100,7 @@ class PageContent:
         over the size limit, or of a soft 404."""
         found: PageText | None
         try:  # parsing and conversion: CPU work, off the reactor's thread
-            self._hold_back()
+            self._take_in_hand()
             try:
                 if response is not None:
                     found, taken = await self.text_of(response)
@@ -149,7 +149,7 @@ class PageContent:
         """*response*'s text, and its fingerprint when the default rules take it."""
         return await self.processes.text_of(self.prints is not None, response, self.options)
 
-    def _hold_back(self) -> None:
+    def _take_in_hand(self) -> None:
         self._in_hand += 1
         engine = self.crawler.engine
         if self._in_hand >= BACKLOG and engine is not None and not engine.paused:

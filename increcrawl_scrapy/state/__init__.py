@@ -19,6 +19,7 @@ from increcrawl_scrapy.state.errors import RunOver, StateError, StateLockedError
 from increcrawl_scrapy.state.locations import is_postgres, shown
 from increcrawl_scrapy.state.migrate import copy_state, driver_errors
 from increcrawl_scrapy.state.queue import CHUNK
+from increcrawl_scrapy.state.readings import held_item_key
 from increcrawl_scrapy.state.reports import StateReader
 from increcrawl_scrapy.state.runs import Run, Validators
 from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
@@ -45,6 +46,7 @@ __all__ = [
     "Validators",
     "copy_state",
     "driver_errors",
+    "held_item_key",
     "is_postgres",
     "shown",
 ]

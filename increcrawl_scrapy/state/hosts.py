@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from increcrawl_scrapy.schedule.dates import lastmod_verdict, sample_found_change
+from increcrawl_scrapy.schedule.estimator import HostPrior, host_prior
 from increcrawl_scrapy.schedule.rows import SAMPLE_COUNTED, TRUSTED, UNKNOWN, Outcome, PageState
 from increcrawl_scrapy.state.backend import Backend, Session
 
@@ -49,8 +50,14 @@ class Hosts:
         #: Per host, this store's evidence not yet taken for writing: written as
         #: increments, so that workers sharing a state add theirs up.
         self._delta: dict[str, list[float]] = {}
-        #: Per held result (its key), the evidence it added: taken back if discarded.
-        self._held: dict[str, tuple[str, list[float]]] = {}
+        #: Per undelivered result (its key), the evidence it added: taken back if discarded.
+        self._undelivered: dict[str, tuple[str, list[float]]] = {}
+        #: Per host, the prior of its pages' change rates, read once per run (a
+        #: run's results move it little: its pages' histories are weeks long).
+        self._priors: dict[str, HostPrior | None] = {}
+        #: False on a shared state: priors are read with the rows (``read``, on a
+        #: worker thread), never when a result is recorded.
+        self.priors_in_place = True
 
     def _load(self, host: str) -> list[float]:
         if host not in self._counts:
@@ -67,27 +74,56 @@ class Hosts:
         mc, mu, uc, _uu = self._load(host)
         return lastmod_verdict(mc, mu, uc, self.min_evidence)
 
-    def observe(self, page: PageState, changed: bool, now: float, held: str | None = None) -> None:
+    def prior(self, host: str | None) -> HostPrior | None:
+        """What *host*'s pages say about a page's change rate (None: nothing yet)."""
+        if not host:
+            return None
+        if host not in self._priors and self.priors_in_place:
+            self._priors.update(self.read_priors(self.database, {host}))
+        return self._priors.get(host)
+
+    def read_priors(self, database: Backend, hosts: set[str]) -> dict[str, HostPrior | None]:
+        """The priors of *hosts* not read yet this run (on the caller's connection)."""
+        wanted = sorted(host for host in hosts if host and host not in self._priors)
+        found: dict[str, HostPrior | None] = dict.fromkeys(wanted)
+        if wanted:
+            rows = database.execute(database.sql.host_rates, (json.dumps(wanted),))
+            found.update((row[0], host_prior(*(float(v or 0) for v in row[1:]))) for row in rows)
+        return found
+
+    def new_run(self) -> None:
+        """Priors are read again: the last run's results moved them."""
+        self._priors = {}
+
+    @staticmethod
+    def planned(database: Backend, start: float, end: float) -> dict[int, int]:
+        """The checks planned per coming day (``schedule/leveling.py``)."""
+        rows = database.execute(database.sql.planned_days, (start, start, end))
+        return {int(day): int(count) for day, count in rows}
+
+    def observe(
+        self, page: PageState, changed: bool, now: float, undelivered: str | None = None
+    ) -> None:
         """One fetch of *page* (fetched before, with a sitemap date): did its date
         move since, and did it change? A change without a move counts once per page,
         and only if it stood alone (``PageState.unannounced``). The evidence of a
-        result *held* (its key) until delivered is taken back if it is discarded."""
+        result *undelivered* (its key) until delivered is taken back if it is discarded."""
         delta = self._delta.get(page.host or "")
         before = list(delta) if delta is not None else [0.0] * 4
         self._observe(page, changed)
         after = self._delta.get(page.host or "")
-        if held is not None and after is not None and after != before:
-            self._held[held] = (
+        if undelivered is not None and after is not None and after != before:
+            self._undelivered[undelivered] = (
                 page.host or "",
                 [a - b for a, b in zip(after, before, strict=True)],
             )
 
     def delivered(self, key: str) -> None:
-        self._held.pop(key, None)
+        self._undelivered.pop(key, None)
 
     def discarded(self, key: str) -> None:
-        """A held result was not delivered: its evidence was never seen."""
-        host, added = self._held.pop(key, ("", []))
+        """An undelivered result was not delivered: its evidence was never seen."""
+        host, added = self._undelivered.pop(key, ("", []))
         if host:
             counts, delta = self._load(host), self._delta.setdefault(host, [0.0] * 4)
             for at, value in enumerate(added):
@@ -182,6 +218,8 @@ class Hosts:
         if wanted:
             rows = database.execute(database.sql.host_counts, (json.dumps(wanted),))
             found.update((row[0], [float(v) for v in row[1:]]) for row in rows)
+        if not self.priors_in_place:  # a shared state: the priors with the counts
+            self._priors.update(self.read_priors(database, hosts))
         return found
 
     def learn(self, counts: dict[str, list[float]]) -> None:

@@ -12,6 +12,7 @@ from increcrawl_scrapy.state.pages import rows_by_key
 from increcrawl_scrapy.urls import host_of
 
 if TYPE_CHECKING:
+    from increcrawl_scrapy.schedule.leveling import Leveling
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.hosts import Hosts
     from increcrawl_scrapy.state.writes import Writer
@@ -25,6 +26,7 @@ class RowLoads:
     database: Backend
     io: Any
     hosts: Hosts
+    leveling: Leveling
     writer: Writer
     _queued: dict[str, PageState]
     _absent: dict[str, None]
@@ -76,7 +78,8 @@ class RowLoads:
             start, epoch = self._writes_done, self._epoch
             found = rows_by_key(self.io, keys)
             hosts = {host_of(key) for key in keys} | {p.host or "" for p in found.values()}
-            counts = self.hosts.read(self.io, hosts)
+            counts = self.hosts.read(self.io, hosts)  # and their priors (shared)
+            self.leveling.prepare(self.io)
         with self.database.mutex:
             if epoch != self._epoch or (self._done_log and self._done_log[0][0] > start + 1):
                 return  # discovery wrote, or too many batches to tell: read again later

@@ -33,7 +33,9 @@ class Memories:
         self._alone[key] = body
 
     def get(self, key: str) -> bytes | None:
-        return self._pending.get(key)
+        """*key*'s memory not written yet: with its result, else alone."""
+        body = self._pending.get(key)
+        return body if body is not None else self._alone.get(key)
 
     def discard(self, key: str) -> None:
         self._pending.pop(key, None)
@@ -55,7 +57,7 @@ class Memories:
 def keep_alone(results: Any, key: str, body: bytes, *, recorded: bool) -> bool:
     """Write *body* as *key*'s memory with the next flush (the store's ``Results``),
     without its result, which stays unwritten: the page stays due. A result
-    *recorded* this run must still be held (its items not all delivered; not given
+    *recorded* this run must still wait (its items not all delivered; not given
     up when one was lost: ``delivery.py``). Whether it is written."""
     with results.database.mutex:
         if not results.discard(key) and recorded:
@@ -81,7 +83,7 @@ def lookup(results: Any, database: Session, key: str) -> bytes | None:
 def amend(results: Any, key: str, memory: bytes) -> None:
     """*key*'s memory recorded again (``StoreReadings.amend_memory``): with its result
     if that is not written yet, else with its row as it stands, written again."""
-    if key not in results._pending and key not in results._held:
+    if key not in results._pending and key not in results._undelivered:
         page = results.lookup(key)
         if page is None:
             return

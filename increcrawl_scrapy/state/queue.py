@@ -21,6 +21,7 @@ from typing import Any
 from increcrawl_scrapy.schedule.policy import BUDGET_RATE_FACTOR
 from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState
 from increcrawl_scrapy.state.backend import Backend
+from increcrawl_scrapy.state.claims import ServerAway
 from increcrawl_scrapy.state.pages import page_of, rows_by_key
 from increcrawl_scrapy.state.results import Results
 
@@ -68,7 +69,7 @@ class ChangeQueue:
         first chunk's time: a row the crawl records meanwhile (its next check moves
         on) or one that falls due later is not read again in these chunks. On a shared
         state with *wait*, an empty chunk means "other workers hold the rest (they may
-        give it back, or die): ask again later"."""
+        give it back, or die), or the server restarts: ask again later"."""
         left = limit or None
         after = (float("-inf"), 0)
         until = self.results.clock()
@@ -77,13 +78,23 @@ class ChangeQueue:
         rechecked = False
         while left is None or left > 0:
             wanted = size if left is None else min(size, left)
-            pages, after = self._chunk(seed, after, wanted, until)
+            try:
+                pages, after = self._chunk(seed, after, wanted, until)
+            except ServerAway:
+                if not wait:
+                    raise
+                yield []  # the server restarts: the caller waits, then asks again
+                continue
             if pages:
                 rechecked = False
                 yield pages
             if len(pages) < wanted:
                 if wait and self.claims is not None:
-                    if self.claims.others_hold(seed):
+                    try:
+                        others = self.claims.others_lease(seed)
+                    except ServerAway:
+                        others = True  # asked again once the server is back
+                    if others:
                         yield []  # none to claim now: the caller waits, then asks again
                         continue
                     if not rechecked:
@@ -94,6 +105,25 @@ class ChangeQueue:
                 return
             if left is not None:
                 left -= len(pages)
+
+    def chosen_chunks(
+        self, chosen: list[str], size: int, *, wait: bool = False
+    ) -> Iterator[list[PageState]]:
+        """The rows of *chosen* (a budget's keys), in chunks of *size* (``rows_of``);
+        with *wait*, an empty chunk while the server restarts, the same asked again."""
+        if self.claims is not None:  # claimed as the queue's rows are: a share at a time
+            size = min(size, SHARED_CHUNK)
+        at = 0
+        while at < len(chosen):
+            try:
+                pages = self.rows_of(chosen[at : at + size])
+            except ServerAway:
+                if not wait:
+                    raise
+                yield []
+                continue
+            at += size
+            yield pages
 
     def rows_of(self, keys: list[str]) -> list[PageState]:
         """The stored rows of *keys*, in that order (a budget's choice); on a shared

@@ -17,6 +17,7 @@ from increcrawl_scrapy.state.upkeep import read_setting, write_setting
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from increcrawl_scrapy.schedule.rows import PageState
     from increcrawl_scrapy.state.backend import Backend
     from increcrawl_scrapy.state.results import Results
 
@@ -40,12 +41,58 @@ class StoreReadings:
         return memories.lookup(self.results, self.database, key or self.normalize(url))
 
     @serialized
+    def row(self, key: str) -> PageState | None:
+        """The row *key* as it stands (a key, not a URL: an item's row), unwritten
+        results included; read from the table when not at hand."""
+        return self.results.lookup(key)
+
+    @serialized
+    def held_items(self) -> list[tuple[str, bytes]]:
+        """The items whose verdict (moved, or new or gone) waits for a later run
+        (``pages/pending.py``), every site's: each its entry (``held_item_key``)
+        and its body, as stored; shared: a read, off the reactor's thread."""
+        database = self.database
+        rows = database.tuples(database.sql.held_items, (HELD_ITEMS, HELD_ITEMS_END))
+        return [(str(key), bytes(body)) for key, body in rows.fetchall()]
+
+    @serialized
+    def keep_held_item(self, entry: str, body: bytes) -> None:
+        """One item held for a later run, written with the next flush: a row of
+        its own (a memory of no page's), so that a crawl writes only those it
+        holds, never another's at once (two cron jobs, two nodes)."""
+        memories.keep_alone(self.results, entry, body, recorded=False)
+
+    @serialized
+    def drop_held_item(self, entry: str) -> None:
+        """A held item delivered (or paired): its row deleted with the next flush
+        (an empty memory is deleted, ``writes.py``)."""
+        memories.keep_alone(self.results, entry, b"", recorded=False)
+
+    @serialized
     def amend_memory(self, key: str, memory: bytes) -> None:
         """The row *key*'s memory grew after its result was recorded this run (an item
         another listing lists too, ``pages/versions.py``): written with its result,
         else with its row as it stands (a read: off the reactor's thread when shared).
         A row's key, not a URL: a postback's row is no URL's."""
         memories.amend(self.results, key, memory)
+
+    @serialized
+    def item_rows(self, site: str) -> list[tuple[str, float | None, str | None]]:
+        """The stored item rows (``PAGE#item:KEY``) of *site* (``https://host/``):
+        key, last fetch, fingerprint; an earlier version kept a key under its page
+        (``pages/keyed.py``). Shared: a read, off the reactor's thread."""
+        bounds = (site, site[:-1] + chr(ord(site[-1]) + 1))  # every key starting so
+        rows = self.database.tuples(self.database.sql.item_rows, bounds).fetchall()
+        return [(str(key), fetched, content_hash) for key, fetched, content_hash in rows]
+
+    @serialized
+    def covered_since(self, seed: str, times: Collection[float]) -> set[float]:
+        """Of *times*, those by which every live page of *seed* then due was fetched
+        since: none has its next check at or before it any more (``pages/moved.py``:
+        a bounded run may then deliver the items held at that time)."""
+        self.results.flush()
+        reader = StateReader(self.database)
+        return {when for when in times if not reader.status_counts(seed, when, when)["due_now"]}
 
     def reader(self) -> StateReader:
         """The commands' questions asked of this store's own state, on its connection
@@ -122,3 +169,14 @@ class StoreReadings:
             else self.database.execute(sql.all_runs)
         )
         return [dict(row) for row in rows]
+
+
+#: The memories' keys of held items, and the first key past them (bytewise).
+HELD_ITEMS = "increcrawl:held:"
+HELD_ITEMS_END = "increcrawl:held;"
+
+
+def held_item_key(page: str, label: str, whole: str) -> str:
+    """The memories' key of an item held for a later run: under its page's row
+    (*page*, which names its site), its label and its print (no URL: no page's)."""
+    return f"{HELD_ITEMS}{page}#{label}:{whole}"

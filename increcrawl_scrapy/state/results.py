@@ -1,15 +1,14 @@
 """The results of fetching what the queue handed out, buffered and written in batches.
 
-A page's current state is, in this order: its result not yet written (pending or held,
+A page's current state is, in this order: its result not yet written (pending or undelivered,
 then the batch being written), else the row the queue handed out or ``load`` read, else
 the stored row. That rule lives in :meth:`Results.lookup` and nowhere else;
 :meth:`Results.settle` is the one thing discovery does before it writes.
 On a shared state (PostgreSQL, perhaps across a network) the crawl never waits on
 the database: a flush that recording triggers is written by a writer thread
-(``writes.Writer``) with a connection of its own, while recording goes on into fresh
-buffers; rows a recording would read are loaded first by ``load`` on a worker
-thread. The store's mutex then guards memory, never a round trip. With SQLite (a
-local file, one connection) a flush writes in place."""
+(``writes.Writer``) with its own connection, while recording goes on into fresh
+buffers; rows a recording would read are loaded first by ``load`` on a worker thread.
+The store's mutex then guards memory, never a round trip; SQLite flushes in place."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import wait
 
+from increcrawl_scrapy.schedule.leveling import Leveling
 from increcrawl_scrapy.schedule.policy import RevisitPolicy, apply_result, classify, new_page
 from increcrawl_scrapy.schedule.rows import (
     ITEM_MARK,
@@ -70,13 +70,17 @@ class Results(RowLoads):
         self.flush_items = flush_items
         self.flush_seconds = flush_seconds
         self._pending: dict[str, PageState] = {}  # written on the next flush
-        self._held: dict[str, PageState] = {}  # written once delivered (deliver())
+        self._undelivered: dict[str, PageState] = {}  # written once delivered (deliver())
         self._new_keys: set[str] = set()  # unwritten results of rows not in the table
         self._queued: dict[str, PageState] = {}  # handed out or loaded, not recorded
         self._absent: dict[str, None] = {}  # read by load(): not in the table
         self.contents = KeptContents()  # texts, written with their results
         self.memories = Memories()  # pages' memories, written with their results
         self.history = RunHistory()  # the run's checks, written with their results
+        # Next checks spread over the coming days (#52); on a shared state the plan
+        # and the hosts' priors are read with the rows, on a worker thread.
+        self.leveling = Leveling(hosts.planned, clock, None if claims else database)
+        hosts.priors_in_place = claims is None
         #: The start of this store's run when it is its seed's first (else None).
         self.first_run_since: float | None = None
         #: Called before results are written (the crawl flushes its feeds first).
@@ -88,6 +92,8 @@ class Results(RowLoads):
         #: thread of their own.
         self.claims = claims
         self.shared = claims is not None
+        if claims is not None:
+            claims.leveling = self.leveling  # its plan read with the claimed rows
         self.io = claims.io if claims is not None else database
         io_lock = claims.lock if claims is not None else database.mutex
         self.writer = Writer(
@@ -139,7 +145,7 @@ class Results(RowLoads):
         loaded row, else stored row."""
         page = (
             self._pending.get(key)
-            or self._held.get(key)
+            or self._undelivered.get(key)
             or self.writer.in_flight.get(key)
             or self._queued.get(key)
         )
@@ -151,7 +157,7 @@ class Results(RowLoads):
     def _in_memory(self, key: str) -> bool:
         return (
             key in self._pending
-            or key in self._held
+            or key in self._undelivered
             or key in self.writer.in_flight
             or key in self._queued
             or key in self._absent
@@ -187,7 +193,7 @@ class Results(RowLoads):
         site_failure: bool = False,
         final_url: str | None = None,
         moved: bool = False,
-        hold: bool = False,
+        until_delivered: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
@@ -214,18 +220,21 @@ class Results(RowLoads):
             self._new_keys.add(key)  # a URL discovery never saw: inserted when written
             previous = new_page(key, url, seed, now, self.policy.default_interval)
             previous = previous._replace(host=host_of(key))
-        verdict = self.hosts.verdict(previous.host)
+        verdict, prior = self.hosts.verdict(previous.host), self.hosts.prior(previous.host)
         result = FetchResult(outcome, status, content_hash, validators, site_failure, final_url)
-        page = apply_result(previous, result, now, self.policy, verdict)
+        place = None if ITEM_MARK in key else self.leveling.place
+        page = apply_result(previous, result, now, self.policy, verdict, prior, place)
         if rebaselined:
             page = page._replace(content_hash=content_hash)
         if ITEM_MARK in key:  # a label of its page's item: never fetched on its own
             page = page._replace(next_check=NEVER)
         if outcome in _EVIDENCE and not rebaselined:
-            self.hosts.observe(previous, outcome is Outcome.CHANGED, now, key if hold else None)
+            self.hosts.observe(
+                previous, outcome is Outcome.CHANGED, now, key if until_delivered else None
+            )
         self._pending.pop(key, None)
-        self._held.pop(key, None)
-        (self._held if hold else self._pending)[key] = page
+        self._undelivered.pop(key, None)
+        (self._undelivered if until_delivered else self._pending)[key] = page
         if content is not None and outcome in _KEPT:
             self.contents.add(key, content, changed=outcome is not Outcome.UNCHANGED, now=now)
         if memory is not None and outcome is not Outcome.ERROR:
@@ -236,35 +245,28 @@ class Results(RowLoads):
             len(self._pending) >= self.flush_items
             or time.monotonic() - self._last_flush >= self.flush_seconds
         ):
-            if self.shared:
-                self._flush_soon()
-            else:
-                self.flush()
+            self._flush_soon() if self.shared else self.flush()
         return Recorded(outcome=outcome, page=page)
 
     @serialized
     def deliver(self, key: str) -> None:
-        """A held result's item was delivered: write it with the next flush."""
+        """An undelivered result's item was delivered: write it with the next flush."""
         self.hosts.delivered(key)
-        if (page := self._held.pop(key, None)) is not None:
+        if (page := self._undelivered.pop(key, None)) is not None:
             self._pending[key] = page
 
     @serialized
     def discard(self, key: str) -> bool:
-        """Forget a held result (its item was not delivered): the row stays as it
+        """Forget an undelivered result (its item was not delivered): the row stays as it
         was, so the next run fetches and reports it again."""
         self.hosts.discarded(key)
-        if (page := self._held.pop(key, None)) is not None:
+        if (page := self._undelivered.pop(key, None)) is not None:
             if key not in self.writer.in_flight:  # else an earlier result inserts it
                 self._new_keys.discard(key)
             self.contents.discard(key)
             self.memories.discard(key)
             self.history.discard(key)
         return page is not None
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
 
     @serialized
     def flush(self) -> int:
@@ -291,10 +293,7 @@ class Results(RowLoads):
         if self.before_write is not None:
             self.before_write()
             self.before_write = None
-        if self.shared:
-            self._flush_soon()
-        else:
-            self.flush()
+        self._flush_soon() if self.shared else self.flush()
 
     def before_claim(self, until: float) -> list[str]:
         """Before a claim (on a worker thread): the results recorded so far start
@@ -321,7 +320,7 @@ class Results(RowLoads):
             return [key for key, page in self._unwritten().items() if page.next_check > until]
 
     def _unwritten(self) -> dict[str, PageState]:
-        return {**self.writer.in_flight, **self._pending, **self._held}
+        return {**self.writer.in_flight, **self._pending, **self._undelivered}
 
     def _flush_soon(self) -> None:
         """Hand pending results to the writer thread, unless it is writing: then
@@ -389,7 +388,7 @@ class Results(RowLoads):
     def _restore(self, batch: Batch) -> None:
         """A batch that could not be written goes back, under later results."""
         for key, page in batch.pages.items():
-            if key not in self._pending and key not in self._held:
+            if key not in self._pending and key not in self._undelivered:
                 self._pending[key] = page
         self.contents.restore(batch.contents)
         self.memories.restore(batch.memories)
@@ -404,8 +403,8 @@ class Results(RowLoads):
         """Drop every result not written yet (the database stays locked by another
         program): their rows stay as they were, due. Returns how many."""
         batch = self._take()
-        held, self._held = len(self._held), {}
-        return held + (len(batch.pages) if batch is not None else 0)
+        undelivered, self._undelivered = len(self._undelivered), {}
+        return undelivered + (len(batch.pages) if batch is not None else 0)
 
     @serialized
     def settle(self) -> None:
@@ -417,14 +416,11 @@ class Results(RowLoads):
         self._epoch += 1
 
     def close(self) -> None:
-        """Write what is pending, give back unanswered leases, stop the writer. On a
-        shared state whose server is unreachable (a restart), the last write waits
-        for it (``Claims.patiently``: nothing records any more)."""
+        """Write what is pending, give back unanswered leases, stop the writer. (A
+        crawl on a shared state has waited out a restarting server for its last write
+        before: ``claims.write_last``.)"""
         try:
-            if self.claims is not None:
-                self.claims.patiently(self.flush)
-            else:
-                self.flush()
+            self.flush()
             self.release()
         finally:
             self.writer.shutdown()

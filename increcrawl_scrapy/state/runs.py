@@ -75,9 +75,15 @@ class Run:
         self.first = False  # the seed's first run: nothing of it delivered before
 
     @classmethod
-    def start(cls, database: Backend, seed: str, **parts: Any) -> Run:
+    def start(
+        cls, database: Backend, seed: str, max_staleness: float | None = None, **parts: Any
+    ) -> Run:
+        """A new run of *seed*; rows scheduled past *max_staleness* after their last
+        fetch (INCRECRAWL_MAX_STALENESS, set since) are brought within it."""
         with database.transaction() as db:
             (run_id,) = db.execute(db.sql.insert_run, (seed, parts["clock"]())).fetchone()
+            if max_staleness is not None:
+                db.execute(db.sql.bound_staleness, (max_staleness, max_staleness))
             earlier = db.execute(db.sql.earlier_run, (seed, run_id)).fetchone()
             for statement in db.sql.run_tables:
                 db.execute(statement)

@@ -89,7 +89,13 @@ class ResultStatements(Protocol):
     last_change: str
     remember: str
     read_memory: str
+    item_rows: str  # of a site: rows kept under their pages (``pages/keyed.py``)
+    forget_memory: str
+    held_items: str  # the memories' keys in [lower, upper), bytewise (readings.py)
     host_counts: str  # of a JSON array of hosts
+    host_rates: str  # per host of a JSON array, its pages' totals for its rate prior
+    planned_days: str  # checks planned per coming day
+    bound_staleness: str  # INCRECRAWL_MAX_STALENESS over rows scheduled before
     add_host_evidence: str
     set_host_verdict: str
     demote: str

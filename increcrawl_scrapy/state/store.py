@@ -25,13 +25,13 @@ from increcrawl_scrapy.schedule.policy import RevisitPolicy, policy_from_config
 from increcrawl_scrapy.schedule.rows import PAGE_COLUMNS, PageState, Recorded, RekeyResult
 from increcrawl_scrapy.state import history, memories
 from increcrawl_scrapy.state.backend import Backend, serialized
-from increcrawl_scrapy.state.claims import Claims
+from increcrawl_scrapy.state.claims import Claims, write_last
 from increcrawl_scrapy.state.edits import OperatorEdits
 from increcrawl_scrapy.state.hosts import Hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
 from increcrawl_scrapy.state.locations import is_postgres
 from increcrawl_scrapy.state.postgres.database import PostgresDatabase
-from increcrawl_scrapy.state.queue import CHUNK, SHARED_CHUNK, Budget, ChangeQueue, choose
+from increcrawl_scrapy.state.queue import CHUNK, Budget, ChangeQueue, choose
 from increcrawl_scrapy.state.readings import StoreReadings
 from increcrawl_scrapy.state.results import Results
 from increcrawl_scrapy.state.runs import Run
@@ -101,12 +101,8 @@ class StateStore(OperatorEdits, StoreReadings):
         except BaseException:
             self._release()
             raise
-        self.hosts = Hosts(
-            self.database,
-            self.lastmod.min_evidence,
-            self.policy.demoted_max_interval,
-            self.policy.trusted_wait,
-        )
+        wait, trusted = self.policy.demoted_max_interval, self.policy.trusted_wait
+        self.hosts = Hosts(self.database, self.lastmod.min_evidence, wait, trusted)
         #: What the last re-keying did (normalization settings changed).
         self.rekeyed = RekeyResult(0, 0)
         self.old_fingerprints = 0  # pages of an old text scheme when it opened
@@ -204,10 +200,13 @@ class StateStore(OperatorEdits, StoreReadings):
             normalize=self.normalize,
             clock=self.clock,
             default_interval=self.policy.default_interval,
+            max_staleness=self.policy.max_staleness,
             missing_runs=self.missing_runs,
             lastmod=self.lastmod,
         )
         self.results.history.begin(run.id)
+        self.results.leveling.new_run()  # the plan and the priors read again
+        self.hosts.new_run()
         self.results.first_run_since = started if run.first else None
         return run
 
@@ -219,9 +218,8 @@ class StateStore(OperatorEdits, StoreReadings):
     # -- the change queue ----------------------------------------------------
 
     def due(self, seed: str, limit: int | None = None) -> list[PageState]:
-        """Rows of *seed* whose next check has come, most overdue first: live rows,
-        and gone rows still listed (their slow re-check). At most *limit*: those
-        likeliest to have changed (``budget()``)."""
+        """Rows of *seed* due, most overdue first: live rows, and gone rows still listed
+        (their slow re-check). At most *limit*: the likeliest changed (``budget()``)."""
         return [page for chunk in self.due_chunks(seed, limit) for page in chunk]
 
     def due_chunks(
@@ -242,10 +240,7 @@ class StateStore(OperatorEdits, StoreReadings):
             budget = self.budget(seed, limit)
         if budget is None or budget.chosen is None:
             return self.queue.chunks(seed, limit, size, wait=wait)
-        chosen = budget.chosen
-        if self.shared:  # claimed as the queue's rows are: a share at a time
-            size = min(size, SHARED_CHUNK)
-        return (self.queue.rows_of(chosen[at : at + size]) for at in range(0, len(chosen), size))
+        return self.queue.chosen_chunks(budget.chosen, size, wait=wait)
 
     @serialized
     def budget(self, seed: str, limit: int | None) -> Budget:
@@ -284,7 +279,7 @@ class StateStore(OperatorEdits, StoreReadings):
         final_url: str | None = None,
         moved: bool = False,
         lease: str | None = None,
-        hold: bool = False,
+        until_delivered: bool = False,
         content: str | None = None,
         memory: bytes | None = None,
         error_kind: str | None = None,
@@ -298,7 +293,7 @@ class StateStore(OperatorEdits, StoreReadings):
         *site_failure* (the site answered 4xx/5xx or timed out) backs the row off;
         any other failure leaves it due (*error_kind* says what failed: ``timeout``...).
         *validators* is ``(etag, last_modified)`` as the origin sent them; None means
-        the fetcher cannot see them (Geonode). With *hold*, the result is written
+        the fetcher cannot see them (Geonode). With *until_delivered*, the result is written
         only once :meth:`deliver` is called. *content* is the page's text, kept when
         given (INCRECRAWL_KEEP_CONTENT); *memory* what the fetch leaves for the next
         one (``pages/memory.py``); *items_changed*: its items changed (by that match),
@@ -315,7 +310,7 @@ class StateStore(OperatorEdits, StoreReadings):
             site_failure=site_failure,
             final_url=final_url,
             moved=moved,
-            hold=hold,
+            until_delivered=until_delivered,
             content=content,
             memory=memory,
             error_kind=error_kind,
@@ -340,6 +335,10 @@ class StateStore(OperatorEdits, StoreReadings):
     def flush(self) -> int:
         """Write buffered results in one transaction. Returns how many rows."""
         return self.results.flush()
+
+    async def write_last(self) -> int:
+        """The crawl's last write (``claims.write_last``)."""
+        return await write_last(self.flush, self.results.claims)
 
     def load(self, keys: list[str]) -> None:
         """Read rows before recording them (``Results.load``): off the reactor's thread."""
@@ -377,8 +376,8 @@ class StateStore(OperatorEdits, StoreReadings):
         if claims is None or self.database.closed:
             return 1, 1
         with self.database.mutex:  # the leases of pages in flight, renewed with the beat
-            held = dict(claims.tokens)
-        return claims.beat(seed, ttl, held)
+            leased = dict(claims.tokens)
+        return claims.beat(seed, ttl, leased)
 
     # -- the crawl's end ------------------------------------------------------
 

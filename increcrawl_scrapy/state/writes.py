@@ -81,8 +81,10 @@ def write_batch(
             db.executemany(db.sql.keep_content, rows)
         # A page's with its result; one kept alone (memories.py) without.
         remembered = [r for r in batch.memories if r[0] in written or r[0] not in batch.pages]
-        if remembered:
-            db.executemany(db.sql.remember, remembered)
+        if any(body for _, body in remembered):
+            db.executemany(db.sql.remember, [r for r in remembered if r[1]])
+        if any(not body for _, body in remembered):  # an empty one: forgotten (a held item's)
+            db.executemany(db.sql.forget_memory, [(k,) for k, body in remembered if not body])
         checks = [row for row in batch.checks if row[-1] in written]
         if checks:  # after the pages: a new page's check needs its id
             db.executemany(db.sql.record_check, checks)

@@ -100,6 +100,7 @@ class Knobs:
 class _Fault:
     kind: str
     endpoint: str
+    url: str | None = None  # only the calls for this page's URL, or any
 
 
 @dataclass
@@ -183,11 +184,14 @@ class GeonodeStandIn:
                 setattr(self.knobs, name, value)
             self._lock.notify_all()  # a raised limit or an unstalled batch frees waiters
 
-    def inject(self, kind: str, count: int = 1, endpoint: str = "extract") -> None:
-        """The next *count* calls of *endpoint* answer with fault *kind*."""
+    def inject(
+        self, kind: str, count: int = 1, endpoint: str = "extract", url: str | None = None
+    ) -> None:
+        """The next *count* calls of *endpoint* (for page *url* only, if given: an
+        extraction's) answer with fault *kind*."""
         _check_fault(kind, endpoint)
         with self._lock:
-            self._scripted.extend(_Fault(kind, endpoint) for _ in range(count))
+            self._scripted.extend(_Fault(kind, endpoint, url) for _ in range(count))
 
     def random_faults(
         self,
@@ -214,10 +218,10 @@ class GeonodeStandIn:
             self._scripted.clear()
             self._random_rate = 0.0
 
-    def _next_fault(self, endpoint: str) -> str | None:
+    def _next_fault(self, endpoint: str, url: str | None = None) -> str | None:
         with self._lock:
             for index, fault in enumerate(self._scripted):
-                if fault.endpoint in (endpoint, "any"):
+                if fault.endpoint in (endpoint, "any") and fault.url in (None, url):
                     del self._scripted[index]
                     self._counters["faults"][fault.kind] += 1
                     return fault.kind
@@ -415,7 +419,7 @@ class GeonodeStandIn:
             if job.cancelled:
                 return
             item["status"] = "processing"
-        fault = self._next_fault("batch_item")
+        fault = self._next_fault("batch_item", item["url"])
         if fault in NO_CONTENT:
             fault, dropped = None, fault
         else:
@@ -605,463 +609,492 @@ def _now() -> str:
 _JOB_PATH = re.compile(r"^/v1/(extract|batch)/([0-9a-fA-F-]{1,64})$")
 
 
-def _handler_for(api: GeonodeStandIn) -> type[QuietHandler]:
-    class Handler(QuietHandler):
-        #: A fault that drops the content of this request's answer (``NO_CONTENT``).
-        no_content: str | None = None
+class _Handler(QuietHandler):
+    """The stand-in's HTTP side: one method per endpoint (``get_*``, ``post_*``,
+    ``delete_*``, ``admin_*``), each answering for :attr:`api`, the stand-in it serves
+    (set on a subclass per server, :func:`_handler_for`)."""
 
-        def handle_one_request(self) -> None:
-            if api._stopping.is_set():  # stopped: answer nothing, like a dead server
-                self.close_connection = True
+    api: GeonodeStandIn
+    #: A fault that drops the content of this request's answer (``NO_CONTENT``).
+    no_content: str | None = None
+
+    def handle_one_request(self) -> None:
+        if self.api._stopping.is_set():  # stopped: answer nothing, like a dead server
+            self.close_connection = True
+            return
+        self._answering = False
+        try:
+            super().handle_one_request()
+        finally:
+            if self._answering:
+                self.api._call(-1)
+
+    def parse_request(self) -> bool:
+        # A request has arrived (not an idle keep-alive wait): count it in flight.
+        parsed = super().parse_request()
+        if parsed:
+            self._answering = True
+            self.api._call(+1)
+        return parsed
+
+    # -- routes ----------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        if path.startswith("/_admin/"):
+            self.admin_get(path)
+            return
+        self.api._count(f"GET {_route(path)}")
+        if path == "/health":
+            self.get_health()
+            return
+        if not self.authorized():
+            return
+        match = _JOB_PATH.match(path)
+        if path == "/v1/usage/concurrency":
+            self.get_concurrency()
+        elif match and match.group(1) == "extract":
+            self.get_extract_job(match.group(2))
+        elif match:
+            self.get_batch_job(match.group(2), parse_qs(parts.query))
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        if path.startswith("/_admin/"):
+            self.admin_post(path)
+            return
+        ok, body = self.read_json()
+        self.api._count(f"POST {path}", body if ok else None)
+        if not self.authorized():
+            return
+        if not ok:
+            self.send_json(422, body)
+            return
+        if path == "/v1/extract":
+            self.post_extract(body)
+        elif path == "/v1/batch":
+            self.post_batch(body)
+        elif path == "/v1/map":
+            self.post_map(body)
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+
+    def do_DELETE(self) -> None:
+        path = urlsplit(self.path).path
+        self.api._count(f"DELETE {_route(path)}")
+        if not self.authorized():
+            return
+        match = _JOB_PATH.match(path)
+        self.delete_batch(match.group(2) if match and match.group(1) == "batch" else None)
+
+    # -- GET /health, /v1/usage/concurrency, /v1/extract/{id}, /v1/batch/{id} ----
+
+    def get_health(self) -> None:
+        self.send_json(
+            200,
+            {"service": "scraper", "status": "ok", "timestamp": _now(), "version": "stand-in"},
+        )
+
+    def get_concurrency(self) -> None:
+        with self.api._lock:
+            body = {
+                "work_concurrency_in_use": self.api._in_flight,
+                "work_concurrency_limit": self.api.knobs.concurrency_limit,
+            }
+        self.send_json(200, body)
+
+    def get_extract_job(self, job_id: str) -> None:
+        job = self.job_asked("extract", job_id)
+        if job is None:
+            return
+        item = job.items[0]
+        with self.api._lock:
+            job.polls += 1
+            done = item["status"] in ("completed", "failed")
+            # Every job is seen queued first, as the batch lifecycle is.
+            status = "queued" if job.polls == 1 else item["status"]
+            done = done and status != "queued"
+        body: dict[str, Any] = {
+            "job_id": job.job_id,
+            "status": status,
+            "created_at": job.created_at,
+            "completed_at": job.completed_at if done else None,
+            "data": None,
+            "metadata": None,
+            "error": None,
+            "tokens_charged": None,
+        }
+        if status == "completed":
+            body.update(data=item["data"], metadata=item["full_metadata"], tokens_charged=1)
+        elif status == "failed":
+            body.update(error=item["error"], tokens_charged=0)
+        self.send_json(200, body)
+
+    def get_batch_job(self, job_id: str, query: dict[str, list[str]]) -> None:
+        job = self.job_asked("batch", job_id)
+        if job is None:
+            return
+        detail: list[dict[str, Any]] = []
+        page = query_int(detail, "page", _first(query, "page"), 1, 1, 10**9)
+        size = query_int(detail, "page_size", _first(query, "page_size"), 10, 1, 50)
+        if detail:
+            self.send_json(422, {"detail": detail})
+            return
+        self.send_json(200, self.api.batch_status(job, page, size))
+
+    def job_asked(self, kind: str, job_id: str) -> _Job | None:
+        """The job a status call names, or ``None`` once a fault or a 404 answered."""
+        if self.play_fault(f"{kind}_status"):
+            return None
+        job = self.api._jobs.get(job_id)
+        if job is None or job.kind != kind:
+            self.send_json(404, api_error("NOT_FOUND", f"job {job_id} not found", retryable=False))
+            return None
+        return job
+
+    # -- POST /v1/extract, /v1/batch, /v1/map -------------------------------------
+
+    def post_extract(self, body: Any) -> None:
+        check = Validator(body)
+        url = check.required_str("url")
+        config = {
+            "formats": check.formats(["html"]),
+            "render_js": check.boolean("render_js", False),
+            "processing_mode": check.choice("processing_mode", ("sync", "async"), "sync"),
+            "headers": check.headers(),
+            "timeout": check.integer("timeout", None, ge=1000),
+            "proxy": check.proxy(),
+            "wait_config": check.wait_config(),
+        }
+        if check.detail:
+            self.send_json(422, check.body_dict())
+            return
+        self.no_content = None
+        if self.play_fault("extract", url):
+            return
+        assert url is not None
+        if config["processing_mode"] == "async":
+            if self.quota_ok():
+                self.start_async(url, config)
+            return
+        if not self.quota_ok(reserve=True):
+            return
+        api = self.api
+        try:
+            if not api._try_slot():
+                self.too_busy(
+                    "WORK_CONCURRENCY_LIMITED", "Work concurrency limit reached for this plan"
+                )
                 return
-            self._answering = False
             try:
-                super().handle_one_request()
+                status, answer = api.extract(url, config)
             finally:
-                if self._answering:
-                    api._call(-1)
+                api._release_slot()
+        finally:
+            api._unreserve()
+        if self.no_content:
+            formats = config["formats"]
+            assert isinstance(formats, list)
+            _drop_content(answer, formats, self.no_content)
+        self.send_json(status, answer)
 
-        def parse_request(self) -> bool:
-            # A request has arrived (not an idle keep-alive wait): count it in flight.
-            parsed = super().parse_request()
-            if parsed:
-                self._answering = True
-                api._call(+1)
-            return parsed
+    def start_async(self, url: str, config: dict[str, Any]) -> None:
+        api = self.api
+        job_id = str(uuid.uuid4())
+        item: dict[str, Any] = {"url": url, "status": "queued"}
+        job = _Job(job_id, "extract", _now(), config, [item])
+        api._jobs[job_id] = job
 
-        def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            with api._lock:
-                api._counters["statuses"][str(status)] += 1
-            self.send_body(status, json.dumps(body).encode(), "application/json", headers)
-
-        def read_json(self) -> tuple[bool, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+        def work() -> None:
+            if not api._wait_slot():
+                return
             try:
-                return True, json.loads(raw or b"null")
-            except ValueError as exc:
-                return False, {
-                    "detail": [
-                        {
-                            "type": "json_invalid",
-                            "loc": ["body", 0],
-                            "msg": "JSON decode error",
-                            "input": {},
-                            "ctx": {"error": str(exc)},
-                        }
-                    ]
-                }
-
-        def authorized(self) -> bool:
-            key = self.headers.get("X-Api-Key")
-            if key and key in api.knobs.api_keys:
-                return True
-            self.send_json(
-                401, api_error("AUTH_REQUIRED", "Invalid or missing API key", retryable=False)
-            )
-            return False
-
-        def play_fault(self, endpoint: str) -> bool:
-            """Answer with the next fault for *endpoint*, if there is one."""
-            kind = api._next_fault(endpoint)
-            if kind is None:
-                return False
-            if kind == "drop":
-                self.close_connection = True
-                with contextlib.suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                return True
-            if kind in BAD_ANSWERS:
-                body = {
-                    "not_json": b"<html>surprise</html>",
-                    "missing_fields": b'{"data": {"markdown": "# x"}}',
-                    "wrong_types": b'{"data": {"markdown": 5}, "metadata": {"http_status": "200"},'
-                    b' "tokens_charged": "1"}',
-                }[kind]
-                self.send_body(200, body, "application/json")
-                return True
-            if kind == "slow":
-                api._stopping.wait(api.knobs.slow_seconds)
-                return False  # then answer normally, too late for the client
-            if kind in NO_CONTENT:
-                self.no_content = kind  # an answer made as usual, its content dropped
-                return False
-            if kind in ("502", "504"):
                 with api._lock:
-                    api._counters["statuses"][kind] += 1
-                self.send_body(int(kind), gateway_html(int(kind)), "text/html")
-            elif kind == "429":
-                self.too_busy("RATE_LIMITED", "Rate limit exceeded")
-            elif kind in ("500", "503", "408"):
-                code = {"500": "INTERNAL_ERROR", "503": "SERVICE_UNAVAILABLE", "408": "TIMEOUT"}[
-                    kind
-                ]
-                self.send_json(int(kind), api_error(code, f"injected {kind}", retryable=True))
-            else:
-                self.send_json(422, extraction_error(kind, f"injected {kind}"))
-            return True
-
-        def too_busy(self, code: str, message: str) -> None:
-            headers = {}
-            if api.knobs.retry_after is not None:
-                headers["Retry-After"] = f"{api.knobs.retry_after:g}"
-            details = {"limit": api.knobs.concurrency_limit}
-            self.send_json(429, api_error(code, message, retryable=True, details=details), headers)
-
-        def quota_ok(self, reserve: bool = False) -> bool:
-            if api._quota_left(reserve):
-                return True
-            self.send_json(
-                402, api_error("PAYMENT_REQUIRED", "Monthly quota exhausted", retryable=False)
-            )
-            return False
-
-        # -- routes ------------------------------------------------------------
-
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            path = parts.path
-            if path.startswith("/_admin/"):
-                self.admin_get(path)
-                return
-            api._count(f"GET {_route(path)}")
-            if path == "/health":
-                self.send_json(
-                    200,
-                    {
-                        "service": "scraper",
-                        "status": "ok",
-                        "timestamp": _now(),
-                        "version": "stand-in",
-                    },
-                )
-                return
-            if not self.authorized():
-                return
-            if path == "/v1/usage/concurrency":
-                with api._lock:
-                    body = {
-                        "work_concurrency_in_use": api._in_flight,
-                        "work_concurrency_limit": api.knobs.concurrency_limit,
-                    }
-                self.send_json(200, body)
-                return
-            match = _JOB_PATH.match(path)
-            if not match:
-                self.send_json(404, {"detail": "Not Found"})
-                return
-            kind, job_id = match.groups()
-            if self.play_fault(f"{kind}_status"):
-                return
-            job = api._jobs.get(job_id)
-            if job is None or job.kind != kind:
-                self.send_json(
-                    404, api_error("NOT_FOUND", f"job {job_id} not found", retryable=False)
-                )
-                return
-            if kind == "extract":
-                self.extract_status(job)
-                return
-            query = parse_qs(parts.query)
-            detail: list[dict[str, Any]] = []
-            page = query_int(detail, "page", _first(query, "page"), 1, 1, 10**9)
-            size = query_int(detail, "page_size", _first(query, "page_size"), 10, 1, 50)
-            if detail:
-                self.send_json(422, {"detail": detail})
-                return
-            self.send_json(200, api.batch_status(job, page, size))
-
-        def extract_status(self, job: _Job) -> None:
-            item = job.items[0]
+                    item["status"] = "processing"
+                status, answer = api.extract(url, config)
+            finally:
+                api._release_slot()
             with api._lock:
-                job.polls += 1
-                done = item["status"] in ("completed", "failed")
-                # Every job is seen queued first, as the batch lifecycle is.
-                status = "queued" if job.polls == 1 else item["status"]
-                done = done and status != "queued"
-            body: dict[str, Any] = {
-                "job_id": job.job_id,
-                "status": status,
-                "created_at": job.created_at,
-                "completed_at": job.completed_at if done else None,
+                if status == 200:
+                    item.update(
+                        status="completed",
+                        data=answer["data"],
+                        full_metadata=answer["metadata"],
+                    )
+                else:
+                    item.update(status="failed", error=answer["error"])
+                job.completed_at = _now()
+
+        threading.Thread(target=work, daemon=True).start()
+        self.send_json(
+            202,
+            {
+                "job_id": job_id,
+                "status": "queued",
+                "status_url": f"/v1/extract/{job_id}",
+                "estimated_tokens": 1,
+            },
+        )
+
+    def post_batch(self, body: Any) -> None:
+        check = Validator(body)
+        urls = check.url_list("urls", min_length=1, max_length=1000)
+        ignore_invalid = check.boolean("ignore_invalid_urls", True)
+        config = {
+            "formats": check.formats(["markdown"]),
+            "render_js": check.boolean("render_js", False),
+            "proxy": check.proxy() or {"country": None, "type": "residential"},
+            "headers": check.headers(),
+            "wait_config": check.wait_config(),
+        }
+        invalid = [
+            u
+            for u in urls
+            if urlsplit(u).scheme not in ("http", "https") or not urlsplit(u).hostname
+        ]
+        if invalid and not ignore_invalid:
+            for u in invalid:
+                check.fail(["urls", urls.index(u)], "url_parsing", "Input should be a valid URL", u)
+        if check.detail:
+            self.send_json(422, check.body_dict())
+            return
+        if self.play_fault("batch") or not self.quota_ok():
+            return
+        accepted = [u for u in urls if u not in invalid]
+        job_id = str(uuid.uuid4())
+        items = [
+            {
+                "input_index": i,
+                "url": u,
+                "status": "queued",
+                "error_code": None,
+                "error_message": None,
                 "data": None,
                 "metadata": None,
-                "error": None,
-                "tokens_charged": None,
             }
-            if status == "completed":
-                body.update(data=item["data"], metadata=item["full_metadata"], tokens_charged=1)
-            elif status == "failed":
-                body.update(error=item["error"], tokens_charged=0)
-            self.send_json(200, body)
+            for i, u in enumerate(accepted)
+        ]
+        job = _Job(job_id, "batch", _now(), config, items, invalid_urls=invalid)
+        self.api._jobs[job_id] = job
+        threading.Thread(target=self.api._run_batch, args=(job,), daemon=True).start()
+        self.send_json(
+            202,
+            {
+                "job_id": job_id,
+                "status": "queued",
+                "status_url": f"/v1/batch/{job_id}",
+                "accepted_urls": len(accepted),
+                "invalid_urls": invalid,
+            },
+        )
 
-        def do_POST(self) -> None:
-            path = urlsplit(self.path).path
-            if path.startswith("/_admin/"):
-                self.admin_post(path)
-                return
-            ok, body = self.read_json()
-            api._count(f"POST {path}", body if ok else None)
-            if not self.authorized():
-                return
-            if not ok:
-                self.send_json(422, body)
-                return
-            if path == "/v1/extract":
-                self.post_extract(body)
-            elif path == "/v1/batch":
-                self.post_batch(body)
-            elif path == "/v1/map":
-                self.post_map(body)
+    def post_map(self, body: Any) -> None:
+        check = Validator(body)
+        url = check.required_str("url")
+        search = check.string("search")
+        subdomains = check.boolean("include_subdomains", False)
+        no_query = check.boolean("ignore_query_parameters", True)
+        if check.detail:
+            self.send_json(422, check.body_dict())
+            return
+        if self.play_fault("map"):
+            return
+        assert url is not None
+        if not _is_loopback(url):
+            self.send_json(
+                422,
+                extraction_error(
+                    "INVALID_URL", "the stand-in only maps origins on loopback addresses"
+                ),
+            )
+            return
+        started = time.monotonic()
+        links = self.api.map_site(url, search, subdomains, no_query)
+        links += [{"url": link, "source": "html"} for link in self.api.knobs.map_extra_links]
+        self.send_json(
+            200,
+            {
+                "success": True,
+                "links": links,
+                "metadata": {
+                    "url": url,
+                    "links_count": len(links),
+                    "duration_ms": int((time.monotonic() - started) * 1000),
+                },
+                "warning": None if links else "No links found for this URL",
+            },
+        )
+
+    # -- DELETE /v1/batch/{id} ----------------------------------------------------
+
+    def delete_batch(self, job_id: str | None) -> None:
+        api = self.api
+        job = api._jobs.get(job_id) if job_id is not None else None
+        if job is None:
+            self.send_json(404, api_error("NOT_FOUND", "job not found", retryable=False))
+            return
+        with api._lock:
+            terminal = all(i["status"] in ("completed", "failed", "cancelled") for i in job.items)
+            if job.cancelled or (terminal and job.completed_at is not None):
+                conflict = True
             else:
-                self.send_json(404, {"detail": "Not Found"})
+                conflict = False
+                job.cancelled = True
+                in_flight = 0
+                for item in job.items:
+                    if item["status"] == "queued":
+                        item["status"] = "cancelled"
+                    elif item["status"] == "processing":
+                        in_flight += 1
+                job.completed_at = _now()
+                api._lock.notify_all()
+        if conflict:
+            self.send_json(409, api_error("CONFLICT", "job already finished", retryable=False))
+            return
+        self.send_json(
+            202,
+            {
+                "job_id": job.job_id,
+                "status": "cancelled",
+                "status_url": f"/v1/batch/{job.job_id}",
+                "in_flight_urls": in_flight,
+            },
+        )
 
-        def post_extract(self, body: Any) -> None:
-            check = Validator(body)
-            url = check.required_str("url")
-            config = {
-                "formats": check.formats(["html"]),
-                "render_js": check.boolean("render_js", False),
-                "processing_mode": check.choice("processing_mode", ("sync", "async"), "sync"),
-                "headers": check.headers(),
-                "timeout": check.integer("timeout", None, ge=1000),
-                "proxy": check.proxy(),
-                "wait_config": check.wait_config(),
-            }
-            if check.detail:
-                self.send_json(422, check.body_dict())
-                return
-            self.no_content = None
-            if self.play_fault("extract"):
-                return
-            assert url is not None
-            if config["processing_mode"] == "async":
-                if self.quota_ok():
-                    self.start_async(url, config)
-                return
-            if not self.quota_ok(reserve=True):
-                return
-            try:
-                if not api._try_slot():
-                    self.too_busy(
-                        "WORK_CONCURRENCY_LIMITED", "Work concurrency limit reached for this plan"
-                    )
-                    return
-                try:
-                    status, answer = api.extract(url, config)
-                finally:
-                    api._release_slot()
-            finally:
-                api._unreserve()
-            if self.no_content:
-                formats = config["formats"]
-                assert isinstance(formats, list)
-                _drop_content(answer, formats, self.no_content)
-            self.send_json(status, answer)
+    # -- /_admin/: the stand-in steered over HTTP -------------------------------
 
-        def start_async(self, url: str, config: dict[str, Any]) -> None:
-            job_id = str(uuid.uuid4())
-            item: dict[str, Any] = {"url": url, "status": "queued"}
-            job = _Job(job_id, "extract", _now(), config, [item])
-            api._jobs[job_id] = job
+    def admin_get(self, path: str) -> None:
+        if path == "/_admin/counters":
+            self.send_body(200, json.dumps(self.api.counters()).encode(), "application/json")
+        elif path == "/_admin/knobs":
+            self.send_body(200, json.dumps(asdict(self.api.knobs)).encode(), "application/json")
+        else:
+            self.send_body(404, b"{}", "application/json")
 
-            def work() -> None:
-                if not api._wait_slot():
-                    return
-                try:
-                    with api._lock:
-                        item["status"] = "processing"
-                    status, answer = api.extract(url, config)
-                finally:
-                    api._release_slot()
-                with api._lock:
-                    if status == 200:
-                        item.update(
-                            status="completed",
-                            data=answer["data"],
-                            full_metadata=answer["metadata"],
-                        )
-                    else:
-                        item.update(status="failed", error=answer["error"])
-                    job.completed_at = _now()
-
-            threading.Thread(target=work, daemon=True).start()
-            self.send_json(
-                202,
-                {
-                    "job_id": job_id,
-                    "status": "queued",
-                    "status_url": f"/v1/extract/{job_id}",
-                    "estimated_tokens": 1,
-                },
-            )
-
-        def post_batch(self, body: Any) -> None:
-            check = Validator(body)
-            urls = check.url_list("urls", min_length=1, max_length=1000)
-            ignore_invalid = check.boolean("ignore_invalid_urls", True)
-            config = {
-                "formats": check.formats(["markdown"]),
-                "render_js": check.boolean("render_js", False),
-                "proxy": check.proxy() or {"country": None, "type": "residential"},
-                "headers": check.headers(),
-                "wait_config": check.wait_config(),
-            }
-            invalid = [
-                u
-                for u in urls
-                if urlsplit(u).scheme not in ("http", "https") or not urlsplit(u).hostname
-            ]
-            if invalid and not ignore_invalid:
-                for u in invalid:
-                    check.fail(
-                        ["urls", urls.index(u)], "url_parsing", "Input should be a valid URL", u
-                    )
-            if check.detail:
-                self.send_json(422, check.body_dict())
-                return
-            if self.play_fault("batch") or not self.quota_ok():
-                return
-            accepted = [u for u in urls if u not in invalid]
-            job_id = str(uuid.uuid4())
-            items = [
-                {
-                    "input_index": i,
-                    "url": u,
-                    "status": "queued",
-                    "error_code": None,
-                    "error_message": None,
-                    "data": None,
-                    "metadata": None,
-                }
-                for i, u in enumerate(accepted)
-            ]
-            job = _Job(job_id, "batch", _now(), config, items, invalid_urls=invalid)
-            api._jobs[job_id] = job
-            threading.Thread(target=api._run_batch, args=(job,), daemon=True).start()
-            self.send_json(
-                202,
-                {
-                    "job_id": job_id,
-                    "status": "queued",
-                    "status_url": f"/v1/batch/{job_id}",
-                    "accepted_urls": len(accepted),
-                    "invalid_urls": invalid,
-                },
-            )
-
-        def post_map(self, body: Any) -> None:
-            check = Validator(body)
-            url = check.required_str("url")
-            search = check.string("search")
-            subdomains = check.boolean("include_subdomains", False)
-            no_query = check.boolean("ignore_query_parameters", True)
-            if check.detail:
-                self.send_json(422, check.body_dict())
-                return
-            if self.play_fault("map"):
-                return
-            assert url is not None
-            if not _is_loopback(url):
-                self.send_json(
-                    422,
-                    extraction_error(
-                        "INVALID_URL", "the stand-in only maps origins on loopback addresses"
-                    ),
-                )
-                return
-            started = time.monotonic()
-            links = api.map_site(url, search, subdomains, no_query)
-            links += [{"url": link, "source": "html"} for link in api.knobs.map_extra_links]
-            self.send_json(
-                200,
-                {
-                    "success": True,
-                    "links": links,
-                    "metadata": {
-                        "url": url,
-                        "links_count": len(links),
-                        "duration_ms": int((time.monotonic() - started) * 1000),
-                    },
-                    "warning": None if links else "No links found for this URL",
-                },
-            )
-
-        def do_DELETE(self) -> None:
-            path = urlsplit(self.path).path
-            api._count(f"DELETE {_route(path)}")
-            if not self.authorized():
-                return
-            match = _JOB_PATH.match(path)
-            job = api._jobs.get(match.group(2)) if match and match.group(1) == "batch" else None
-            if job is None:
-                self.send_json(404, api_error("NOT_FOUND", "job not found", retryable=False))
-                return
-            with api._lock:
-                terminal = all(
-                    i["status"] in ("completed", "failed", "cancelled") for i in job.items
-                )
-                if job.cancelled or (terminal and job.completed_at is not None):
-                    conflict = True
-                else:
-                    conflict = False
-                    job.cancelled = True
-                    in_flight = 0
-                    for item in job.items:
-                        if item["status"] == "queued":
-                            item["status"] = "cancelled"
-                        elif item["status"] == "processing":
-                            in_flight += 1
-                    job.completed_at = _now()
-                    api._lock.notify_all()
-            if conflict:
-                self.send_json(409, api_error("CONFLICT", "job already finished", retryable=False))
-                return
-            self.send_json(
-                202,
-                {
-                    "job_id": job.job_id,
-                    "status": "cancelled",
-                    "status_url": f"/v1/batch/{job.job_id}",
-                    "in_flight_urls": in_flight,
-                },
-            )
-
-        # -- admin -------------------------------------------------------------
-
-        def admin_get(self, path: str) -> None:
-            if path == "/_admin/counters":
-                self.send_body(200, json.dumps(api.counters()).encode(), "application/json")
-            elif path == "/_admin/knobs":
-                self.send_body(200, json.dumps(asdict(api.knobs)).encode(), "application/json")
-            else:
+    def admin_post(self, path: str) -> None:
+        ok, body = self.read_json()
+        steer = {
+            "/_admin/knobs": self.admin_knobs,
+            "/_admin/faults": self.admin_faults,
+            "/_admin/clear-faults": lambda _: self.api.clear_faults(),
+            "/_admin/reset-counters": lambda _: self.api.reset_counters(),
+        }
+        try:
+            if not ok or not isinstance(body, dict):
+                raise ValueError("body must be a JSON object")
+            if path not in steer:
                 self.send_body(404, b"{}", "application/json")
-
-        def admin_post(self, path: str) -> None:
-            ok, body = self.read_json()
-            try:
-                if not ok or not isinstance(body, dict):
-                    raise ValueError("body must be a JSON object")
-                if path == "/_admin/knobs":
-                    api.configure(**body)
-                elif path == "/_admin/faults":
-                    if "rate" in body:
-                        api.random_faults(**body)
-                    else:
-                        api.inject(**body)
-                elif path == "/_admin/clear-faults":
-                    api.clear_faults()
-                elif path == "/_admin/reset-counters":
-                    api.reset_counters()
-                else:
-                    self.send_body(404, b"{}", "application/json")
-                    return
-            except (TypeError, ValueError) as exc:
-                self.send_body(400, json.dumps({"error": str(exc)}).encode(), "application/json")
                 return
-            self.send_body(200, json.dumps({"ok": True}).encode(), "application/json")
+            steer[path](body)
+        except (TypeError, ValueError) as exc:
+            self.send_body(400, json.dumps({"error": str(exc)}).encode(), "application/json")
+            return
+        self.send_body(200, json.dumps({"ok": True}).encode(), "application/json")
 
-    return Handler
+    def admin_knobs(self, body: dict[str, Any]) -> None:
+        self.api.configure(**body)
+
+    def admin_faults(self, body: dict[str, Any]) -> None:
+        if "rate" in body:
+            self.api.random_faults(**body)
+        else:
+            self.api.inject(**body)
+
+    # -- the answers' parts ------------------------------------------------------
+
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        with self.api._lock:
+            self.api._counters["statuses"][str(status)] += 1
+        self.send_body(status, json.dumps(body).encode(), "application/json", headers)
+
+    def read_json(self) -> tuple[bool, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return True, json.loads(raw or b"null")
+        except ValueError as exc:
+            return False, {
+                "detail": [
+                    {
+                        "type": "json_invalid",
+                        "loc": ["body", 0],
+                        "msg": "JSON decode error",
+                        "input": {},
+                        "ctx": {"error": str(exc)},
+                    }
+                ]
+            }
+
+    def authorized(self) -> bool:
+        key = self.headers.get("X-Api-Key")
+        if key and key in self.api.knobs.api_keys:
+            return True
+        self.send_json(
+            401, api_error("AUTH_REQUIRED", "Invalid or missing API key", retryable=False)
+        )
+        return False
+
+    def play_fault(self, endpoint: str, url: str | None = None) -> bool:
+        """Answer with the next fault for *endpoint* (and page *url*), if there is one."""
+        api = self.api
+        kind = api._next_fault(endpoint, url)
+        if kind is None:
+            return False
+        if kind == "drop":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return True
+        if kind in BAD_ANSWERS:
+            body = {
+                "not_json": b"<html>surprise</html>",
+                "missing_fields": b'{"data": {"markdown": "# x"}}',
+                "wrong_types": b'{"data": {"markdown": 5}, "metadata": {"http_status": "200"},'
+                b' "tokens_charged": "1"}',
+            }[kind]
+            self.send_body(200, body, "application/json")
+            return True
+        if kind == "slow":
+            api._stopping.wait(api.knobs.slow_seconds)
+            return False  # then answer normally, too late for the client
+        if kind in NO_CONTENT:
+            self.no_content = kind  # an answer made as usual, its content dropped
+            return False
+        if kind in ("502", "504"):
+            with api._lock:
+                api._counters["statuses"][kind] += 1
+            self.send_body(int(kind), gateway_html(int(kind)), "text/html")
+        elif kind == "429":
+            self.too_busy("RATE_LIMITED", "Rate limit exceeded")
+        elif kind in ("500", "503", "408"):
+            code = {"500": "INTERNAL_ERROR", "503": "SERVICE_UNAVAILABLE", "408": "TIMEOUT"}[kind]
+            self.send_json(int(kind), api_error(code, f"injected {kind}", retryable=True))
+        else:
+            self.send_json(422, extraction_error(kind, f"injected {kind}"))
+        return True
+
+    def too_busy(self, code: str, message: str) -> None:
+        headers = {}
+        if self.api.knobs.retry_after is not None:
+            headers["Retry-After"] = f"{self.api.knobs.retry_after:g}"
+        details = {"limit": self.api.knobs.concurrency_limit}
+        self.send_json(429, api_error(code, message, retryable=True, details=details), headers)
+
+    def quota_ok(self, reserve: bool = False) -> bool:
+        if self.api._quota_left(reserve):
+            return True
+        self.send_json(
+            402, api_error("PAYMENT_REQUIRED", "Monthly quota exhausted", retryable=False)
+        )
+        return False
+
+
+def _handler_for(api: GeonodeStandIn) -> type[_Handler]:
+    """The handler class of one server: :class:`_Handler` answering for *api*."""
+    return type("Handler", (_Handler,), {"api": api})
 
 
 def _first(query: dict[str, list[str]], name: str) -> str | None:

@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 from increcrawl_scrapy.testing.server import LoopbackServer, QuietHandler
 
 KINDS = ("etag", "last_modified", "plain", "volatile")
-LASTMOD_MODES = ("honest", "deploy", "frozen", "mixed")
+LASTMOD_MODES = ("honest", "deploy", "frozen", "mixed", "none")
 SITEMAP_MAX_URLS = 50_000  # the sitemaps protocol's per-file limit
 _BASE_TIME = 1_700_000_000.0  # when every page was first written
 _WORDS = (
@@ -170,8 +170,9 @@ class SampleSite:
         return f'"{i}-{digest}"'
 
     def lastmod(self, i: int) -> str | None:
-        """The sitemap ``lastmod`` of page *i*; a third of the pages have none."""
-        if i % 3 == 0:
+        """The sitemap ``lastmod`` of page *i*; a third of the pages have none (every
+        page in the ``none`` mode, as WordPress before 6.5 writes its sitemaps)."""
+        if i % 3 == 0 or self.lastmod_mode == "none":
             return None
         if self.lastmod_mode == "frozen":
             stamp = _BASE_TIME

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from increcrawl_scrapy.testing import GeonodeStandIn
-from increcrawl_scrapy.testing.process import crawl_env
+from tests.support.process import crawl_env
 
 KEY = "check-key-0123456789"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest_twisted
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import run_process
 from tests.conftest import Clock
 from tests.crawling import CrawlResult, crawl_settings, run_crawl
+from tests.support.process import run_process
 
 DAY = 86_400.0
 NOISY, EDITED, QUIET = 2, 6, 5  # plain, plain and last_modified pages

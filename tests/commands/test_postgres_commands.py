@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
+from tests.support.process import crawl_command, run_process
 
 
 def scrapy(db: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:

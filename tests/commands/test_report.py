@@ -19,10 +19,10 @@ import pytest_twisted
 
 from increcrawl_scrapy.state.sqlite.schema import APPLICATION_ID, MIGRATIONS
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import run_process
 from tests.browser import chromium, open_file, screenshot
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
+from tests.support.process import run_process
 
 DAY = 86_400.0
 RUNS = 4

@@ -17,8 +17,8 @@ import pytest_twisted
 from increcrawl_scrapy.commands.state import _status, _text
 from increcrawl_scrapy.state import StateReader, StateStore
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
 from tests.crawling import crawl_settings, run_crawl
+from tests.support.process import crawl_command, run_process
 
 
 def scrapy(db: Path, *args: str) -> subprocess.CompletedProcess:

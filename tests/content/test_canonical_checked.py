@@ -13,10 +13,10 @@ import pytest
 import pytest_twisted
 
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.testing.generators import DocSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import free_port, nginx, nginx_binary
+from tests.support.generators import DocSite
 
 pytestmark = [
     pytest.mark.e2e,

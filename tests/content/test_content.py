@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from increcrawl_scrapy.content.kinds import Kind, kind_of
 from increcrawl_scrapy.content.main import main_content
 from increcrawl_scrapy.content.page_text import ContentOptions, PageTooLarge, page_text
 from increcrawl_scrapy.content.parse import parse_html
+from tests.content.growth import MOST, growth
 
 PAGE = """<!doctype html><html><head><title>T</title></head><body>
 <header><a href="/">Site</a><nav><a href="/a">A</a><a href="/b">B</a></nav></header>
@@ -286,34 +286,9 @@ _SHAPES = [
 ]
 
 
-#: The growth check: the work on a text of this size, then on one ``_TIMES`` as long.
-#: Above the rules' longest bounded repetition (4,096 characters), so that a bounded
-#: rule grows as the linear rule it is.
+#: The growth check's smaller text: above the rules' longest bounded repetition (4,096
+#: characters), so that a bounded rule grows as the linear rule it is.
 _SIZE = 16_000
-_TIMES = 4
-#: A linear rule takes about 4 times as long on 4 times the text, a quadratic one
-#: 16 times: the limit lies halfway (as ratios) between them.
-_MOST = 8.0
-
-
-def _cpu(work: Callable[[], object], repeats: int = 3) -> float:
-    """The least thread CPU time of *repeats* runs of *work*: the other processes of
-    a loaded machine stretch wall time, not this."""
-    best = math.inf
-    for _ in range(repeats):
-        started = time.thread_time()
-        work()
-        best = min(best, time.thread_time() - started)
-    return best
-
-
-def growth(
-    work: Callable[[str], object], text_of: Callable[[int], str], size: int = _SIZE
-) -> float:
-    """How many times longer *work* takes on a text ``_TIMES`` as long: a ratio, so
-    that no machine is too slow for it (no test asserts an absolute duration)."""
-    small, large = text_of(size), text_of(_TIMES * size)
-    return _cpu(lambda: work(large)) / _cpu(lambda: work(small))
 
 
 def _shaped(shape: str) -> Callable[[int], str]:
@@ -324,14 +299,14 @@ def _shaped(shape: str) -> Callable[[int], str]:
 @pytest.mark.parametrize("shape", _SHAPES)
 def test_every_default_rule_is_linear(shape: str) -> None:
     # A rule that backtracks over a run of its shape grows with the square of it.
-    assert growth(stable_text, _shaped(shape)) < _MOST
+    assert growth(stable_text, _shaped(shape), _SIZE) < MOST
 
 
 def test_the_growth_check_sees_a_quadratic_rule() -> None:
     # An unbounded repetition tried again from every position of a run of "a-": the
     # check must fail on it (small texts: a quadratic rule is slow on long ones).
     quadratic = re.compile(r"(?:a-)*\d")
-    assert growth(quadratic.search, _shaped("a-"), size=1_000) > _MOST
+    assert growth(quadratic.search, _shaped("a-"), 1_000) > MOST
 
 
 def test_a_users_rule_that_backtracks_is_stopped() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.testing.process import run_process
 from tests.conftest import Clock
 from tests.content.served_pages import LATER, POSTS, UNTRUSTED, Site, crawl, rendered, site
 from tests.crawling import crawl_settings
 from tests.servers import nginx_binary
+from tests.support.process import run_process
 
 __all__ = ["site"]  # the fixture
 pytestmark = [

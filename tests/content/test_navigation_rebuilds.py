@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.testing.more_generators import variant_missing, variant_site
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import free_port, nginx, nginx_binary
+from tests.support.more_generators import variant_missing, variant_site
 
 pytestmark = [
     pytest.mark.e2e,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from increcrawl_scrapy.geonode.reservations import RESERVE_AHEAD
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from tests.support.process import crawl_command, crawl_env
 
 KEY = "crash-key-0123456789"
 

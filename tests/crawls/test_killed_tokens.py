@@ -16,7 +16,7 @@ import pytest
 
 from increcrawl_scrapy.geonode.reservations import RESERVE_AHEAD
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from tests.support.process import crawl_command, crawl_env
 
 KEY = "tokens-key-0123456789"
 CONCURRENCY = 4

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from tests.support.process import crawl_command, crawl_env
 
 PAGES = 200_000
 #: Before the queue was streamed this crawl peaked at 630 MB (200,000 requests in

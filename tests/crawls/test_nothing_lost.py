@@ -15,10 +15,10 @@ import pytest_twisted
 
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.flaky import FailOncePipeline
+from tests.support.process import crawl_command, crawl_env
 
 DAY = 86_400.0
 

@@ -45,6 +45,33 @@ def test_less_than_half_the_fields_equal_is_new_and_gone() -> None:
     assert gone.values == {"text": "b", "author": "Mark Twain", "tags": ["humor"]}
 
 
+def test_a_field_made_of_another_is_no_second_evidence() -> None:
+    # The portrait URL is made of the author (one to one where authors repeat): an
+    # item by the same author is one coincidence, not two equal fields of four.
+    def portrait(text: str, author: str, tags: tuple[str, ...]) -> dict:
+        return {**quote(text, author, tags), "image_urls": [f"/img/{author}.png"]}
+
+    before = prints(
+        portrait("a", "Mark Twain", ("humor",)),
+        portrait("b", "Mark Twain", ("life",)),
+        portrait("c", "Jane Austen", ("books",)),
+    )
+    now = prints(
+        portrait("b", "Mark Twain", ("life",)),
+        portrait("c", "Jane Austen", ("books",)),
+        portrait("z", "Mark Twain", ("love",)),
+    )
+    found = match(before, now)
+    assert [label for label, _ in found.labels] == ["unchanged", "unchanged", "new"]
+    assert [gone.values["text"] for gone in found.gone] == ["a"]
+    # Text and author are no such pair (texts do not repeat): an edit is `changed`.
+    edited = prints(
+        portrait("B!", "Mark Twain", ("life",)), portrait("c", "Jane Austen", ("books",))
+    )
+    found = match(before[1:], edited)
+    assert found.labels[0] == ("changed", ["text"])
+
+
 def test_ties_go_to_the_nearest_position() -> None:
     # Two quotes by the same author edited: each pairs with the one in its place.
     before = prints(quote("a"), quote("b"), quote("c"))

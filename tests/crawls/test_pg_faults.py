@@ -6,12 +6,21 @@ answers again; claims go on; nothing is written twice or half."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_twisted
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
 
+from increcrawl_scrapy.spiders.cluster_share import ClusterShare
 from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state.claims import ServerAway
 from tests.conftest import Clock
 
 SEED = "https://example.com/sitemap.xml"
@@ -39,11 +48,13 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
     with StateStore(postgres_dsn, clock=clock, flush_items=1000) as store:
         store.start_run(SEED).upsert([(u, None) for u in URLS])
         _record_all(store)  # ten results buffered, their rows leased
-        assert _terminate_others(postgres_dsn) == 2  # the store's two connections
+        # The store's two connections (at least: on a busy machine a backend ended
+        # just before may still be listed while it exits).
+        assert _terminate_others(postgres_dsn) >= 2
         assert store.flush() == 10
         assert store.count(last_status=200) == 10
         clock.advance(2 * 86_400)
-        assert _terminate_others(postgres_dsn) == 2
+        assert _terminate_others(postgres_dsn) >= 2
         assert len(store.due(SEED)) == 10  # claims go on
     with StateStore(postgres_dsn, clock=clock) as reopened:
         assert reopened.count(last_status=200) == 10
@@ -52,7 +63,7 @@ def test_results_survive_dropped_connections(postgres_dsn: str, clock: Clock) ->
 @pytest.fixture
 def own_server():
     """A server of the test's own (it is restarted)."""
-    from increcrawl_scrapy.testing.postgres import ThrowawayPostgres
+    from tests.support.postgres import ThrowawayPostgres
 
     with ThrowawayPostgres() as server:
         yield server
@@ -73,13 +84,90 @@ def test_results_survive_a_server_restart(own_server, clock: Clock) -> None:
         assert reopened.due(SEED) == []
 
 
+def test_a_claim_while_the_server_restarts_is_asked_again_later(
+    own_server, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No thread waits for a restarting server: the claim says "ask again" at once (an
+    # empty chunk; the crawl waits on the reactor), holding no lock (the heartbeat
+    # and the release of leases take it too), and gives up after the outage's bound.
+    # (Claims run on worker threads: on the reactor's, an outage is raised at once.)
+    dsn = own_server.create_database("waiting")
+    with StateStore(dsn, clock=clock) as store, ThreadPoolExecutor(1) as worker:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        claims = store.results.claims
+        chunks = store.due_chunks(SEED, wait=True)
+
+        def off_reactor(call):
+            return worker.submit(call).result(timeout=120)
+
+        own_server.halt()
+        try:
+            assert off_reactor(lambda: next(chunks)) == []
+            assert off_reactor(lambda: next(chunks)) == []
+            assert caplog.text.count("cannot be reached") == 1  # said once an outage
+            assert claims.lock.acquire(timeout=0)
+            claims.lock.release()
+            with pytest.raises(ServerAway):
+                off_reactor(lambda: store.due(SEED))  # a caller that does not wait is told
+            claims.outage_seconds = 0  # the outage outlasts its bound: the error itself
+            with pytest.raises(Exception) as raised:
+                off_reactor(lambda: next(chunks))
+            assert not isinstance(raised.value, ServerAway)
+        finally:
+            own_server.resume()
+        claimed = off_reactor(lambda: next(store.due_chunks(SEED, wait=True)))
+        assert len(claimed) == len(URLS)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_crawls_last_write_waits_out_a_restarting_server(
+    own_server, clock: Clock
+) -> None:
+    dsn = own_server.create_database("last_write")
+    store = StateStore(dsn, clock=clock, flush_items=1000)
+    try:
+        store.start_run(SEED).upsert([(u, None) for u in URLS])
+        _record_all(store)  # ten results buffered
+        own_server.halt()
+        threading.Timer(3.0, own_server.resume).start()
+        assert await deferred_from_coro(store.write_last()) == 10
+    finally:
+        store.close()
+    with StateStore(dsn, clock=clock) as reopened:
+        assert reopened.count(last_status=200) == 10
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_heartbeat_the_server_misses_leaves_the_loop_beating(
+    own_server, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A beat while the server restarts raised, and Twisted's LoopingCall stops for
+    # good on a failed call: the leases of pages in flight were never renewed again
+    # and another worker took them over (a review of the claims' lock change).
+    caplog.set_level(logging.INFO)
+    dsn = own_server.create_database("beating")
+    with StateStore(dsn, clock=clock) as store:
+        crawler = get_crawler()
+        crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # started
+        share = ClusterShare(crawler, store, SEED, None)  # beaten as its loop beats
+        await deferred_from_coro(share.beat())
+        own_server.halt()
+        try:
+            await deferred_from_coro(share.beat())
+        finally:
+            own_server.resume()
+        assert "heartbeat could not reach the state" in caplog.text
+        await deferred_from_coro(share.beat())
+        assert "reached the state again after 1 missed" in caplog.text
+        assert share.crawls == (1, 1)
+
+
 def test_discovery_and_result_writes_never_deadlock(postgres_dsn: str, clock: Clock) -> None:
     # A results batch locks its rows in key order (leases.fence); discovery's chunk,
     # listed in another order, locks them in key order too: one waits for the other,
     # neither is aborted. And a row another worker inserted meanwhile (a result of a
     # URL not yet discovered) does not abort the chunk.
     import threading
-    import time
 
     import psycopg
 
@@ -186,7 +274,6 @@ async def test_a_server_restart_mid_crawl_loses_no_result(own_server, clock: Clo
     # The server restarts while a crawl fetches (every connection drops): the crawl
     # goes on, its results are written once the server is back, and it finishes.
     import threading
-    import time
 
     from increcrawl_scrapy.testing import SampleSite
     from tests.crawling import crawl_settings, run_crawl
@@ -254,7 +341,6 @@ def test_a_worker_killed_inside_a_write_leaves_nothing_half_written(
     # expire, and another worker fetches and records every page once.
     import subprocess
     import sys
-    import time
 
     import psycopg
 

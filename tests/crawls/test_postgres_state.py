@@ -17,9 +17,9 @@ from increcrawl_scrapy.state import SCHEMA_VERSION, StateStore
 from increcrawl_scrapy.state.migrate import TABLES
 from increcrawl_scrapy.state.postgres import schema as pg_schema
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import run_process
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
+from tests.support.process import run_process
 
 DAY = 86_400.0
 
@@ -183,7 +183,7 @@ def test_a_killed_workers_pages_are_fetched_by_another_once_its_leases_expire(
 
     import psycopg
 
-    from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+    from tests.support.process import crawl_command, crawl_env
 
     lease = 4.0
     slow = (

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
+from tests.support.process import crawl_command, run_process
 
 
 def urlset(urls: list[str]) -> bytes:

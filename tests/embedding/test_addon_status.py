@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from increcrawl_scrapy.testing.process import run_process
 from increcrawl_scrapy.testing.quotes import QuotesSite
 from tests.embedding.quotes_project import DAY, HOUR, Project
+from tests.support.process import run_process
 
 pytestmark = pytest.mark.e2e
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import run_process
 from increcrawl_scrapy.testing.quotes import QuotesSite
 from tests.embedding.quotes_project import Project as QuotesProject
 from tests.embedding.quotes_project import delivered
 from tests.embedding.test_catalog_project import DAY, HOUR, Project
+from tests.support.process import run_process
 
 pytestmark = pytest.mark.e2e
 

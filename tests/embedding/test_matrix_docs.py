@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import pytest_twisted
 
-from increcrawl_scrapy.testing.nginx import nginx_binary
 from tests.embedding import matrix_spiders as spiders
 from tests.embedding.matrix import (
     DAY,
@@ -23,6 +22,7 @@ from tests.embedding.matrix import (
     run_shape,
 )
 from tests.embedding.test_matrix_sites import needs
+from tests.support.nginx import nginx_binary
 
 pytestmark = pytest.mark.e2e
 

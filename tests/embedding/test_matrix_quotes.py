@@ -58,42 +58,26 @@ SHAPES = [
         feeds=2,
         steps=STEPS,
     ),
-    pytest.param(
-        Shape(
-            "bounded",
-            QuotesWorld,
-            spiders.TutorialSpider,
-            # Two pages a run: a month's edits take the run and the next ones, an hour apart.
-            bound={"CLOSESPIDER_PAGECOUNT": 2},
-            steps=(
-                Step(0),
-                Step(HOUR),
-                Step(LATER, quotes_edited, more=(HOUR, HOUR)),
-                Step(HOUR),
-                Step(LATER, quotes_edited_again, more=(HOUR, HOUR)),
-            ),
-        ),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="a quote that moves from a page one bounded run fetches to one a later "
-            "run fetches is delivered gone and new (docs/usage/addon.md: moves are seen "
-            "within a run only)",
+    Shape(
+        "bounded",
+        QuotesWorld,
+        spiders.TutorialSpider,
+        # Two pages a run: a month's edits take the run and the next ones, an hour apart.
+        bound={"CLOSESPIDER_PAGECOUNT": 2},
+        steps=(
+            Step(0),
+            Step(HOUR),
+            Step(LATER, quotes_edited, more=(HOUR, HOUR)),
+            Step(HOUR),
+            Step(LATER, quotes_edited_again, more=(HOUR, HOUR)),
         ),
     ),
-    pytest.param(
-        Shape(
-            "item-key",
-            lambda: QuotesWorld(by="text"),
-            spiders.TutorialSpider,
-            settings={"INCRECRAWL_ITEM_KEY": ["text"]},
-            steps=STEPS,
-        ),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="with INCRECRAWL_ITEM_KEY a key its page no longer yields is never "
-            "delivered gone, and a key that moves to another page is delivered new "
-            "(keys are per page)",
-        ),
+    Shape(
+        "item-key",
+        lambda: QuotesWorld(by="text"),
+        spiders.TutorialSpider,
+        settings={"INCRECRAWL_ITEM_KEY": ["text"]},
+        steps=STEPS,
     ),
 ]
 

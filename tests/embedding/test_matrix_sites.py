@@ -79,13 +79,6 @@ SHAPES = [
         ),
         marks=[
             *needs("PIL", "Pillow"),
-            pytest.mark.xfail(
-                strict=True,
-                reason="an item matches another when half its fields are equal: a quote "
-                "inserted with the author (and so the portrait URL, a field derived from "
-                "it) of one that moved off its page is delivered `changed` of it, and the "
-                "moved one `new` (#50, 8: a derived field is no second piece of evidence)",
-            ),
         ],
     ),
 ]

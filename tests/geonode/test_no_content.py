@@ -14,9 +14,9 @@ import pytest_twisted
 
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
 from tests.conftest import Clock
 from tests.crawling import KEY, crawl_settings, run_crawl
+from tests.support.process import crawl_command, run_process
 
 DAY = 86400.0
 

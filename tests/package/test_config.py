@@ -169,3 +169,18 @@ def test_a_bad_setting_raises_at_every_ask() -> None:
     for _ in range(2):
         with pytest.raises(ConfigError, match="INCRECRAWL_MISSING_RUNS"):
             config_for(crawler)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(None, None), (604_800, 604_800.0), ("3600", 3_600.0), ("7d", 604_800.0), ("12h", 43_200.0)],
+)
+def test_max_staleness_takes_seconds_or_a_duration(value: object, seconds: float | None) -> None:
+    config = IncrecrawlConfig.from_settings({"INCRECRAWL_MAX_STALENESS": value})
+    assert config.max_staleness == seconds
+
+
+@pytest.mark.parametrize("value", ["soon", "7x", "-1d", 0, True])
+def test_a_max_staleness_that_is_no_duration_is_refused(value: object) -> None:
+    with pytest.raises(ConfigError, match="INCRECRAWL_MAX_STALENESS"):
+        IncrecrawlConfig.from_settings({"INCRECRAWL_MAX_STALENESS": value})

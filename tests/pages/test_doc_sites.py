@@ -21,11 +21,11 @@ import pytest_twisted
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
-from increcrawl_scrapy.testing.generators import DocSite
 from tests.conftest import Clock
 from tests.crawling import run_crawl
 from tests.crawls.test_gone_pages_edges import add_on
 from tests.servers import free_port, nginx, nginx_binary
+from tests.support.generators import DocSite
 
 pytestmark = [
     pytest.mark.e2e,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env
+from tests.support.process import crawl_command, crawl_env
 
 KEY = "state-key-0123456789"
 

@@ -17,7 +17,7 @@ import pytest
 
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, crawl_env, run_process
+from tests.support.process import crawl_command, crawl_env, run_process
 
 KEY = "cron-key-0123456789"
 

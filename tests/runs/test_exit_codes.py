@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
+from tests.support.process import crawl_command, run_process
 
 KEY = "exit-key-0123456789"
 
@@ -51,7 +51,7 @@ def test_discovery_that_reads_nothing_exits_3(tmp_path: Path, answer: tuple) -> 
 def test_an_unreachable_sitemap_host_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     """Its exit code and summary were right; Scrapy's robots.txt middleware put two
     chained tracebacks in the log for an expected failure (#53, 4)."""
-    from increcrawl_scrapy.testing.ports import free_port
+    from tests.support.ports import free_port
 
     url = f"http://127.0.0.1:{free_port()}/sitemap.xml"  # nothing listens there
     done = crawl(tmp_path / "s.sqlite", url, "INCRECRAWL_FETCHER=direct", "RETRY_TIMES=0")

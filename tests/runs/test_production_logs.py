@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from increcrawl_scrapy.testing import SampleSite
-from increcrawl_scrapy.testing.process import crawl_command, run_process
+from tests.support.process import crawl_command, run_process
 
 #: The most log a page may cost with the defaults (bytes).
 BYTES_A_PAGE = 1_500

@@ -134,3 +134,40 @@ def test_the_closed_form_for_pages_never_seen_changing_solves_the_equation(
     assert weight * tau0 / math.expm1(rate * tau0) == pytest.approx(unchanged, rel=1e-9)
     # and agrees with the general solver given the same interval as a real one
     assert mle_rate([tau0], unchanged / weight) == pytest.approx(rate, rel=1e-6)
+
+
+def test_a_hosts_prior_holds_quiet_pages_of_a_homogeneous_host_to_its_rate() -> None:
+    from increcrawl_scrapy.schedule.estimator import host_prior
+
+    day = 86_400.0
+    # 60 pages watched 30 days, each changed once (all alike): the host's rate is
+    # one change a month, and a page quiet for 30 days is still taken at it.
+    alike = host_prior(60, 60, 60 * 30 * day, 60 * 1 / (30 * day))
+    assert alike is not None
+    assert alike.rate(0, 30 * day) * 30 * day == pytest.approx(1.0, rel=0.05)
+    # 6 pages changing daily, 54 never: the spread prior lets a quiet page's rate
+    # fall with the time it stood still.
+    spread = host_prior(60, 6 * 30, 60 * 30 * day, 6 * 30 * 30 / (30 * day))
+    assert spread is not None
+    assert spread.rate(0, 60 * day) < spread.rate(0, 10 * day) / 3
+    assert host_prior(60, 0, 60 * 30 * day, 0) is None  # no change seen: nothing to say
+
+
+def test_a_host_is_judged_alike_only_on_enough_evidence() -> None:
+    # The default simulated site's first days (#52): 10,000 pages seen a day, the
+    # 40 changes all on pages that change daily (one each). The moment fit finds no
+    # spread beyond the noise (alpha = 40): pooled, every learning page took the
+    # host's small mean rate. Too little evidence to judge: not alike.
+    from increcrawl_scrapy.schedule.estimator import host_prior
+
+    day = 86_400.0
+    early = host_prior(10_000, 40, 10_000 * day, 40 / day)
+    assert early is not None and early.alpha >= 1  # the fit alone looks alike
+    assert early.alike is None
+    # Weeks later, 600 pages changing daily (20 changes each in 20 days) and the
+    # rest never: plainly not alike, whatever the fit's shape.
+    mixed = host_prior(10_000, 12_000, 10_000 * 20 * day, 600 * 20 * 20 / (20 * day))
+    assert mixed is not None and mixed.alike is False
+    # 60 posts watched 30 days, each changed once: alike, pooled.
+    posts = host_prior(60, 60, 60 * 30 * day, 60 * 1 / (30 * day))
+    assert posts is not None and posts.alike is True

@@ -476,7 +476,7 @@ def test_a_sampled_change_not_delivered_is_counted_once(tmp_path: Path, clock: C
     for attempt in range(2):
         with StateStore(db, clock=clock) as store:
             run = store.start_run(seed)
-            store.record(url, 200, seed=seed, content_hash="b", hold=True)
+            store.record(url, 200, seed=seed, content_hash="b", until_delivered=True)
             store.record(url + "/other", 200, seed=seed, content_hash=f"o{attempt}")
             if attempt == 0:
                 store.discard(store.normalize(url))

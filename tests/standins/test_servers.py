@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from increcrawl_scrapy.testing.nginx import nginx, nginx_binary
-from increcrawl_scrapy.testing.ports import ephemeral_ports, free_port
+from tests.support.nginx import nginx, nginx_binary
+from tests.support.ports import ephemeral_ports, free_port
 
 
 @pytest.mark.e2e

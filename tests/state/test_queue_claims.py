@@ -32,7 +32,7 @@ class ExpiringClaims:
         taken, self.rows = self.rows[:size], self.rows[size:]
         return taken, [], {}
 
-    def others_hold(self, seed: str) -> bool:
+    def others_lease(self, seed: str) -> bool:
         return False  # the dead worker's leases expired just now
 
 

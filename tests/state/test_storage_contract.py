@@ -20,7 +20,7 @@ from increcrawl_scrapy.commands.report import gather
 from increcrawl_scrapy.commands.state import _status
 from increcrawl_scrapy.schedule.policy import LearnedPolicy
 from increcrawl_scrapy.schedule.rows import Outcome
-from increcrawl_scrapy.state import StateStore
+from increcrawl_scrapy.state import StateStore, held_item_key
 from increcrawl_scrapy.state.contents import last_change
 from increcrawl_scrapy.state.hosts import write_hosts
 from increcrawl_scrapy.state.lastmod import LastmodRules
@@ -155,13 +155,20 @@ def test_results_are_recorded_by_key_with_an_optional_lease(open_store: Factory)
     assert store.count() == 1 and store.due(SEED) == []
 
 
-def test_a_held_result_is_written_only_once_delivered(open_store: Factory) -> None:
+def test_an_undelivered_result_is_written_only_once_delivered(open_store: Factory) -> None:
     store = open_store()
     store.start_run(SEED).upsert([(u, None) for u in urls(2)])
     kept, dropped = store.due(SEED)
     for page in (kept, dropped):
-        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
-    assert store.get(kept.url).last_fetched is not None  # the held result is the row now
+        store.record(
+            page.url,
+            200,
+            seed=SEED,
+            key=page.normalized_url,
+            content_hash="h",
+            until_delivered=True,
+        )
+    assert store.get(kept.url).last_fetched is not None  # the undelivered result is the row now
     store.flush()
     store.deliver(kept.normalized_url)
     assert store.discard(dropped.normalized_url) is True
@@ -172,11 +179,13 @@ def test_a_held_result_is_written_only_once_delivered(open_store: Factory) -> No
     assert [p.normalized_url for p in reopened.due(SEED)] == [dropped.normalized_url]
 
 
-def test_held_results_are_not_written_at_close(open_store: Factory) -> None:
+def test_undelivered_results_are_not_written_at_close(open_store: Factory) -> None:
     store = open_store()
     store.start_run(SEED).upsert([(u, None) for u in urls(1)])
     [page] = store.due(SEED)
-    store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", hold=True)
+    store.record(
+        page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h", until_delivered=True
+    )
     store.close()
     assert open_store().get(page.url).last_fetched is None
 
@@ -343,6 +352,27 @@ def test_two_stores_recording_the_same_new_page_both_go_on(open_store: Factory) 
     assert third.get(shared_key).content_hash == "b"
     assert third.get(other).content_hash == "c"
     assert third.count() == 2
+
+
+def test_held_items_are_kept_for_the_next_run(open_store: Factory) -> None:
+    # Items whose verdict waits for a later run (pages/pending.py): a row each,
+    # kept across a close; two stores open at once (two crawls) each add and delete
+    # their own, never writing back another's.
+    page = "https://example.com/page/2"
+    first_key, second_key = held_item_key(page, "gone", "a"), held_item_key(page, "gone", "b")
+    store = open_store()
+    assert store.held_items() == []
+    store.keep_held_item(first_key, b"first")
+    store.close()
+    first, second = open_store(), open_store()
+    assert first.held_items() == [(first_key, b"first")] == second.held_items()
+    second.keep_held_item(second_key, b"second")
+    second.flush()
+    first.drop_held_item(first_key)
+    first.flush()
+    first.close()
+    second.close()
+    assert open_store().held_items() == [(second_key, b"second")]
 
 
 def test_rekeying_keeps_item_rows_and_kept_contents(open_store: Factory, clock: Clock) -> None:
@@ -553,6 +583,52 @@ def test_the_add_ons_checks_put_the_rows_whose_checks_failed_last(
     assert store.unreached(SEED, 2, aged=later) == []
 
 
+def test_max_staleness_brings_rows_scheduled_before_within_it(
+    open_store: Factory, clock: Clock
+) -> None:
+    """INCRECRAWL_MAX_STALENESS set since a row was scheduled: the next run's start
+    brings its check within the bound after its last fetch (#52, 1)."""
+    store = open_store(policy=LearnedPolicy())
+    store.start_run(SEED)
+    [url] = urls(1)
+    store.record(url, 200, seed=SEED, key=url, content_hash="a")
+    store.flush()
+    fetched = store.get(url).last_fetched
+    assert store.get(url).next_check > fetched + 3_600
+    # The reads of the host bound and the spreading (``Hosts.read_priors``, ``planned``).
+    store.hosts.new_run()
+    assert store.hosts.read_priors(store.database, {"example.com"}) == {"example.com": None}
+    assert store.hosts.planned(store.database, fetched, fetched + 10 * DAY).get(1, 0) >= 1
+    bounded = open_store(policy=LearnedPolicy(max_staleness=3_600.0))
+    bounded.start_run(SEED)
+    assert bounded.get(url).next_check == fetched + 3_600
+
+
+def test_a_hosts_prior_and_plan_are_read_with_the_rows_a_run_fetches(
+    open_store: Factory, clock: Clock
+) -> None:
+    """The host bound and the spreading on both backends (#52, 1-2): the prior of
+    the host's change rates and the plan of the coming days are read once per run,
+    before recording (on a shared state, with the rows claimed, off the reactor)."""
+    store = open_store(policy=LearnedPolicy())
+    pages = urls(4)
+    for round_ in range(3):  # every page changed at each of its two later fetches
+        store.start_run(SEED).upsert([(url, None) for url in pages])
+        for page in store.due(SEED):
+            store.record(page.url, 200, seed=SEED, key=page.url, content_hash=f"{round_}")
+        store.flush()
+        clock.advance(4 * DAY)
+    store.start_run(SEED)  # a new run reads the prior again, with the rows it fetches
+    due = store.due(SEED)
+    assert len(due) == 4
+    prior = store.hosts.prior("example.com")
+    assert prior is not None and prior.alpha == 8  # 8 changes alike: a strong prior
+    assert prior.alpha / prior.beta == pytest.approx(8 / (4 * 8 * DAY))
+    store.record(due[0].url, 200, seed=SEED, key=due[0].url, content_hash="0")
+    assert store.results.leveling.leveler is not None  # the plan: read once this run
+    assert store.get(due[0].url).next_check <= clock() + store.get(due[0].url).interval_s
+
+
 def test_a_memory_amended_after_its_result_is_written_is_written_too(
     open_store: Factory,
 ) -> None:
@@ -598,6 +674,24 @@ def test_an_item_rows_fingerprint_is_no_page_text(open_store: Factory) -> None:
     assert store.get(page).content_hash == "old:p"
     item = store.results.lookup(item_key)
     assert item is not None and item.content_hash == "i"
+
+
+def test_a_sites_item_rows_are_read_by_its_prefix(open_store: Factory) -> None:
+    # An earlier version kept a key's row under its page (pages/keyed.py): a site's
+    # are read at once, and no other site's (one whose name starts the same) nor its
+    # pages' rows.
+    store = open_store()
+    page, other = "https://example.com/p/2", "https://example.com.evil/p"
+    store.start_run(SEED).upsert([(page, None), (other, None)])
+    for url in (page, other):
+        store.record(url, 200, seed=SEED, key=url, content_hash="p")
+        store.record(url, 200, seed=SEED, key=f"{url}#item:text=100%_a", content_hash="i")
+    store.flush()
+    rows = store.item_rows("https://example.com/")
+    assert [(key, content_hash) for key, _, content_hash in rows] == [
+        ("https://example.com/p/2#item:text=100%_a", "i")
+    ]
+    assert rows[0][1] is not None  # when it was fetched
 
 
 def test_pages_of_an_old_scheme_are_due_now_and_counted(open_store: Factory, clock: Clock) -> None:

@@ -172,7 +172,7 @@ def renew(connection: Any, leases: dict[str, int], *, seconds: float) -> int:
     return int(connection.execute(_RENEW, params).rowcount)
 
 
-def held_by_others(connection: Any, seed: str, owner: str, *, now: float | None) -> bool:
+def leased_by_others(connection: Any, seed: str, owner: str, *, now: float | None) -> bool:
     """Whether other workers hold live leases on *seed*'s pages that they are still
     fetching (not those kept after a failure): they may come back to the queue (a
     dead worker's, when they expire), so a worker with nothing to claim waits.

@@ -65,10 +65,45 @@ class ResultSQL:
         "ON CONFLICT (normalized_url) DO UPDATE SET body = excluded.body"
     )
     read_memory = "SELECT body FROM memories WHERE normalized_url = %s"
+    item_rows = (
+        "SELECT normalized_url, last_fetched, content_hash FROM pages "
+        # Bytewise, as SQLite's: the database's collation may order '/' elsewhere.
+        'WHERE normalized_url COLLATE "C" >= %s AND normalized_url COLLATE "C" < %s '
+        "AND normalized_url LIKE '%%#item:%%'"
+    )
+    forget_memory = "DELETE FROM memories WHERE normalized_url = %s"
+    #: Bytewise, as SQLite's: the database's collation may order ':' elsewhere.
+    held_items = (
+        "SELECT normalized_url, body FROM memories "
+        'WHERE normalized_url COLLATE "C" >= %s AND normalized_url COLLATE "C" < %s'
+    )
     #: The stored counts of a JSON array of hosts.
     host_counts = (
         f"SELECT host, {', '.join(HOST_COUNTS)} FROM hosts "
         "WHERE host IN (SELECT jsonb_array_elements_text(%s::jsonb))"
+    )
+    #: Per host of a JSON array, its fetched pages' totals for its prior of change
+    #: rates (``estimator.host_prior``): pages, changes seen, time observed, and
+    #: the sum of changes² over time observed.
+    host_rates = (
+        "SELECT host, count(*), sum(change_count), sum(last_fetched - first_seen), "
+        "sum(change_count * change_count / (last_fetched - first_seen)) FROM pages "
+        "WHERE host IN (SELECT jsonb_array_elements_text(%s::jsonb)) AND gone = 0 "
+        "AND fetch_count >= 2 AND last_fetched > first_seen "
+        "AND normalized_url NOT LIKE '%%#item:%%' GROUP BY host"
+    )
+    #: The checks planned per coming day (``schedule/leveling.py``): day k holds
+    #: those due in the k-th day after the first parameter, up to the second.
+    planned_days = (
+        "SELECT CAST(ceil(x) AS INTEGER), count(*) FROM (SELECT (next_check - %s) / 86400.0 AS x "
+        "FROM pages WHERE gone = 0 AND next_check > %s AND next_check <= %s) AS ahead "
+        "GROUP BY 1"
+    )
+    #: INCRECRAWL_MAX_STALENESS: no fetched page waits longer after its last fetch.
+    bound_staleness = (
+        "UPDATE pages SET next_check = last_fetched + %s WHERE gone = 0 "
+        "AND last_fetched IS NOT NULL AND next_check > last_fetched + %s "
+        "AND normalized_url NOT LIKE '%%#item:%%'"
     )
     add_host_evidence = (
         f"INSERT INTO hosts (host, {', '.join(HOST_COUNTS)}, verdict) "

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from increcrawl_scrapy.testing.ports import free_port
+from tests.support.ports import free_port
 
 SUPERUSER = "increcrawl"
 
@@ -65,8 +65,15 @@ class ThrowawayPostgres:
     def restart(self) -> None:
         """Stop the server at once (as a crash would: every connection drops) and
         start it again on the same port."""
+        self.halt()
+        self.resume()
+
+    def halt(self) -> None:
+        """Stop the server at once, its data kept (``resume`` starts it again)."""
+        self._run("pg_ctl", "-D", f"{self._root}/data", "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
         data = f"{self._root}/data"
-        self._run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
         self._run(
             "pg_ctl", "-D", data, "-o", self._options(), "-l", f"{self._root}/log", "-w", "start"
         )
@@ -92,9 +99,7 @@ class ThrowawayPostgres:
         command = [str(self.bin / tool), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        done = subprocess.run(  # noqa: S603 - PostgreSQL's own tools, our argv, no shell
-            command, capture_output=True, text=True, timeout=120, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             log = Path(f"{self._root}/log")
             detail = log.read_text()[-2000:] if log.exists() else ""

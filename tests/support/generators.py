@@ -7,7 +7,7 @@ page in each page's navigation, Sphinx's alabaster a sidebar with the whole toct
 the Hugo layout a menu of every page and a "recent posts" box. Any other theme of
 theirs is one ``theme`` away (MkDocs Material, with template overrides in
 ``overrides``; furo, the Read the Docs theme, the PyData theme; a Hugo theme's folder
-in ``hugo_theme``); ``testing/more_generators.py`` builds Jekyll and VitePress too.
+in ``hugo_theme``); ``tests/support/more_generators.py`` builds Jekyll and VitePress too.
 ``nav_labels`` renames pages in the site's navigation only (a navigation-only
 rebuild). Serve ``out`` with any web server (the tests use nginx). Needs ``mkdocs``,
 ``sphinx`` (PyPI) and ``hugo``.
@@ -136,7 +136,7 @@ class DocSite:
         #: Labels of pages in the site's navigation only (by slug; else the title).
         self.nav_labels: dict[str, str] = {}
         self.footer_year = 2026
-        self.rng = random.Random(seed)  # noqa: S311 (text, not secrets)
+        self.rng = random.Random(seed)
         self.pages: dict[str, Page] = {}
         self.created = 0
         self.builds = 0
@@ -210,7 +210,7 @@ class DocSite:
             os.utime(path, (stamp, stamp))
 
     def run(self, *command: str) -> None:
-        subprocess.run(  # noqa: S603 (our own commands, no shell)
+        subprocess.run(
             command,
             cwd=self.src,
             check=True,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import requests
 
-from increcrawl_scrapy.testing.ports import free_port
+from tests.support.ports import free_port
 
 __all__ = ["free_port", "nginx", "nginx_binary", "wait_until_up"]
 
@@ -75,7 +75,7 @@ def nginx(
         f"location = {alive} {{ access_log off; return 204; }} {extra} }}\n"
         "}\n"
     )
-    process = subprocess.Popen(  # noqa: S603 (the nginx binary found on PATH)
+    process = subprocess.Popen(
         [binary, "-p", str(workdir), "-c", str(workdir / "nginx.conf")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from increcrawl_scrapy.testing.generators import GENERATORS, DocSite
+from tests.support.generators import GENERATORS, DocSite
 
 #: VitePress's major version, installed by :func:`install_vitepress`.
 VITEPRESS = "vitepress@1"
@@ -44,8 +44,8 @@ def install_vitepress() -> None:
     folder = vitepress_dir()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "package.json").write_text('{"name": "increcrawl-vitepress", "private": true}\n')
-    subprocess.run(  # noqa: S603 (npm, our arguments)
-        ["npm", "install", "--no-audit", "--no-fund", VITEPRESS],  # noqa: S607
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", VITEPRESS],
         cwd=folder,
         check=True,
         capture_output=True,
@@ -184,7 +184,7 @@ def variant_missing(name: str) -> str | None:
 
 
 def _missing_gem(name: str) -> bool:
-    done = subprocess.run(["gem", "list", "-i", name], capture_output=True, check=False)  # noqa: S603, S607
+    done = subprocess.run(["gem", "list", "-i", name], capture_output=True, check=False)
     return done.returncode != 0
 
 
