@@ -7,9 +7,13 @@ pure work (a response's bytes in, its text and fingerprint out) is shipped to a
 ``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
 with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
 the thread (a small crawl never starts one) and shut down when the crawl closes.
-Texts and fingerprints are the same as on the thread. Not the default: it costs about
-1 ms more CPU a page, and measured beside Scrapy's ``SitemapSpider`` on a machine
-with other work it was no faster (``benchmarks/RESULTS.md``, #51).
+Texts and fingerprints are the same as on the thread. By default (``auto``) one worker,
+and only where it pays: where most of those first pages' main content had to be
+extracted (trafilatura, several times a ``<main>``'s cost: on a free second core a first
+run went from 0.40x to 0.69x ``SitemapSpider``'s rate) and the process may use two
+cores. Where pages mark their content the reactor's thread is the limit, and a worker
+(about 1 ms more CPU a page, shipping pages and answers) gained nothing
+(``benchmarks/RESULTS.md``, #51).
 
 A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
 pages it held are asked once more of a new one; the pages that one holds when it
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -45,6 +50,8 @@ _STARTS = 3
 #: Pages taken on the thread before the pool starts: a small crawl (a test, a small
 #: site) never pays a worker's start (about a second of CPU: its imports).
 START_AFTER = 64
+#: ``auto``: a worker when at least this share of the first pages was extracted.
+AUTO_SHARE = 0.5
 
 
 class ContentWorkerLost(UnusablePage):
@@ -86,20 +93,31 @@ def _ready() -> None:
     import increcrawl_scrapy.content.main  # noqa: F401
 
 
-class ContentProcesses:
-    """One crawl's worker pool (``workers`` processes; 0: the content thread)."""
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, where the system says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
-    def __init__(self, workers: int) -> None:
+
+class ContentProcesses:
+    """One crawl's worker pool (``workers`` processes; 0: the content thread; None:
+    ``auto``, decided once START_AFTER pages' texts were taken on the thread)."""
+
+    def __init__(self, workers: int | None, crawler: Crawler | None = None) -> None:
         self.workers = workers
+        self.crawler = crawler
         self._pool: ProcessPoolExecutor | None = None
         self._unanswered_pools = 0  # broken in a row before any answer
         self._closed = False
         self._pages = 0  # asked of it so far
+        self._taken = 0  # texts taken on the thread while ``auto`` is undecided
+        self._extracted = 0  # of which extracted (trafilatura)
 
     @classmethod
-    def of(cls, crawler: Crawler, workers: int) -> ContentProcesses:
+    def of(cls, crawler: Crawler, workers: int | None) -> ContentProcesses:
         def make() -> ContentProcesses:
-            made = cls(workers)
+            made = cls(workers, crawler)
             compat.connect_for_crawl(crawler, made.close, signals.spider_closed)
             return made
 
@@ -111,9 +129,13 @@ class ContentProcesses:
         """*response*'s text, and its fingerprint when asked (``with_print``)."""
         self._pages += 1
         if self._pages <= START_AFTER or not self._in_use():
-            return await compat.in_content_thread(
+            found = await compat.in_content_thread(
                 with_print, fingerprint, response_text, response, options
             )
+            if self.workers is None:
+                self._taken += 1
+                self._extracted += found[0].how == "extracted"
+            return found
         page = shipped(response)
         for attempt in (1, 2):  # a pool broken by another page: once more, on a new one
             pool = self._started()
@@ -134,12 +156,31 @@ class ContentProcesses:
         raise AssertionError("unreachable")
 
     def _in_use(self) -> bool:
+        if self.workers is None and self._taken >= START_AFTER:
+            self.workers = self._chosen()
         return (
-            self.workers > 0
+            bool(self.workers)
             and not self._closed
             and self._unanswered_pools < _STARTS
             and compat.asyncio_available()
         )
+
+    def _chosen(self) -> int:
+        """``auto``'s choice, from the pages taken so far: one worker where most were
+        extracted and a second core is there, else the thread."""
+        extracted, cores = self._extracted / self._taken, available_cores()
+        chosen = int(extracted >= AUTO_SHARE and cores >= 2)
+        logger.info(
+            "Pages' texts are taken %s: %.0f%% of the first %d pages had their main "
+            "content extracted, %d cores (INCRECRAWL_CONTENT_PROCESSES = auto)",
+            "in a worker process" if chosen else "on the content thread",
+            100 * extracted,
+            self._taken,
+            cores,
+        )
+        if self.crawler is not None and self.crawler.stats is not None:
+            self.crawler.stats.set_value(stats.CONTENT_PROCESSES, chosen)
+        return chosen
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:

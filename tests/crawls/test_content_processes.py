@@ -139,3 +139,81 @@ def test_a_shipped_page_is_decoded_as_scrapy_decodes_it(
     assert content_processes.shipped_text(True, page, options) == with_print(
         True, response_text, response, options
     )
+
+
+def _write_pages(root: Path, base: str, pages: int, container: str) -> str:
+    """*pages* pages whose content sits in *container* (``main``: marked; ``div``: a
+    div of no known name, extracted by trafilatura); the sitemap's URL."""
+    words = ["the", "crawler", "keeps", "each", "page", "with", "its", "own", "state", "again"]
+    (root / "p").mkdir()
+    for i in range(pages):
+        text = "".join(
+            "<p>" + " ".join(words[(i + j + k) % len(words)] for k in range(40)) + "</p>"
+            for j in range(4)
+        )
+        body = f"<h1>Page {i}</h1>{text}"
+        content = f"<main>{body}</main>" if container == "main" else f'<div class="c7">{body}</div>'
+        (root / "p" / f"{i}.html").write_text(
+            f"<!doctype html><html><head><title>Page {i}</title></head><body>"
+            f"<header><nav><a href='/'>Home</a></nav></header>{content}"
+            "<footer>(c) 2026</footer></body></html>"
+        )
+    urls = "".join(f"<url><loc>{base}/p/{i}.html</loc></url>" for i in range(pages))
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"{urls}</urlset>"
+    )
+    return f"{base}/sitemap.xml"
+
+
+@pytest.mark.parametrize(
+    ("container", "cores", "chosen"),
+    [("div", 2, 1), ("main", 2, 0), ("div", 1, 0)],
+)
+@pytest_twisted.ensureDeferred
+async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_free(
+    tmp_path: Path,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    container: str,
+    cores: int,
+    chosen: int,
+) -> None:
+    """The default (``auto``): after the first pages on the thread, one worker where
+    most of them had their content extracted (trafilatura's cost) and the process may
+    use two cores; pages marking their ``<main>``, or one core, stay on the thread.
+    The same fingerprints either way."""
+    from tests.support.nginx import nginx
+
+    monkeypatch.setattr(content_processes, "START_AFTER", 8)
+    monkeypatch.setattr(content_processes, "available_cores", lambda: cores)
+    pools: list[Any] = []
+    started = ContentProcesses._started
+
+    def recorded(self: ContentProcesses) -> Any:
+        pool = started(self)
+        if pool not in pools:
+            pools.append(pool)
+        return pool
+
+    monkeypatch.setattr(ContentProcesses, "_started", recorded)
+    www = tmp_path / "www"
+    www.mkdir()
+    prints = {}
+    with nginx(www, tmp_path / "nginx") as (url, _access):
+        sitemap = _write_pages(www, url, 30, container)
+        for mode in ("auto", 0):
+            db = str(tmp_path / f"{mode}.sqlite")
+            settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_PROCESSES=mode)
+            if mode == "auto":
+                settings.pop("INCRECRAWL_CONTENT_PROCESSES")  # the default, as users get it
+            done = await run_crawl(settings, sitemap_url=sitemap)
+            assert done.reason == "finished" and len(done.changes("new")) == 30
+            with StateStore(db) as store:
+                prints[mode] = {u: store.get(u).content_hash for u in done.changes("new")}
+            if mode == "auto":
+                assert done.stats.get(stats.CONTENT_PROCESSES) == chosen
+                assert len(pools) == chosen
+                how = "extracted" if container == "div" else "main"
+                assert done.stats.get(stats.CONTENT_FOUND.format(how=how)) == 30
+    assert prints["auto"] == prints[0] and all(prints[0].values())
