@@ -142,7 +142,11 @@ class ContentProcesses:
             try:
                 work = pool.submit(shipped_text, fingerprint, page, options)
                 found = await asyncio.wrap_future(work)
-            except BrokenProcessPool as exc:
+            except (BrokenProcessPool, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError) and self._pool is pool:
+                    raise  # this page's own task was cancelled, not its pool
+                # A pool shut down under it (broken by another page, or the crawl
+                # closing) cancels the pages it had queued: asked again, not lost.
                 self._broken(pool)
                 if not self._in_use():  # no worker answers at all: the thread's
                     return await compat.in_content_thread(

@@ -217,3 +217,56 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
                 how = "extracted" if container == "div" else "main"
                 assert done.stats.get(stats.CONTENT_FOUND.format(how=how)) == 30
     assert prints["auto"] == prints[0] and all(prints[0].values())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_queued_on_a_pool_shut_down_under_it_is_asked_of_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool broken by another page is shut down with its queued pages cancelled: a
+    page still queued there is asked of the next pool, never lost (lost, its crawl
+    waited for it for ever: a test killing workers under load hung at 39 of 40)."""
+    import asyncio
+    from concurrent.futures import Future
+
+    from scrapy.http import HtmlResponse
+    from twisted.internet import task
+    from twisted.internet.defer import Deferred
+
+    from increcrawl_scrapy import compat
+    from increcrawl_scrapy.content.page_text import ContentOptions
+
+    class Pool:
+        def __init__(self, answer: Any) -> None:
+            self.answer, self.futures = answer, []
+
+        def submit(self, *_args: Any) -> Future:
+            future: Future = Future()
+            if self.answer is not None:
+                future.set_result(self.answer)
+            self.futures.append(future)
+            return future
+
+        def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+            for future in self.futures:
+                future.cancel()  # queued, not running: what ProcessPoolExecutor does
+
+    first, second = Pool(None), Pool(("text", "print"))
+    pools = iter([first, second])
+    processes = ContentProcesses(1)
+    monkeypatch.setattr(content_processes, "START_AFTER", 0)
+    monkeypatch.setattr(compat, "asyncio_available", lambda: True)
+
+    def started(self: ContentProcesses) -> Any:
+        if self._pool is None:
+            self._pool = next(pools)
+        return self._pool
+
+    monkeypatch.setattr(ContentProcesses, "_started", started)
+    response = HtmlResponse("https://example.org/p", body=b"<main>x</main>")
+
+    page = asyncio.ensure_future(processes.text_of(True, response, ContentOptions()))
+    await task.deferLater(reactor, 0.05)  # queued on the first pool
+    assert first.futures and not page.done()
+    processes._broken(first)  # another page found it broken
+    assert await Deferred.fromFuture(page) == ("text", "print")
