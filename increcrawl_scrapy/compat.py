@@ -149,6 +149,13 @@ def engine_closing(crawler: Crawler) -> bool:
     return bool(getattr(_engine_slot(crawler), "closing", None))
 
 
+def given_encoding(response: Any) -> str | None:
+    """The encoding *response* was made with (``encoding=``), if any: its text is
+    decoded by it whatever the body says. No public way: ``encoding`` is the one
+    finally used, inferred from the body when nothing declares one (a decode)."""
+    return getattr(response, "_encoding", None)
+
+
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:
     """Run CPU-bound or blocking work off the reactor thread, with any reactor."""
     return await maybe_deferred_to_future(threads.deferToThread(function, *args))

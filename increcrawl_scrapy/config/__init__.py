@@ -71,6 +71,19 @@ def number(kind: type, **bounds: float) -> Read:
     return lambda read, name: read.number(name, kind, **bounds)
 
 
+def auto_or_count(read: Reader, name: str) -> int | None:
+    """``auto`` (None: the package decides), else a count of at least 0."""
+    value = read.raw(name)
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        return int(read.number(name, int, minimum=0))
+    except ConfigError:
+        raise ConfigError(
+            name, value, "must be auto or a number of processes (0 or more)"
+        ) from None
+
+
 def choice(*allowed: str) -> Read:
     return lambda read, name: read.choice(name, allowed)
 
@@ -178,6 +191,8 @@ class IncrecrawlConfig:
     content_max_bytes: int = setting(
         "INCRECRAWL_CONTENT_MAX_BYTES", 1024 * 1024, number(int, minimum=1024)
     )
+    # worker processes taking pages' texts (0: the content thread; None: auto; RESULTS.md, #51)
+    content_processes: int | None = setting("INCRECRAWL_CONTENT_PROCESSES", "auto", auto_or_count)
     skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
     flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
     flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))

@@ -18,9 +18,9 @@ _ALSO_KNOWN = frozenset({"GEONODE_API_KEY", "GEONODE_API_URL"})
 DEPRECATED = {
     "INCRECRAWL_REVIVE_GONE": "a gone page that is still listed is re-checked on a slow "
     "schedule and comes back as new",
-    "INCRECRAWL_CONTENT_WORKER": "a page's text is taken on one thread; the content process "
-    "is gone (it did not earn its cost: benchmarks/RESULTS.md)",
-    "INCRECRAWL_CONTENT_TIMEOUT": "it limited the content process, which is gone; a page's "
+    "INCRECRAWL_CONTENT_WORKER": "pages' texts are taken by INCRECRAWL_CONTENT_PROCESSES "
+    "worker processes (0: on one thread)",
+    "INCRECRAWL_CONTENT_TIMEOUT": "it limited the old content process; a page's "
     "work is bounded by INCRECRAWL_MAX_PAGE_BYTES and linear rules",
 }
 

@@ -23,6 +23,7 @@ from increcrawl_scrapy.content.page_text import ContentOptions, PageText, Unusab
 from increcrawl_scrapy.content.parse import FLATTEN_DEPTH
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import hidden
+from increcrawl_scrapy.crawl.content_processes import ContentProcesses
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
@@ -73,6 +74,8 @@ class PageContent:
         self._in_hand = 0  # pages given to it and not answered yet
         #: The user's volatile rules (an alias's text is compared under them).
         self.patterns: tuple[str, ...] = ()
+        #: Where a fetched page's text is taken (a worker process, else the thread).
+        self.processes = ContentProcesses(0)
 
     @classmethod
     def of(
@@ -86,6 +89,7 @@ class PageContent:
         follow_log_level(crawler.settings)
         made = cls(crawler, options, origin, scope, normalize, prints)
         made.patterns = tuple(config.volatile_patterns)
+        made.processes = ContentProcesses.of(crawler, config.content_processes)
         return made
 
     async def with_text(
@@ -143,9 +147,7 @@ class PageContent:
 
     async def text_of(self, response: scrapy.http.Response) -> tuple[PageText, str | None]:
         """*response*'s text, and its fingerprint when the default rules take it."""
-        return await compat.in_content_thread(
-            with_print, self.prints is not None, response_text, response, self.options
-        )
+        return await self.processes.text_of(self.prints is not None, response, self.options)
 
     def _take_in_hand(self) -> None:
         self._in_hand += 1

@@ -391,8 +391,9 @@ def _getattr_of_private(node: ast.AST) -> bool:
 
 #: Scrapy's private attributes the package reads, each in ``compat.py`` alone (one
 #: place to mend when Scrapy renames it), each for want of a public way: the
-#: engine's slot (is the crawl closing; wake it now rather than at its heartbeat).
-COMPAT_PRIVATE = {"_slot"}
+#: engine's slot (is the crawl closing; wake it now rather than at its heartbeat);
+#: the encoding a response was made with (a page's text made again in a worker).
+COMPAT_PRIVATE = {"_slot", "_encoding"}
 
 
 def test_no_private_attribute_of_scrapy_is_used():

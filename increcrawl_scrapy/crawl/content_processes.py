@@ -1,0 +1,210 @@
+"""A page's text taken in worker processes (``INCRECRAWL_CONTENT_PROCESSES``), on the
+machine's other cores, where the content thread shares the GIL with the reactor's.
+
+Since the HTML5 parse (``content/parse.py``) a page's content work costs more than
+the reactor's own per page, and on a thread the two take turns for the GIL. Here the
+pure work (a response's bytes in, its text and fingerprint out) is shipped to a
+``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
+with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
+the thread (a small crawl never starts one) and shut down when the crawl closes.
+Texts and fingerprints are the same as on the thread. By default (``auto``) one worker,
+and only where it pays: where most of those first pages' main content had to be
+extracted (trafilatura, several times a ``<main>``'s cost: on a free second core a first
+run went from 0.40x to 0.69x ``SitemapSpider``'s rate) and the process may use two
+cores. Where pages mark their content the reactor's thread is the limit, and a worker
+(about 1 ms more CPU a page, shipping pages and answers) gained nothing
+(``benchmarks/RESULTS.md``, #51).
+
+A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
+pages it held are asked once more of a new one; the pages that one holds when it
+breaks too fail (:class:`ContentWorkerLost`, site failures that back off, counted in
+``increcrawl/pages/content_worker_lost``, kept due); the crawl goes on. Where no worker can
+start (three pools in a row that never answered), or without asyncio, the content
+thread takes the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
+
+from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage
+from increcrawl_scrapy.crawl.response_text import response_text, with_print
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+#: Pools in a row that broke before any answer: then the thread takes the work.
+_STARTS = 3
+#: Pages taken on the thread before the pool starts: a small crawl (a test, a small
+#: site) never pays a worker's start (about a second of CPU: its imports).
+START_AFTER = 64
+#: ``auto``: a worker when at least this share of the first pages was extracted.
+AUTO_SHARE = 0.5
+
+
+class ContentWorkerLost(UnusablePage):
+    """The content process ended while working on this page, twice: a site failure,
+    counted and backed off like any unusable page, never a crash of the crawl."""
+
+    stat = stats.CONTENT_WORKER_LOST
+
+
+#: What a worker needs to make the response again: its class, URL, body,
+#: Content-Type and the encoding it was given (the rest never decides its text).
+Shipped = tuple[type[Response], str, bytes, bytes | None, str | None]
+#: Scrapy's classes, most specific first: a subclass of a user's ships as its base.
+_KINDS = (HtmlResponse, XmlResponse, TextResponse, Response)
+
+
+def shipped(response: Response) -> Shipped:
+    kind = next(k for k in _KINDS if isinstance(response, k))
+    encoding = compat.given_encoding(response) if kind is not Response else None
+    return kind, response.url, response.body, response.headers.get("Content-Type"), encoding
+
+
+def shipped_text(
+    fingerprint: bool, page: Shipped, options: ContentOptions
+) -> tuple[PageText, str | None]:
+    """In a worker: the text of a shipped page, made a response again (decoded as
+    Scrapy decodes it), with its fingerprint when asked."""
+    kind, url, body, content_type, encoding = page
+    headers = {"Content-Type": content_type} if content_type else None
+    extra: dict[str, Any] = {"encoding": encoding} if encoding else {}
+    response = kind(url, body=body, headers=headers, **extra)
+    return with_print(fingerprint, response_text, response, options)
+
+
+def _ready() -> None:
+    """Each worker's start: the content modules imported before the first page."""
+    import trafilatura  # noqa: F401
+
+    import increcrawl_scrapy.content.main  # noqa: F401
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, where the system says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class ContentProcesses:
+    """One crawl's worker pool (``workers`` processes; 0: the content thread; None:
+    ``auto``, decided once START_AFTER pages' texts were taken on the thread)."""
+
+    def __init__(self, workers: int | None, crawler: Crawler | None = None) -> None:
+        self.workers = workers
+        self.crawler = crawler
+        self._pool: ProcessPoolExecutor | None = None
+        self._unanswered_pools = 0  # broken in a row before any answer
+        self._closed = False
+        self._pages = 0  # asked of it so far
+        self._taken = 0  # texts taken on the thread while ``auto`` is undecided
+        self._extracted = 0  # of which extracted (trafilatura)
+
+    @classmethod
+    def of(cls, crawler: Crawler, workers: int | None) -> ContentProcesses:
+        def make() -> ContentProcesses:
+            made = cls(workers, crawler)
+            compat.connect_for_crawl(crawler, made.close, signals.spider_closed)
+            return made
+
+        return compat.of_crawl(crawler, "content_processes", make)
+
+    async def text_of(
+        self, fingerprint: bool, response: Response, options: ContentOptions
+    ) -> tuple[PageText, str | None]:
+        """*response*'s text, and its fingerprint when asked (``with_print``)."""
+        self._pages += 1
+        if self._pages <= START_AFTER or not self._in_use():
+            found = await compat.in_content_thread(
+                with_print, fingerprint, response_text, response, options
+            )
+            if self.workers is None:
+                self._taken += 1
+                self._extracted += found[0].how == "extracted"
+            return found
+        page = shipped(response)
+        for attempt in (1, 2):  # a pool broken by another page: once more, on a new one
+            pool = self._started()
+            try:
+                work = pool.submit(shipped_text, fingerprint, page, options)
+                found = await asyncio.wrap_future(work)
+            except (BrokenProcessPool, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError) and self._pool is pool:
+                    raise  # this page's own task was cancelled, not its pool
+                # A pool shut down under it (broken by another page, or the crawl
+                # closing) cancels the pages it had queued: asked again, not lost.
+                self._broken(pool)
+                if not self._in_use():  # no worker answers at all: the thread's
+                    return await compat.in_content_thread(
+                        with_print, fingerprint, response_text, response, options
+                    )
+                if attempt == 2:
+                    raise ContentWorkerLost(f"the content process ended on it ({exc})") from None
+            else:
+                self._unanswered_pools = 0
+                return found
+        raise AssertionError("unreachable")
+
+    def _in_use(self) -> bool:
+        if self.workers is None and self._taken >= START_AFTER:
+            self.workers = self._chosen()
+        return (
+            bool(self.workers)
+            and not self._closed
+            and self._unanswered_pools < _STARTS
+            and compat.asyncio_available()
+        )
+
+    def _chosen(self) -> int:
+        """``auto``'s choice, from the pages taken so far: one worker where most were
+        extracted and a second core is there, else the thread."""
+        extracted, cores = self._extracted / self._taken, available_cores()
+        chosen = int(extracted >= AUTO_SHARE and cores >= 2)
+        logger.info(
+            "Pages' texts are taken %s: %.0f%% of the first %d pages had their main "
+            "content extracted, %d cores (INCRECRAWL_CONTENT_PROCESSES = auto)",
+            "in a worker process" if chosen else "on the content thread",
+            100 * extracted,
+            self._taken,
+            cores,
+        )
+        if self.crawler is not None and self.crawler.stats is not None:
+            self.crawler.stats.set_value(stats.CONTENT_PROCESSES, chosen)
+        return chosen
+
+    def _started(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ready
+            )
+        return self._pool
+
+    def _broken(self, pool: ProcessPoolExecutor) -> None:
+        if self._pool is not pool:
+            return  # replaced already, by another page that met the break
+        self._pool = None
+        self._unanswered_pools += 1
+        pool.shutdown(wait=False, cancel_futures=True)
+        logger.warning("A content process ended; its pages are asked of a new one")
+        if self._unanswered_pools >= _STARTS:
+            logger.warning("No content process answers: pages' texts are taken on a thread")
+
+    def close(self) -> None:
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
