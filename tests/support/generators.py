@@ -118,13 +118,16 @@ class DocSite:
         pages: int = 20,
         seed: int = 1,
         own_sitemap: bool = False,
+        dates: bool = True,
     ) -> None:
         """*own_sitemap*: MkDocs's own sitemap (every page dated with the build), not
-        one with each page's date of last edit (Hugo's is its own either way)."""
+        one with each page's date of last edit (Hugo's is its own either way);
+        without *dates*, that sitemap dates nothing (as WordPress before 6.5)."""
         if generator not in self.generators:
             raise ValueError(f"generator must be one of {self.generators}")
         self.generator = generator
         self.own_sitemap = own_sitemap
+        self.dates = dates
         self.src = workdir / "src"
         self.out = workdir / "out"
         self.base_url = base_url.rstrip("/")
@@ -299,7 +302,8 @@ class DocSite:
     def write_sitemap(self) -> None:
         entries = "".join(
             f"<url><loc>{escape(self.url_of(slug))}</loc>"
-            f"<lastmod>{page.written.date().isoformat()}</lastmod></url>"
+            + (f"<lastmod>{page.written.date().isoformat()}</lastmod>" if self.dates else "")
+            + "</url>"
             for slug, page in sorted(self.pages.items())
         )
         (self.out / "sitemap.xml").write_text(
