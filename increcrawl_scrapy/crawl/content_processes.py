@@ -7,13 +7,15 @@ pure work (a response's bytes in, its text and fingerprint out) is shipped to a
 ``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
 with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
 the thread (a small crawl never starts one) and shut down when the crawl closes.
-Texts and fingerprints are the same as on the thread. By default (``auto``) one worker,
-and only where it pays: where most of those first pages' main content had to be
-extracted (trafilatura, several times a ``<main>``'s cost: on a free second core a first
-run went from 0.40x to 0.69x ``SitemapSpider``'s rate) and the process may use two
-cores. Where pages mark their content the reactor's thread is the limit, and a worker
-(about 1 ms more CPU a page, shipping pages and answers) gained nothing
-(``benchmarks/RESULTS.md``, #51).
+Texts and fingerprints are the same as on the thread. Not the default (0): a worker
+is started with ``spawn``, which runs a script's ``__main__`` again, so a crawl script
+without an ``if __name__ == "__main__"`` guard would run a second crawl in it. With
+``auto``, one worker, and only where it pays: where most of those first pages' main
+content had to be extracted (trafilatura, several times a ``<main>``'s cost: on a free
+second core a first run went from 0.41x to 0.65x ``SitemapSpider``'s rate) and the
+process may use two cores. Where pages mark their content the reactor's thread is
+the limit, and a worker (about 1 ms more CPU a page, shipping pages and answers)
+gained nothing (``benchmarks/RESULTS.md``, #51).
 
 A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
 pages it held are asked once more of a new one; the pages that one holds when it
@@ -29,6 +31,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -87,7 +90,10 @@ def shipped_text(
 
 
 def _ready() -> None:
-    """Each worker's start: the content modules imported before the first page."""
+    """Each worker's start: the content modules imported before the first page.
+    Ctrl-C reaches the whole process group: the crawl decides when to stop (a
+    worker's KeyboardInterrupt came back as a page's error and killed the reactor)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import trafilatura  # noqa: F401
 
     import increcrawl_scrapy.content.main  # noqa: F401

@@ -179,7 +179,7 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
     cores: int,
     chosen: int,
 ) -> None:
-    """The default (``auto``): after the first pages on the thread, one worker where
+    """``auto``: after the first pages on the thread, one worker where
     most of them had their content extracted (trafilatura's cost) and the process may
     use two cores; pages marking their ``<main>``, or one core, stay on the thread.
     The same fingerprints either way."""
@@ -205,8 +205,6 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
         for mode in ("auto", 0):
             db = str(tmp_path / f"{mode}.sqlite")
             settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_PROCESSES=mode)
-            if mode == "auto":
-                settings.pop("INCRECRAWL_CONTENT_PROCESSES")  # the default, as users get it
             done = await run_crawl(settings, sitemap_url=sitemap)
             assert done.reason == "finished" and len(done.changes("new")) == 30
             with StateStore(db) as store:
