@@ -137,9 +137,10 @@ class RevisitPolicy:
 
     name = "adaptive"
 
-    def spreads(self, fetches: int, prior: HostPrior | None = None, verdict: str = UNKNOWN) -> bool:
-        """Whether a page's next check (its *fetches*-th fetch; its host's *prior* and
-        dates' *verdict*) is spread (``leveling.py``): never, the adaptive rule's are exact."""
+    def spreads(self, fetches: int, prior: HostPrior | None = None) -> bool:
+        """Whether the next check of a page fetched *fetches* times on a host with
+        *prior* is spread over the coming days (``leveling.py``): never, the adaptive
+        rule's intervals are exact."""
         return False
 
     def bounded(self, interval: float) -> float:
@@ -280,18 +281,16 @@ class LearnedPolicy(RevisitPolicy):
         wanted = self.next_interval(page.interval_s, outcome)
         return max(self.min_interval, min(wanted, self.host_bound(page, outcome, prior, now)))
 
-    def spreads(self, fetches: int, prior: HostPrior | None = None, verdict: str = UNKNOWN) -> bool:
-        """From a page's third fetch, unless its host's pages (less its few fast ones,
-        ``HostPrior.bounding``) are known not to change alike and its dates are not
-        trusted (then its few pages without dates, a blog's categories, would learn
-        alike and come due together for good). The first checks after discovery stay
-        as they are: spread, they would carry the first week's load into the second. Pages that
+    def spreads(self, fetches: int, prior: HostPrior | None = None) -> bool:
+        """From a page's third fetch, unless its host's pages are known not to change
+        alike (``HostPrior.alike``). The first
+        checks after discovery stay as they are: spread, they would carry the first
+        week's load (every page checked three times) into the second. Pages that
         change alike wait alike and stay in lockstep; pages of different rates fall
         out of it by themselves, and every check brought forward is a request spent
         sooner (spreading them cost 8% more requests on a 10,000-page site, for no
         change caught more)."""
-        alike = prior is None or prior.bounding.alike is not False
-        return fetches >= MIN_OBSERVATIONS and (alike or verdict == TRUSTED)
+        return fetches >= MIN_OBSERVATIONS and (prior is None or prior.alike is not False)
 
     def host_bound(
         self, page: PageState, outcome: Outcome, prior: HostPrior | None, now: float
@@ -300,7 +299,8 @@ class LearnedPolicy(RevisitPolicy):
         pages and its own changes tell it (``HostPrior.rate``) reaches the target
         probability. A page quiet for weeks on a host whose pages change every few
         weeks is not left for months; on a host where most pages never change, the
-        bound grows with the time the page has stood still."""
+        bound grows with the time the page has stood still. Fitted without the host's
+        few fast pages (``HostPrior.bounding``)."""
         rate = None if prior is None else self.posterior_rate(page, outcome, prior.bounding, now)
         return math.inf if rate is None else interval_for(rate, self.target_probability)
 
@@ -405,7 +405,7 @@ def apply_result(
     interval = policy.within_staleness(
         policy.interval_after(page, outcome, history, now, verdict, prior)
     )
-    spread = policy.spreads(page.fetch_count + 1, prior, verdict)
+    spread = policy.spreads(page.fetch_count + 1, prior)
     changes.update(
         interval_s=interval,
         next_check=now + interval if place is None else place(now, interval, spread),
