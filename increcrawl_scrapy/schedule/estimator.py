@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: Changed intervals kept per page; older ones are folded away.
 KEEP_CHANGED = 24
@@ -192,6 +192,12 @@ ALIKE_CHANGES_PER_PAGE = 0.05
 #: Standard deviations the pages' dispersion may stand above Poisson noise and
 #: still be judged alike.
 ALIKE_SIGMAS = 3.0
+#: A page whose changes stand this many standard deviations (plus one change) above
+#: what its host's mean rate gives in its time observed is one of the host's fast
+#: few (a blog's home, categories and author page beside its posts): left out of the
+#: prior its host's bound is fitted to (``HostPrior.body``). The state's statement
+#: ``host_rates`` applies it (squared: no square root in SQLite's core).
+OUTLIER_SIGMAS = 3.0
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,18 @@ class HostPrior:
     alpha: float
     beta: float
     alike: bool | None = None
+    #: The prior fitted on the host's pages less its fast few (``OUTLIER_SIGMAS``),
+    #: which sets the host's bound (``bounding``); None: no page was left out.
+    body: HostPrior | None = None
+
+    @property
+    def bounding(self) -> HostPrior:
+        """The prior a page's longest wait follows: a handful of fast pages (a blog's
+        home, categories, author) made 60 monthly posts unlike each other, and the
+        prior fitted with them fell to almost nothing (shape 0.41, against 52
+        without them): a post quiet for 25 days waited 13.6 days, not 5.5. The fast
+        pages keep their own short schedules; the bound is a longest wait only."""
+        return self.body or self
 
     def rate(self, changes: float, observed: float) -> float:
         """The posterior mean rate of a page seen changing *changes* times in
@@ -217,12 +235,23 @@ class HostPrior:
         return (self.alpha + changes) / (self.beta + max(observed, 0.0))
 
 
-def host_prior(pages: float, changes: float, observed: float, squares: float) -> HostPrior | None:
+def host_prior(
+    pages: float, changes: float, observed: float, squares: float, *body: float
+) -> HostPrior | None:
     """The gamma prior of a host's page rates from its pages' totals: how many
-    pages, changes seen, time observed (seconds), and Σ changes²/observed. The
-    spread of the rates is what the pages' counts vary beyond Poisson noise; the
-    prior weighs at most as much as the changes it is fitted to (a host with few
-    changes seen says little). None: no change seen yet, nothing to say."""
+    pages, changes seen, time observed (seconds), and Σ changes²/observed; *body*:
+    the same four totals of its pages less its fast few (``OUTLIER_SIGMAS``), whose
+    fit is the prior's ``body`` where they are fewer. None: no change seen yet."""
+    prior = _fit(pages, changes, observed, squares)
+    if prior is None or not body or body[0] >= pages:
+        return prior
+    return replace(prior, body=_fit(*body))
+
+
+def _fit(pages: float, changes: float, observed: float, squares: float) -> HostPrior | None:
+    """The moment fit: the spread of the rates is what the pages' counts vary
+    beyond Poisson noise; the prior weighs at most as much as the changes it is
+    fitted to (a host with few changes seen says little)."""
     if changes < 1 or observed <= 0 or pages < 2:
         return None
     mean = changes / observed

@@ -299,10 +299,10 @@ class LearnedPolicy(RevisitPolicy):
         pages and its own changes tell it (``HostPrior.rate``) reaches the target
         probability. A page quiet for weeks on a host whose pages change every few
         weeks is not left for months; on a host where most pages never change, the
-        bound grows with the time the page has stood still."""
-        if prior is None:
-            return math.inf
-        return interval_for(self.posterior_rate(page, outcome, prior, now), self.target_probability)
+        bound grows with the time the page has stood still. Fitted without the host's
+        few fast pages (``HostPrior.bounding``)."""
+        rate = None if prior is None else self.posterior_rate(page, outcome, prior.bounding, now)
+        return math.inf if rate is None else interval_for(rate, self.target_probability)
 
     @staticmethod
     def posterior_rate(page: PageState, outcome: Outcome, prior: HostPrior, now: float) -> float:

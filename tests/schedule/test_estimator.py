@@ -171,3 +171,25 @@ def test_a_host_is_judged_alike_only_on_enough_evidence() -> None:
     # 60 posts watched 30 days, each changed once: alike, pooled.
     posts = host_prior(60, 60, 60 * 30 * day, 60 * 1 / (30 * day))
     assert posts is not None and posts.alike is True
+
+
+def test_a_hosts_bound_is_fitted_without_its_few_fast_pages() -> None:
+    # 60 posts watched 25 days, each changed once, and what WordPress adds beside
+    # them: 6 listings changed 12 times each. With them the pages are unlike and the
+    # prior weak: a post quiet for 25 days would wait about as long as its own thin
+    # history says. Its bound follows the posts' own fit: near a month's rate.
+    from increcrawl_scrapy.schedule.estimator import host_prior, interval_for
+
+    day = 86_400.0
+    t = 25 * day
+    posts = (60, 60, 60 * t, 60 / t)
+    everything = (66, 60 + 72, 66 * t, 60 / t + 6 * 144 / t)
+    prior = host_prior(*everything, *posts)
+    assert prior is not None and prior.alike is False and prior.alpha < 1
+    assert prior.body is not None and prior.bounding is prior.body and prior.body.alpha > 30
+    wait = interval_for(prior.bounding.rate(0, t), 0.17) / day
+    assert 4 <= wait <= 7, wait
+    assert interval_for(prior.rate(0, t), 0.17) / day > 10  # the fit with them
+    # Where no page stands out, there is no body of its own.
+    alike = host_prior(*posts, *posts)
+    assert alike is not None and alike.body is None and alike.bounding is alike

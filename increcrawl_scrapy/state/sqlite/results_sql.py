@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from increcrawl_scrapy.schedule.estimator import OUTLIER_SIGMAS
 from increcrawl_scrapy.schedule.rows import RESULT_COLUMNS
 from increcrawl_scrapy.state.pages import RESULT_INSERT, SELECT_PAGE
 
@@ -80,12 +81,20 @@ class ResultSQL:
     )
     #: Per host of a JSON array, its fetched pages' totals for its prior of change
     #: rates (``estimator.host_prior``): pages, changes seen, time observed, and
-    #: the sum of changes² over time observed.
+    #: the sum of changes² over time observed; then the same of its pages less its
+    #: fast few (``estimator.OUTLIER_SIGMAS`` above the host's mean rate).
     host_rates = (
-        "SELECT host, count(*), sum(change_count), sum(last_fetched - first_seen), "
-        "sum(change_count * change_count / (last_fetched - first_seen)) FROM pages "
-        "WHERE host IN (SELECT value FROM json_each(?)) AND gone = 0 AND fetch_count >= 2 "
-        "AND last_fetched > first_seen AND normalized_url NOT LIKE '%#item:%' GROUP BY host"
+        "WITH p AS (SELECT host, change_count AS k, last_fetched - first_seen AS t "
+        "FROM pages WHERE host IN (SELECT value FROM json_each(?)) AND gone = 0 "
+        "AND fetch_count >= 2 AND last_fetched > first_seen "
+        "AND normalized_url NOT LIKE '%#item:%'), "
+        "m AS (SELECT host, sum(k) * 1.0 / sum(t) AS rate FROM p GROUP BY host), "
+        "b AS (SELECT p.host, k, t, CASE WHEN k - rate * t - 1 <= 0 OR "
+        "(k - rate * t - 1) * (k - rate * t - 1) <= "
+        f"{OUTLIER_SIGMAS**2} * rate * t THEN 1 ELSE 0 END AS body "
+        "FROM p JOIN m ON m.host = p.host) "
+        "SELECT host, count(*), sum(k), sum(t), sum(k * k / t), sum(body), "
+        "sum(body * k), sum(body * t), sum(body * k * k / t) FROM b GROUP BY host"
     )
     #: The checks planned per coming day (``schedule/leveling.py``): day k holds
     #: those due in the k-th day after the first parameter, up to the second.
