@@ -42,11 +42,10 @@ class BlogSpider(CrawlSpider):
         self.start_urls = [f"{site}/"]
 
     def parse_post(self, response: Any) -> Any:
-        yield {
-            "url": response.url,
-            "title": response.css("h1::text").get(),
-            "text": " ".join(response.css("article p::text").getall()).strip(),
-        }
+        text = " ".join(response.css("article p::text").getall()).strip()
+        if not text:
+            return  # a post emptied for now: no item
+        yield {"url": response.url, "title": response.css("h1::text").get(), "text": text}
 
 
 class BlogSitemapSpider(scrapy.spiders.SitemapSpider):

@@ -108,3 +108,42 @@ async def test_a_sitemap_spiders_sitemap_is_read_every_run(tmp_path: Path) -> No
     blog, runs = await daily_runs(tmp_path, 4, {2: lambda blog: blog.add()}, BlogSitemapSpider)
     assert all(run.fetched.count("/sitemap.xml") == 1 for run in runs), [r.fetched for r in runs]
     assert ("new", blog.url_of("post-031")) in runs[2].changes()
+
+
+@pytest_twisted.ensureDeferred
+async def test_listings_on_a_postgresql_state(tmp_path: Path, postgres_dsn: str) -> None:
+    # A shared state: a listing's row and memory are read off the reactor's thread.
+    edits = {ADDED_ON: _edit_and_add}
+    blog, runs = await daily_runs(tmp_path, 8, edits, later=31, INCRECRAWL_DB=postgres_dsn)
+    assert Counter(change for change, _ in runs[0].changes()) == {"new": 30}
+    later = Counter(change for run in runs[1:] for change in run.changes())
+    assert later == Counter(
+        {("changed", blog.url_of(EDITED)): 1, ("new", blog.url_of("post-031")): 1}
+    )
+    listings = _listings(runs)
+    read = sum(1 for run in runs[1:8] for path in run.fetched if path in listings)
+    assert read <= 0.75 * 7 * len(listings), read  # all of them every run, before
+    # The home page once a run: linked again once fetched, it is not fetched again.
+    assert all(run.fetched.count("/") <= 1 for run in runs)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_post_that_yields_no_item_for_a_while_stays_a_page_of_items(
+    tmp_path: Path,
+) -> None:
+    # Emptied on day 1 (its page produces links only), back as it was on day 2: it
+    # is not taken for a listing (its memory keeps its item), so its item is
+    # unchanged, never delivered new.
+    kept: dict[str, str] = {}
+
+    def empty(blog: HugoBlog) -> None:
+        kept["text"] = blog.posts[EDITED].text
+        blog.posts[EDITED].text = ""
+
+    def restore(blog: HugoBlog) -> None:
+        blog.posts[EDITED].text = kept["text"]
+
+    _, runs = await daily_runs(tmp_path, 3, {1: empty, 2: restore}, later=31)
+    assert len(runs[0].items) == 30
+    assert f"/posts/{EDITED}/" in runs[1].fetched  # fetched, no item
+    assert [run.changes() for run in runs[1:]] == [[], [], []]
