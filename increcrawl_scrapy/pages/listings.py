@@ -20,7 +20,9 @@ holds them: an item page yielding none now is not turned into a listing, its ite
 stay its own); the ``incremental`` spider's pages (it keeps its own queue). A
 start URL that is a listing is skipped while not due as any listing (and says so
 in the log, as a skipped start request does); ``increcrawl_always`` in a request's
-meta opts it out, and ``dont_filter`` does not, as for item pages.
+meta opts it out, and ``dont_filter`` does not, as for item pages. A listing asked
+again in a run that fetched it is fetched again as Scrapy asks (after a login its
+links are others), its latest version recorded: an item page's other URL is not.
 
 A replay from a skipped page fetched within ``UNREACHED_AGE`` (``recent``) reaches
 the pages it leads to: the page listed them that recently, and a listing is read

@@ -48,7 +48,7 @@ from increcrawl_scrapy.crawl.validators import conditions, header_of
 from increcrawl_scrapy.pages import http_cache
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.listings import overdue, recent
+from increcrawl_scrapy.pages.listings import is_listing, overdue, recent
 from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -167,6 +167,10 @@ class SkipNotDueMiddleware:
         now = self.config.clock()
         if skipping and page.next_check > now and not overdue(self.crawler, page, memory, now):
             if page.last_fetched is not None and page.last_fetched >= self.started:
+                if is_listing(memory):
+                    # Asked again as Scrapy asks (after a login, its links may be
+                    # others): fetched, its latest version recorded.
+                    return
                 # Another URL of a page this run fetched (``/`` and ``/index.html``):
                 # its requests were made then. Not a page skipped: the run summary
                 # counts every page it reached once.

@@ -123,8 +123,10 @@ async def test_listings_on_a_postgresql_state(tmp_path: Path, postgres_dsn: str)
     listings = _listings(runs)
     read = sum(1 for run in runs[1:8] for path in run.fetched if path in listings)
     assert read <= 0.75 * 7 * len(listings), read  # all of them every run, before
-    # The home page once a run: linked again once fetched, it is not fetched again.
-    assert all(run.fetched.count("/") <= 1 for run in runs)
+    # The home page twice a run at most, as Scrapy asks: its start request is
+    # dont_filter, so the first post's link home is sent too, the rest filtered (a
+    # listing asked again in a run is fetched again: after a login its links differ).
+    assert all(run.fetched.count("/") <= 2 for run in runs)
 
 
 @pytest_twisted.ensureDeferred

