@@ -12,7 +12,9 @@ so pages reached only through it are still requested when they are due (a page
 skipped for such a request only is reached if the skipped page was fetched within
 ``UNREACHED_AGE``, else no response showed it: ``pages/unreached.py``). A page
 whose requests could not be kept (a callback that is not a spider method, meta that
-is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
+is not plain data), or kept by no fetch yet, or that this spider cannot make again (a
+callback renamed, another spider's page on the same state), is fetched whether due
+or not. A start
 request skipped says so in the log. Skipping never drops what Scrapy would send:
 only the page's own GET stands for the page, a form posted to its URL is sent as
 Scrapy sends it (``postbacks.py``); while a response is in hand, a request Scrapy
@@ -161,8 +163,9 @@ class SkipNotDueMiddleware:
     ) -> None:
         """Skip the request while its page is not due (*skipping*), once the requests
         its page led to are made again; ask a due one conditionally. A page without
-        kept requests is fetched whole (skipping it, or a 304, could cut the crawl)."""
-        if memory is None or memory.requests is None:
+        kept requests is fetched whole (skipping it, or a 304, could cut the crawl),
+        as is one whose requests this spider cannot make again (``_replayable``)."""
+        if memory is None or memory.requests is None or not self._replayable(memory):
             return
         now = self.config.clock()
         if skipping and page.next_check > now and not overdue(self.crawler, page, memory, now):
@@ -181,6 +184,17 @@ class SkipNotDueMiddleware:
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
             request.meta[_META_KEY] = page.normalized_url
+
+    def _replayable(self, memory: Memory) -> bool:
+        """Whether this spider can make each of *memory*'s requests again: not when
+        they name a callback it has not (another spider's page on the same state, a
+        callback renamed since), so the page is fetched, not skipped for nothing."""
+        for data in memory.requests or ():
+            try:
+                request_of(data, self.crawler.spider)
+            except (ValueError, KeyError, TypeError):
+                return False
+        return True
 
     def _page(self, request: Request, state: CrawlState) -> PageState | None:
         """The request's page, if it has produced items before."""

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import pytest_twisted
 import scrapy
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
 
 from tests.embedding.small_site import small_site
 from tests.support.nginx import nginx_binary
@@ -74,3 +76,77 @@ async def test_a_listing_asked_again_after_a_login_is_fetched_again(tmp_path: Pa
         site.set("/m/1.html", "<h1>member 1, edited</h1>")
         later = await site.run(MembersSpider, 1.5)
         assert later.changes() == [("changed", f"{site.url}/m/1.html")], later.fetched
+
+
+class PostsSpider(CrawlSpider):
+    name = "posts"
+    rules = (Rule(LinkExtractor(allow=[r"/p/\d+\.html$"]), callback="parse_post"),)
+
+    def __init__(self, base: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [base + "/"]
+
+    def parse_post(self, response: Any) -> Any:
+        yield {"url": response.url, "title": response.css("h1::text").get()}
+
+
+class AuthorsSpider(BaseSpider):
+    name = "authors"
+
+    def parse(self, response: Any) -> Any:
+        yield from response.follow_all(css="a.author", callback=self.parse_author)
+
+    def parse_author(self, response: Any) -> Any:
+        yield {"url": response.url, "bio": response.css("p::text").get()}
+
+
+class ProfilesSpider(BaseSpider):
+    """The ``authors`` spider's next version: its callback renamed."""
+
+    name = "authors"
+
+    def parse(self, response: Any) -> Any:
+        yield from response.follow_all(css="a.author", callback=self.parse_profile)
+
+    def parse_profile(self, response: Any) -> Any:
+        yield {"url": response.url, "bio": response.css("p::text").get()}
+
+
+def _home_of_posts_and_authors(site: Any) -> None:
+    site.set(
+        "/",
+        '<a href="/p/1.html">p1</a> <a href="/p/2.html">p2</a> '
+        '<a class="author" href="/a/ann.html">Ann</a> <a class="author" href="/a/bob.html">Bob</a>',
+    )
+    for n in (1, 2):
+        site.set(f"/p/{n}.html", f"<h1>post {n}</h1>")
+    for name in ("ann", "bob"):
+        site.set(f"/a/{name}.html", f"<p>{name} writes.</p>")
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_spiders_on_one_state_each_get_their_pages(tmp_path: Path) -> None:
+    # One INCRECRAWL_DB for a project's spiders; both start at the home page, a
+    # listing of `posts` whose requests `authors` cannot make (not its callbacks).
+    with small_site(tmp_path) as site:
+        _home_of_posts_and_authors(site)
+        posts = await site.run(PostsSpider, 0)
+        assert len(posts.changes()) == 2
+        authors = await site.run(AuthorsSpider, 1 / 24)
+        assert authors.changes() == [
+            ("new", f"{site.url}/a/ann.html"),
+            ("new", f"{site.url}/a/bob.html"),
+        ], authors.fetched
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listing_whose_callbacks_were_renamed_is_fetched(tmp_path: Path) -> None:
+    with small_site(tmp_path) as site:
+        _home_of_posts_and_authors(site)
+        await site.run(AuthorsSpider, 0)
+        site.set("/a/ann.html", "<p>ann writes and edits.</p>")
+        # The next version of the spider, the home page not due: its kept requests
+        # name a callback the spider has no more, so it is fetched, not skipped.
+        later = await site.run(ProfilesSpider, 2 / 24)
+        assert "/" in later.fetched, later.fetched
+        assert later.stats.get("increcrawl/replayed") is None, later.stats
