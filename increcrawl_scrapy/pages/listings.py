@@ -15,14 +15,17 @@ Not listings, fetched every run as before: anything but HTML (a SitemapSpider's
 sitemaps, robots.txt, XML, JSON), so a page added to a sitemap is found the next
 run; a response whose requests could not be kept (``memory.request_data``), or
 that posted a form or asked with a body (a login page's form carries a token of
-the moment, not a link to replay); a page that produced items before (its memory
-holds them: an item page yielding none now is not turned into a listing, its items
-stay its own); the ``incremental`` spider's pages (it keeps its own queue). A
-start URL that is a listing is skipped while not due as any listing (and says so
-in the log, as a skipped start request does); ``increcrawl_always`` in a request's
-meta opts it out, and ``dont_filter`` does not, as for item pages. A listing asked
-again in a run that fetched it is fetched again as Scrapy asks (after a login its
-links are others), its latest version recorded: an item page's other URL is not.
+the moment, not a link to replay); a response whose requests pass data on (non-empty
+``cb_kwargs``, meta other than Scrapy's and ours: an item built across two pages,
+whose first page's content is that data, stale in a replay); a page that produced
+items before (its memory holds them: an item page yielding none now is not turned
+into a listing, its items stay its own); the ``incremental`` spider's pages (it
+keeps its own queue). A start URL that is a listing is skipped while not due as any
+listing (and says so in the log, as a skipped start request does);
+``increcrawl_always`` in a request's meta opts it out, and ``dont_filter`` does not,
+as for item pages. A listing asked again in a run that fetched it is fetched again
+as Scrapy asks (after a login its links are others), its latest version recorded:
+an item page's other URL is not.
 
 A replay from a skipped page fetched within ``UNREACHED_AGE`` (``recent``) reaches
 the pages it leads to: the page listed them that recently, and a listing is read
@@ -92,6 +95,52 @@ def _plain_gets(requests: list[dict[str, Any]]) -> bool:
     return all(data.get("method", "GET") == "GET" and not data.get("body") for data in requests)
 
 
+#: Request meta keys of Scrapy and its components: not data a callback passes on.
+_SCRAPY_META = frozenset(
+    {
+        "allow_offsite",
+        "bindaddress",
+        "cookiejar",
+        "depth",
+        "dont_cache",
+        "dont_merge_cookies",
+        "dont_obey_robotstxt",
+        "dont_redirect",
+        "dont_retry",
+        "download_fail_on_dataloss",
+        "download_latency",
+        "download_maxsize",
+        "download_slot",
+        "download_timeout",
+        "download_warnsize",
+        "ftp_password",
+        "ftp_user",
+        "handle_httpstatus_all",
+        "handle_httpstatus_list",
+        "is_start_request",
+        "link_text",  # CrawlSpider's rules
+        "max_retry_times",
+        "proxy",
+        "redirect_reasons",
+        "redirect_times",
+        "redirect_ttl",
+        "redirect_urls",
+        "referrer_policy",
+        "retry_times",
+        "rule",
+    }
+)
+
+
+def _passes_data(data: dict[str, Any]) -> bool:
+    """A request carrying what its callback scraped (``cb_kwargs``, meta of its
+    own): its page is part of an item, its content is that data, not its links."""
+    meta = data.get("meta") or {}
+    return bool(data.get("cb_kwargs")) or any(
+        name not in _SCRAPY_META and not name.startswith(("_", "increcrawl_")) for name in meta
+    )
+
+
 def _may_be_listing(
     crawler: Crawler, response: Response, requests: list[dict[str, Any]] | None
 ) -> bool:
@@ -107,6 +156,7 @@ def _may_be_listing(
         and not is_cached(response)
         and _html(response)
         and _plain_gets(requests)
+        and not any(_passes_data(data) for data in requests)
     )
 
 

@@ -150,3 +150,44 @@ async def test_a_listing_whose_callbacks_were_renamed_is_fetched(tmp_path: Path)
         later = await site.run(ProfilesSpider, 2 / 24)
         assert "/" in later.fetched, later.fetched
         assert later.stats.get("increcrawl/replayed") is None, later.stats
+
+
+ALWAYS_200 = "location ~ specs { etag off; if_modified_since off; }"
+
+
+class ProductSpider(BaseSpider):
+    """An item built across two pages: the product page passes it half built on to
+    its specs page, which yields it."""
+
+    name = "products"
+
+    def parse(self, response: Any) -> Any:
+        yield from response.follow_all(css="a.product", callback=self.parse_product)
+
+    def parse_product(self, response: Any) -> Any:
+        item = {"name": response.css("h1::text").get(), "price": response.css("b::text").get()}
+        yield response.follow("specs.html", callback=self.parse_specs, cb_kwargs={"item": item})
+
+    def parse_specs(self, response: Any, item: dict[str, Any]) -> Any:
+        yield {**item, "url": response.url, "weight": response.css("i::text").get()}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_that_passes_an_item_on_is_no_listing(tmp_path: Path) -> None:
+    # The specs page answers 200 to a conditional request: a 304 would keep the old
+    # item whatever its request passes on (not the listings' doing).
+    with small_site(tmp_path, ALWAYS_200) as site:
+        site.set("/", '<a class="product" href="/p/1/">P1</a>')
+        site.set("/p/1/specs.html", "<i>2 kg</i>")
+        delivered = None
+        for day in range(10):
+            price = "10" if day < 4 else "12"
+            site.set("/p/1/", f"<h1>P1</h1><b>{price}</b>")
+            run = await site.run(ProductSpider, day)
+            if day == 0:  # the home page only: the product page's data is its content
+                assert run.stats.get("increcrawl/pages/listings/new") == 1, run.stats
+            if day >= 4 and delivered is None and "/p/1/specs.html" in run.fetched:
+                # The item read again once its price changed: delivered changed, not
+                # unchanged with the old price of a replayed request.
+                assert run.changes("price") == [("changed", "12")], (day, run.fetched)
+                delivered = day
