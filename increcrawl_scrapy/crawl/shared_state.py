@@ -98,6 +98,8 @@ class CrawlState:
         self.linked: set[str] = set()
         self.replay_linked: set[str] = set()
         self.replay_skipped: set[str] = set()
+        #: The spider's callbacks that yield items, once read (``item_callbacks.py``).
+        self.item_callbacks: set[str] | None = None
         #: Says why the Geonode API is down at the end of the run, or None (set by
         #: the spider: its client's breaker).
         self.api_down: Callable[[], str | None] | None = None

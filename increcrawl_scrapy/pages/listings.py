@@ -17,15 +17,17 @@ run; a response whose requests could not be kept (``memory.request_data``), or
 that posted a form or asked with a body (a login page's form carries a token of
 the moment, not a link to replay); a response whose requests pass data on (non-empty
 ``cb_kwargs``, meta other than Scrapy's and ours: an item built across two pages,
-whose first page's content is that data, stale in a replay); a page that produced
-items before (its memory holds them: an item page yielding none now is not turned
-into a listing, its items stay its own); the ``incremental`` spider's pages (it
-keeps its own queue). A start URL that is a listing is skipped while not due as any
-listing (and says so in the log, as a skipped start request does);
-``increcrawl_always`` in a request's meta opts it out, and ``dont_filter`` does not,
-as for item pages. A listing asked again in a run that fetched it is fetched again
-as Scrapy asks (after a login its links are others), its latest version recorded:
-an item page's other URL is not.
+whose first page's content is that data, stale in a replay); a response of a
+callback that yields items, though it yields none this time (an empty category
+page: ``item_callbacks.py``); a page that produced items before (its memory holds
+them: an item page yielding none now is not turned into a listing, its items stay
+its own); the ``incremental`` spider's pages (it keeps its own queue).
+
+A start URL that is a listing is skipped while not due as any listing (and says so
+in the log, as a skipped start request does); ``increcrawl_always`` in a request's
+meta opts it out, and ``dont_filter`` does not, as for item pages. A listing asked
+again in a run that fetched it is fetched again as Scrapy asks (after a login its
+links are others), its latest version recorded: an item page's other URL is not.
 
 A replay from a skipped page fetched within ``UNREACHED_AGE`` (``recent``) reaches
 the pages it leads to: the page listed them that recently, and a listing is read
@@ -42,6 +44,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for, skips_not_due
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.pages import item_callbacks
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.memory import Memory, kept_request, unpack
 from increcrawl_scrapy.pages.postbacks import is_postback
@@ -141,6 +144,11 @@ def _passes_data(data: dict[str, Any]) -> bool:
     )
 
 
+def _skipping(crawler: Crawler) -> bool:
+    """A project's own spider skipping pages not due: listings are kept."""
+    return skips_not_due(crawler) and not is_incremental(crawler.spider)
+
+
 def _may_be_listing(
     crawler: Crawler, response: Response, requests: list[dict[str, Any]] | None
 ) -> bool:
@@ -148,8 +156,6 @@ def _may_be_listing(
     as a listing (the module's docstring)."""
     return bool(
         requests
-        and skips_not_due(crawler)
-        and not is_incremental(crawler.spider)
         and 200 <= response.status < 300
         and response.request is not None
         and not is_postback(response.request)
@@ -168,9 +174,10 @@ async def record_listing(
     links: set[str],
 ) -> None:
     """Record *response*'s page as a listing of *links* (canonical URLs), with its
-    *requests*, if it is one: no *items*, and not a page of items before (its
-    memory says so)."""
-    if items or requests is None or not _may_be_listing(crawler, response, requests):
+    *requests*, if it is one: no *items*, its callback not one that yields items
+    (``item_callbacks.py``), and not a page of items before (its memory says so)."""
+    asked = response.request
+    if not (items or requests) or asked is None or not _skipping(crawler):
         return
     try:
         state = crawl_state(crawler)
@@ -178,6 +185,13 @@ async def record_listing(
         key = store.normalize(response.url)
     except (StateLockedError, ValueError):  # the database in use; not a page URL
         return
+    if items:
+        await item_callbacks.note(crawler, state, asked)
+        return
+    if not _may_be_listing(crawler, response, requests):
+        return
+    if item_callbacks.callback_of(asked) in await item_callbacks.load(crawler, state):
+        return  # a page of items yielding none this time (an empty category)
     if store.shared:  # rows and memories read off the reactor's thread
         if not store.known(key):
             await compat.in_thread(store.load, [key])
@@ -189,7 +203,7 @@ async def record_listing(
         return  # a page of items (its memory holds them), or kept by an older version
     config = config_for(crawler)
     text = "links:\n" + "\n".join(sorted(links))
-    asked = kept_request(response.request, crawler.spider)
+    kept = kept_request(asked, crawler.spider)
     recorded = store.record(
         response.url,
         response.status,
@@ -198,7 +212,7 @@ async def record_listing(
         content_hash=content_fingerprint(text, config.volatile_patterns),
         validators=state.validators.pop(response.url, None),
         content=text if config.keep_content else None,
-        memory=Memory([], requests, own=True, request=asked).pack(),
+        memory=Memory([], requests, own=True, request=kept).pack(),
     )
     stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
     stats.inc(crawler.stats, stats.LISTINGS, change=recorded.outcome.change)

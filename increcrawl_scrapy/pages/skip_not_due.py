@@ -47,7 +47,7 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for, skips_not_due
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.crawl.validators import conditions, header_of
-from increcrawl_scrapy.pages import http_cache
+from increcrawl_scrapy.pages import http_cache, item_callbacks
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.listings import is_listing, overdue, recent
@@ -98,6 +98,13 @@ class SkipNotDueMiddleware:
         self.cache = crawler.settings.getbool("HTTPCACHE_ENABLED")
         if self.cache:
             crawler.signals.connect(self._say_cache, signal=signals.spider_opened)
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+
+    async def _opened(self) -> None:
+        """The spider's item callbacks read before its first request is decided."""
+        state = self._state() if self._active() else None
+        if state is not None:
+            await item_callbacks.load(self.crawler, state)
 
     def _embedded(self) -> bool:
         """A project's own spider (the incremental spider has its own queue)."""
@@ -168,7 +175,12 @@ class SkipNotDueMiddleware:
         if memory is None or memory.requests is None or not self._replayable(memory):
             return
         now = self.config.clock()
-        if skipping and page.next_check > now and not overdue(self.crawler, page, memory, now):
+        if (
+            skipping
+            and page.next_check > now
+            and not overdue(self.crawler, page, memory, now)
+            and not self._item_listing(request, memory)
+        ):
             if page.last_fetched is not None and page.last_fetched >= self.started:
                 if is_listing(memory):
                     # Asked again as Scrapy asks (after a login, its links may be
@@ -184,6 +196,14 @@ class SkipNotDueMiddleware:
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
             request.meta[_META_KEY] = page.normalized_url
+
+    def _item_listing(self, request: Request, memory: Memory) -> bool:
+        """A listing of a callback that yields items (an empty category page): its
+        items may be back, it is fetched (``item_callbacks.py``)."""
+        state = self._state()
+        return (
+            state is not None and is_listing(memory) and item_callbacks.yields_items(request, state)
+        )
 
     def _replayable(self, memory: Memory) -> bool:
         """Whether this spider can make each of *memory*'s requests again: not when

@@ -191,3 +191,41 @@ async def test_a_page_that_passes_an_item_on_is_no_listing(tmp_path: Path) -> No
                 # unchanged with the old price of a replayed request.
                 assert run.changes("price") == [("changed", "12")], (day, run.fetched)
                 delivered = day
+
+
+NAV = '<a class="cat" href="/cat/a/">A</a> <a class="cat" href="/cat/b/">B</a>'
+
+
+class ShopSpider(BaseSpider):
+    """Category pages of one callback; a product's item is its category page's."""
+
+    name = "shop"
+
+    def parse(self, response: Any) -> Any:
+        yield from response.follow_all(css="a.cat", callback=self.parse_category)
+
+    def parse_category(self, response: Any) -> Any:
+        for product in response.css("div.p"):
+            yield {"name": product.attrib["data-name"], "price": product.css("::text").get()}
+        yield from response.follow_all(css="a.cat", callback=self.parse_category)
+
+
+def _category(products: dict[str, str]) -> str:
+    return NAV + "".join(f'<div class="p" data-name="{n}">{p}</div>' for n, p in products.items())
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_item_moving_into_a_category_empty_before_is_never_gone(tmp_path: Path) -> None:
+    # Category B is empty on its first fetches (links only, as a listing): it is a
+    # page of items all the same, its callback yields them on A.
+    with small_site(tmp_path) as site:
+        site.set("/", NAV)
+        a, b = {"X": "10", "Y": "20"}, {}
+        for day in range(4):
+            a["X"] = str(10 + day)  # A changes daily
+            if day == 2:
+                b["Y"] = a.pop("Y")  # Y moves into B, unchanged
+            site.set("/cat/a/", _category(a))
+            site.set("/cat/b/", _category(b))
+            run = await site.run(ShopSpider, day)
+            assert ("gone", "Y") not in run.changes("name"), (day, run.fetched)
