@@ -9,7 +9,8 @@ are replayed (``skip_not_due.py``). Its fingerprint is the sorted canonical URLs
 its requests; its outcome (new, changed, unchanged) feeds its learned schedule as
 any page's does, and it delivers no item. A listing never waits longer than
 ``UNREACHED_AGE`` or ``INCRECRAWL_MAX_INTERVAL``, the shorter, between fetches
-(``overdue``): a page added to the site is found within that.
+(``overdue``: due at 90% of it, so daily runs that start within 12 hours of each
+other's hour keep a 5 days' bound): a page added to the site is found within that.
 
 Not listings, fetched every run as before: anything but HTML (a SitemapSpider's
 sitemaps, robots.txt, XML, JSON), so a page added to a sitemap is found the next
@@ -58,9 +59,11 @@ if TYPE_CHECKING:
 
     from increcrawl_scrapy.schedule.rows import PageState
 
-#: A run starts at about the same hour each day, a listing is recorded some minutes
-#: into it: read again on the run at its age, not the one after.
-MARGIN = 3_600.0
+#: Read again on the first run past this share of the longest wait: for 5 days,
+#: 4.5, so daily runs starting within 12 hours of each other's hour (one late, a
+#: listing recorded some minutes into its run) read it on the run at its age, not
+#: the one after; a wait of an hour gives 6 minutes, not every run.
+OVERDUE_SHARE = 0.9
 
 
 def is_listing(memory: Memory | None) -> bool:
@@ -78,7 +81,7 @@ def overdue(crawler: Crawler, page: PageState, memory: Memory | None, now: float
     """A listing not fetched for its longest wait: fetched, whatever its schedule."""
     if not is_listing(memory) or page.last_fetched is None:
         return False
-    return now - page.last_fetched >= longest_wait(crawler) - MARGIN
+    return now - page.last_fetched >= longest_wait(crawler) * OVERDUE_SHARE
 
 
 def recent(page: PageState, now: float) -> bool:

@@ -14,7 +14,7 @@ import scrapy
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
-from tests.embedding.small_site import small_site
+from tests.embedding.small_site import DAY, small_site
 from tests.support.nginx import nginx_binary
 
 pytestmark = [
@@ -229,3 +229,19 @@ async def test_an_item_moving_into_a_category_empty_before_is_never_gone(tmp_pat
             site.set("/cat/b/", _category(b))
             run = await site.run(ShopSpider, day)
             assert ("gone", "Y") not in run.changes("name"), (day, run.fetched)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listing_fetched_by_a_late_run_waits_no_longer_than_its_bound(
+    tmp_path: Path,
+) -> None:
+    # Daily runs at midnight, the first one two hours late; every page's schedule
+    # wants 10 days: only the listings' bound brings the home page back.
+    with small_site(tmp_path) as site:
+        _home_of_posts_and_authors(site)
+        fetched = {}
+        for day in (2 / 24, 1, 2, 3, 4, 5):
+            wait = {"INCRECRAWL_MIN_INTERVAL": 10 * DAY, "INCRECRAWL_DEFAULT_INTERVAL": 10 * DAY}
+            run = await site.run(AuthorsSpider, day, **wait)
+            fetched[int(day)] = "/" in run.fetched
+        assert fetched == {0: True, 1: False, 2: False, 3: False, 4: False, 5: True}, fetched
