@@ -1,12 +1,13 @@
-"""The spider's callbacks that yield items (issue #50, item 12): a response of one of
-them is never a listing (``listings.py``), even when it yields no item this time.
+"""The spider's callbacks that yield items (issue #50, item 12): a listing of one of
+them (a response of links only) is never skipped (``skip_not_due.py``).
 
 A shop's category pages share one callback; a category empty on its first fetch
 yields links only, as a listing does, yet an item moving into it must be seen the
 run it moves, or it is delivered ``gone`` from its old page and ``new`` a run later.
 So the rule is the callback's, not the response's: once a callback yields an item,
-its responses are pages of items, and a listing row it made earlier is fetched,
-not skipped (``skip_not_due.py``), and becomes a page of items once it yields one.
+a listing it made (before or after) is fetched every run, as before listings had
+schedules, and becomes a page of items once it yields one. The rule is kept at
+skip time only: a listing row stays what it is, counted as a listing.
 A callback is known by its name (a ``CrawlSpider`` rule's by its index); the names
 are kept in the state per spider (``remember``), read when the spider opens, so
 the rule holds from the next run whatever order this run's responses came in."""

@@ -18,11 +18,13 @@ run; a response whose requests could not be kept (``memory.request_data``), or
 that posted a form or asked with a body (a login page's form carries a token of
 the moment, not a link to replay); a response whose requests pass data on (non-empty
 ``cb_kwargs``, meta other than Scrapy's and ours: an item built across two pages,
-whose first page's content is that data, stale in a replay); a response of a
-callback that yields items, though it yields none this time (an empty category
-page: ``item_callbacks.py``); a page that produced items before (its memory holds
-them: an item page yielding none now is not turned into a listing, its items stay
-its own); the ``incremental`` spider's pages (it keeps its own queue).
+whose first page's content is that data, stale in a replay); a page that produced
+items before (its memory holds them: an item page yielding none now is not turned
+into a listing, its items stay its own); the ``incremental`` spider's pages (it
+keeps its own queue). A listing of a callback that yields items on other pages (a
+category page empty for now) is recorded as one but never skipped: fetched every
+run as before, so an item moving into it is seen the run it moves
+(``item_callbacks.py``); once it yields items it is a page of items.
 
 A start URL that is a listing is skipped while not due as any listing (and says so
 in the log, as a skipped start request does); ``increcrawl_always`` in a request's
@@ -70,6 +72,16 @@ def is_listing(memory: Memory | None) -> bool:
     """A listing's memory: requests, no items, its own page's (a gone page's
     memory keeps neither items nor requests)."""
     return memory is not None and memory.own and not memory.items and bool(memory.requests)
+
+
+def first_count(crawler: Crawler, key: str) -> bool:
+    """Whether the listing *key* is counted now: a listing fetched again in a run (a
+    login's, a link home after its start request) is one page reached."""
+    counted: set[str] = compat.of_crawl(crawler, "listings_counted", set)
+    if key in counted:
+        return False
+    counted.add(key)
+    return True
 
 
 def longest_wait(crawler: Crawler) -> float:
@@ -177,8 +189,9 @@ async def record_listing(
     links: set[str],
 ) -> None:
     """Record *response*'s page as a listing of *links* (canonical URLs), with its
-    *requests*, if it is one: no *items*, its callback not one that yields items
-    (``item_callbacks.py``), and not a page of items before (its memory says so)."""
+    *requests*, if it is one: no *items*, and not a page of items before (its
+    memory says so). A response with items makes its callback an item callback
+    (``item_callbacks.py``)."""
     asked = response.request
     if not (items or requests) or asked is None or not _skipping(crawler):
         return
@@ -193,8 +206,6 @@ async def record_listing(
         return
     if not _may_be_listing(crawler, response, requests):
         return
-    if item_callbacks.callback_of(asked) in await item_callbacks.load(crawler, state):
-        return  # a page of items yielding none this time (an empty category)
     if store.shared:  # rows and memories read off the reactor's thread
         if not store.known(key):
             await compat.in_thread(store.load, [key])
@@ -217,5 +228,6 @@ async def record_listing(
         content=text if config.keep_content else None,
         memory=Memory([], requests, own=True, request=kept).pack(),
     )
-    stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
-    stats.inc(crawler.stats, stats.LISTINGS, change=recorded.outcome.change)
+    if first_count(crawler, key):
+        stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
+        stats.inc(crawler.stats, stats.LISTINGS, change=recorded.outcome.change)

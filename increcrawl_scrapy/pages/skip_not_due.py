@@ -50,7 +50,7 @@ from increcrawl_scrapy.crawl.validators import conditions, header_of
 from increcrawl_scrapy.pages import http_cache, item_callbacks
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.listings import is_listing, overdue, recent
+from increcrawl_scrapy.pages.listings import first_count, is_listing, overdue, recent
 from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -175,17 +175,18 @@ class SkipNotDueMiddleware:
         if memory is None or memory.requests is None or not self._replayable(memory):
             return
         now = self.config.clock()
+        this_run = page.last_fetched is not None and page.last_fetched >= self.started
+        if skipping and this_run and is_listing(memory):
+            # A listing asked again as Scrapy asks (after a login, its links may be
+            # others): fetched whole, its latest version recorded, counted once.
+            return
         if (
             skipping
             and page.next_check > now
             and not overdue(self.crawler, page, memory, now)
             and not self._item_listing(request, memory)
         ):
-            if page.last_fetched is not None and page.last_fetched >= self.started:
-                if is_listing(memory):
-                    # Asked again as Scrapy asks (after a login, its links may be
-                    # others): fetched, its latest version recorded.
-                    return
+            if this_run:
                 # Another URL of a page this run fetched (``/`` and ``/index.html``):
                 # its requests were made then. Not a page skipped: the run summary
                 # counts every page it reached once.
@@ -328,7 +329,8 @@ class SkipNotDueMiddleware:
     ) -> None:
         """A 304: unchanged, the callback not called, the page's requests made again."""
         state.store.record(request.url, 304, seed=state.seed, key=key)
-        stats.inc(self.crawler.stats, stats.UNCHANGED)
+        if not is_listing(memory) or first_count(self.crawler, key):
+            stats.inc(self.crawler.stats, stats.UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
         if memory is not None:
             self._replay(memory, shown=True)
