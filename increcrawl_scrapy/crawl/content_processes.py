@@ -197,6 +197,11 @@ class ContentProcesses:
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ready
             )
+            logger.info(
+                "Pages' texts are taken in %d worker process(es) from page %d on",
+                self.workers,
+                self._pages,
+            )
         return self._pool
 
     def _broken(self, pool: ProcessPoolExecutor) -> None:
