@@ -7,11 +7,12 @@ pure work (a response's bytes in, its text and fingerprint out) is shipped to a
 ``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
 with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
 the thread (a small crawl never starts one) and shut down when the crawl closes.
-Texts and fingerprints are the same as on the thread. Not the default (0): a worker
-is started with ``spawn``, which runs a script's ``__main__`` again, so a crawl script
-without an ``if __name__ == "__main__"`` guard would run a second crawl in it. With
-``auto``, one worker, and only where it pays: where most of those first pages' main
-content had to be extracted (trafilatura, several times a ``<main>``'s cost: on a free
+Texts and fingerprints are the same as on the thread. A worker never runs the
+crawl's ``__main__`` again, as ``spawn`` does (``compat.mainless_spawn``): a crawl
+script without an ``if __name__ == "__main__"`` guard ran a second crawl in it, which
+truncated the first one's feed; its work is all the package's. With ``auto``, one
+worker, and only where it pays: where most of those first pages' main content had to
+be extracted (trafilatura, several times a ``<main>``'s cost: on a free
 second core a first run went from 0.41x to 0.65x ``SitemapSpider``'s rate) and the
 process may use two cores. Where pages mark their content the reactor's thread is
 the limit, and a worker (about 1 ms more CPU a page, shipping pages and answers)
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
@@ -173,6 +173,7 @@ class ContentProcesses:
             and not self._closed
             and self._unanswered_pools < _STARTS
             and compat.asyncio_available()
+            and compat.MAINLESS_SPAWN
         )
 
     def _chosen(self) -> int:
@@ -195,7 +196,7 @@ class ContentProcesses:
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ready
+                self.workers, mp_context=compat.mainless_spawn(), initializer=_ready
             )
             logger.info(
                 "Pages' texts are taken in %d worker process(es) from page %d on",
