@@ -141,15 +141,16 @@ def test_a_shipped_page_is_decoded_as_scrapy_decodes_it(
     )
 
 
-def _write_pages(root: Path, base: str, pages: int, container: str) -> str:
+def _write_pages(root: Path, base: str, pages: int, container: str, paragraphs: int = 4) -> str:
     """*pages* pages whose content sits in *container* (``main``: marked; ``div``: a
-    div of no known name, extracted by trafilatura); the sitemap's URL."""
+    div of no known name, extracted by trafilatura), of *paragraphs* paragraphs of 40
+    words; the sitemap's URL."""
     words = ["the", "crawler", "keeps", "each", "page", "with", "its", "own", "state", "again"]
     (root / "p").mkdir()
     for i in range(pages):
         text = "".join(
             "<p>" + " ".join(words[(i + j + k) % len(words)] for k in range(40)) + "</p>"
-            for j in range(4)
+            for j in range(paragraphs)
         )
         body = f"<h1>Page {i}</h1>{text}"
         content = f"<main>{body}</main>" if container == "main" else f'<div class="c7">{body}</div>'
