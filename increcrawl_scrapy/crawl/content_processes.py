@@ -65,8 +65,9 @@ class ContentWorkerLost(UnusablePage):
 
 
 #: What a worker needs to make the response again: its class, URL, body,
-#: Content-Type and the encoding it was given (the rest never decides its text).
-Shipped = tuple[type[Response], str, bytes, bytes | None, str | None]
+#: Content-Type, the encoding it was given and its flags (``geonode``: an empty body
+#: is the page's text, not an origin that sent nothing); the rest never decides its text.
+Shipped = tuple[type[Response], str, bytes, bytes | None, str | None, list[str]]
 #: Scrapy's classes, most specific first: a subclass of a user's ships as its base.
 _KINDS = (HtmlResponse, XmlResponse, TextResponse, Response)
 
@@ -74,7 +75,8 @@ _KINDS = (HtmlResponse, XmlResponse, TextResponse, Response)
 def shipped(response: Response) -> Shipped:
     kind = next(k for k in _KINDS if isinstance(response, k))
     encoding = compat.given_encoding(response) if kind is not Response else None
-    return kind, response.url, response.body, response.headers.get("Content-Type"), encoding
+    content_type = response.headers.get("Content-Type")
+    return kind, response.url, response.body, content_type, encoding, list(response.flags)
 
 
 def shipped_text(
@@ -82,10 +84,10 @@ def shipped_text(
 ) -> tuple[PageText, str | None]:
     """In a worker: the text of a shipped page, made a response again (decoded as
     Scrapy decodes it), with its fingerprint when asked."""
-    kind, url, body, content_type, encoding = page
+    kind, url, body, content_type, encoding, flags = page
     headers = {"Content-Type": content_type} if content_type else None
     extra: dict[str, Any] = {"encoding": encoding} if encoding else {}
-    response = kind(url, body=body, headers=headers, **extra)
+    response = kind(url, body=body, headers=headers, flags=flags, **extra)
     return with_print(fingerprint, response_text, response, options)
 
 

@@ -17,7 +17,7 @@ from increcrawl_scrapy import stats
 from increcrawl_scrapy.crawl import content_processes
 from increcrawl_scrapy.crawl.content_processes import ContentProcesses
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.testing import SampleSite
+from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 
@@ -269,3 +269,35 @@ async def test_a_page_queued_on_a_pool_shut_down_under_it_is_asked_of_the_next(
     assert first.futures and not page.done()
     processes._broken(first)  # another page found it broken
     assert await Deferred.fromFuture(page) == ("text", "print")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_geonode_answer_of_no_text_is_read_in_a_worker_as_on_the_thread(
+    tmp_path: Path, clock: Clock, from_the_first_page: list[Any]
+) -> None:
+    """A page with nothing to convert (an empty file): Geonode answers an empty
+    markdown. Flagged ``geonode``, the empty body is the page's text, not an origin
+    that sent nothing (a site failure that backs off): in a worker as on the thread,
+    which reads the response's flags (the worker was given none)."""
+    from tests.crawling import KEY
+    from tests.support.nginx import nginx
+
+    www = tmp_path / "www"
+    www.mkdir()
+    results = {}
+    with nginx(www, tmp_path / "nginx") as (url, _access), GeonodeStandIn(api_keys=[KEY]) as api:
+        sitemap = _write_pages(www, url, 6, "main")
+        (www / "p" / "5.html").write_text("")
+        for workers in (0, 1):
+            db = str(tmp_path / f"state{workers}.sqlite")
+            settings = crawl_settings(
+                db, clock, api, GEONODE_FORMATS=["markdown"], INCRECRAWL_CONTENT_PROCESSES=workers
+            )
+            done = await run_crawl(settings, sitemap_url=sitemap)
+            assert done.reason == "finished"
+            with StateStore(db) as store:
+                results[workers] = {
+                    u: store.get(u).content_hash for u in (f"{url}/p/{i}.html" for i in range(6))
+                }
+    assert len(from_the_first_page) == 1  # the thread's crawl started none
+    assert results[1] == results[0] and all(results[0].values())
