@@ -143,6 +143,10 @@ class ContentProcesses:
             if self.workers is None:
                 self._taken += 1
                 self._extracted += found[0].how == "extracted"
+                # Decided as the texts are taken, not when a later page comes: pages
+                # come faster (up to the backlog), and all of a crawl's could have come.
+                if self._taken >= START_AFTER:
+                    self.workers = self._chosen()
             return found
         page = shipped(response)
         for attempt in (1, 2):  # a pool broken by another page: once more, on a new one
@@ -168,8 +172,6 @@ class ContentProcesses:
         raise AssertionError("unreachable")
 
     def _in_use(self) -> bool:
-        if self.workers is None and self._taken >= START_AFTER:
-            self.workers = self._chosen()
         return (
             bool(self.workers)
             and not self._closed
