@@ -181,7 +181,8 @@ def _preparation_without_main(name: str) -> Any:
 class _MainlessProcess(multiprocessing.context.SpawnProcess):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.name = f"{_MAINLESS}-{self.name}"  # what its preparation is told by
+        # What its preparation is told by: "increcrawl-mainless-1" for "_MainlessProcess-1".
+        self.name = self.name.replace(type(self).__name__, _MAINLESS, 1)
 
 
 class _MainlessContext(multiprocessing.context.SpawnContext):
