@@ -13,7 +13,7 @@ Targets (#51, 10): the incremental first run at 0.8x the rate of SitemapSpider g
 the same ``CONCURRENT_ITEMS`` (8) with ``<main>``, 0.6x where trafilatura extracts
 (``bare``); ours twice, with ``INCRECRAWL_CONTENT_PROCESSES = auto`` (a worker process
 where most pages are extracted and a second core is there) and with its pages' texts on
-the content thread (``INCRECRAWL_CONTENT_PROCESSES=0``, the default).
+the content thread (``INCRECRAWL_CONTENT_PROCESSES=0``); ``auto`` is the default.
 """
 
 from __future__ import annotations
@@ -139,8 +139,8 @@ SHAPES = {
 LABELS = {
     "plain": "SitemapSpider (plain Scrapy)",
     "plain8": "SitemapSpider, CONCURRENT_ITEMS=8 as ours",
-    "ours": "scrapy crawl incremental (direct, INCRECRAWL_CONTENT_PROCESSES=auto)",
-    "thread": "the same on the content thread (INCRECRAWL_CONTENT_PROCESSES=0, the default)",
+    "ours": "scrapy crawl incremental (direct, INCRECRAWL_CONTENT_PROCESSES=auto, the default)",
+    "thread": "the same on the content thread (INCRECRAWL_CONTENT_PROCESSES=0)",
 }
 
 

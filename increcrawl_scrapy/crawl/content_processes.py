@@ -10,9 +10,9 @@ the thread (a small crawl never starts one) and shut down when the crawl closes.
 Texts and fingerprints are the same as on the thread. A worker never runs the
 crawl's ``__main__`` again, as ``spawn`` does (``compat.mainless_spawn``): a crawl
 script without an ``if __name__ == "__main__"`` guard ran a second crawl in it, which
-truncated the first one's feed; its work is all the package's. With ``auto``, one
-worker, and only where it pays: where most of those first pages' main content had to
-be extracted (trafilatura, several times a ``<main>``'s cost: on a free
+truncated the first one's feed; its work is all the package's. With ``auto`` (the
+default), one worker, and only where it pays: where most of those first pages' main
+content had to be extracted (trafilatura, several times a ``<main>``'s cost: on a free
 second core a first run went from 0.41x to 0.65x ``SitemapSpider``'s rate) and the
 process may use two cores. Where pages mark their content the reactor's thread is
 the limit, and a worker (about 1 ms more CPU a page, shipping pages and answers)
