@@ -189,6 +189,7 @@ class _MainlessContext(multiprocessing.context.SpawnContext):
     Process = _MainlessProcess
 
 
+_mainless_installed = False  # the wrapper, installed once
 #: Whether :func:`mainless_spawn` can start processes (CPython prepares a spawned
 #: child as 3.10 to 3.13 do; tests/crawls/test_content_workers_main.py pins it).
 MAINLESS_SPAWN = _preparation_data is not None
@@ -198,8 +199,11 @@ def mainless_spawn() -> multiprocessing.context.BaseContext:
     """A ``spawn`` context whose processes never run the parent's ``__main__``, for
     workers whose work is all the package's. No public way: CPython's preparation
     is wrapped, for our processes alone (told by their name)."""
+    global _mainless_installed
     assert MAINLESS_SPAWN
-    multiprocessing.spawn.get_preparation_data = _preparation_without_main
+    if not _mainless_installed:  # once: a wrapper another library puts over ours stays
+        _mainless_installed = True
+        multiprocessing.spawn.get_preparation_data = _preparation_without_main
     return _MainlessContext()
 
 
