@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -94,11 +97,25 @@ def shipped_text(
 def _ready() -> None:
     """Each worker's start: the content modules imported before the first page.
     Ctrl-C reaches the whole process group: the crawl decides when to stop (a
-    worker's KeyboardInterrupt came back as a page's error and killed the reactor)."""
+    worker's KeyboardInterrupt came back as a page's error and killed the reactor).
+    A worker ends with its crawl (``_with_parent``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        watch = threading.Thread(target=_with_parent, args=(parent.sentinel,), daemon=True)
+        watch.start()
     import trafilatura  # noqa: F401
 
     import increcrawl_scrapy.content.main  # noqa: F401
+
+
+def _with_parent(sentinel: int) -> None:
+    """Exit once the crawl's process is gone: a crawl killed outright (SIGKILL, the
+    OOM killer) cannot shut its pool down, and its worker, asleep on the pool's
+    queue (both ends of whose pipe it holds), lived on for ever with the crawl's
+    output pipes open (cron's mail, a Scrapyd job that never finished)."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 def available_cores() -> int:

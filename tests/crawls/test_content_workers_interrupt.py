@@ -96,3 +96,67 @@ def test_ctrl_c_with_a_busy_worker_shuts_the_crawl_down(tmp_path: Path) -> None:
     assert runs == [(1, "shutdown")]
     assert START_AFTER + 8 <= _fetched(db) < PAGES
     assert not Path(f"{db}.lock.pid").exists()  # the crawl's lock let go
+
+
+def _workers_of(parent: int) -> list[int]:
+    """The content workers a process started (their parent, from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == parent and "spawn" in (entry / "cmdline").read_text():
+                    found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
+    return False
+
+
+def test_a_worker_ends_with_a_crawl_killed_outright(tmp_path: Path) -> None:
+    # SIGKILL (the OOM killer, a cancel past its grace) leaves the crawl no time to
+    # shut its pool down: its worker, asleep on the pool's queue, lived on for ever
+    # (its parent 1), holding the crawl's output pipes open (cron's mail, Scrapyd's
+    # job never finished).
+    www, work = tmp_path / "www", tmp_path / "work"
+    www.mkdir()
+    work.mkdir()
+    db, log = work / "state.sqlite", work / "crawl.log"
+    with nginx(www, tmp_path / "nginx") as (url, _access):
+        sitemap = _write_pages(www, url, PAGES, "div", paragraphs=300)
+        command = crawl_command(
+            sitemap,
+            db,
+            "INCRECRAWL_FETCHER=direct",
+            "INCRECRAWL_CONTENT_PROCESSES=1",
+            "INCRECRAWL_FLUSH_ITEMS=5",
+        )
+        with log.open("w") as err:
+            crawl = subprocess.Popen(
+                command, env=crawl_env(None), cwd=work, stdout=subprocess.DEVNULL, stderr=err
+            )
+        workers: list[int] = []
+        try:
+            deadline = time.monotonic() + 300
+            while _fetched(db) < START_AFTER + 8 or not workers:
+                assert crawl.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the worker never answered"
+                workers = _workers_of(crawl.pid)
+                time.sleep(0.05)
+            crawl.kill()
+            crawl.wait()
+            deadline = time.monotonic() + 10
+            while any(map(_alive, workers)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            left = [pid for pid in workers if _alive(pid)]
+        finally:
+            for pid in workers:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)  # this test's crawl's own workers
+            if crawl.poll() is None:
+                crawl.kill()
+                crawl.wait()
+    assert left == [], f"workers {left} outlived their crawl by 10 s"
