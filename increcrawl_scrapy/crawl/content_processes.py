@@ -44,6 +44,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage
+from increcrawl_scrapy.crawl.cpu_quota import quota_cores
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
 
 if TYPE_CHECKING:
@@ -119,10 +120,14 @@ def _with_parent(sentinel: int) -> None:
 
 
 def available_cores() -> int:
-    """The cores this process may run on (its affinity, where the system says)."""
+    """The cores this process may run on (its affinity, where the system says),
+    fewer where a CPU quota gives less time (``cpu_quota.py``)."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    quota = quota_cores()
+    return cores if quota is None else max(1, min(cores, int(quota)))
 
 
 class ContentProcesses:
