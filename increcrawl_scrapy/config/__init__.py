@@ -192,7 +192,7 @@ class IncrecrawlConfig:
         "INCRECRAWL_CONTENT_MAX_BYTES", 1024 * 1024, number(int, minimum=1024)
     )
     # worker processes taking pages' texts (0: the content thread; None: auto; RESULTS.md, #51)
-    content_processes: int | None = setting("INCRECRAWL_CONTENT_PROCESSES", 0, auto_or_count)
+    content_processes: int | None = setting("INCRECRAWL_CONTENT_PROCESSES", "auto", auto_or_count)
     skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
     flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
     flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))

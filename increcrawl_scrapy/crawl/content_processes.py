@@ -7,10 +7,11 @@ pure work (a response's bytes in, its text and fingerprint out) is shipped to a
 ``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
 with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
 the thread (a small crawl never starts one) and shut down when the crawl closes.
-Texts and fingerprints are the same as on the thread. Not the default (0): a worker
-is started with ``spawn``, which runs a script's ``__main__`` again, so a crawl script
-without an ``if __name__ == "__main__"`` guard would run a second crawl in it. With
-``auto``, one worker, and only where it pays: where most of those first pages' main
+Texts and fingerprints are the same as on the thread. A worker never runs the
+crawl's ``__main__`` again, as ``spawn`` does (``compat.mainless_spawn``): a crawl
+script without an ``if __name__ == "__main__"`` guard ran a second crawl in it, which
+truncated the first one's feed; its work is all the package's. With ``auto`` (the
+default), one worker, and only where it pays: where most of those first pages' main
 content had to be extracted (trafilatura, several times a ``<main>``'s cost: on a free
 second core a first run went from 0.41x to 0.65x ``SitemapSpider``'s rate) and the
 process may use two cores. Where pages mark their content the reactor's thread is
@@ -30,8 +31,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -41,6 +44,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage
+from increcrawl_scrapy.crawl.cpu_quota import quota_cores
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
 
 if TYPE_CHECKING:
@@ -65,8 +69,9 @@ class ContentWorkerLost(UnusablePage):
 
 
 #: What a worker needs to make the response again: its class, URL, body,
-#: Content-Type and the encoding it was given (the rest never decides its text).
-Shipped = tuple[type[Response], str, bytes, bytes | None, str | None]
+#: Content-Type, the encoding it was given and its flags (``geonode``: an empty body
+#: is the page's text, not an origin that sent nothing); the rest never decides its text.
+Shipped = tuple[type[Response], str, bytes, bytes | None, str | None, list[str]]
 #: Scrapy's classes, most specific first: a subclass of a user's ships as its base.
 _KINDS = (HtmlResponse, XmlResponse, TextResponse, Response)
 
@@ -74,7 +79,8 @@ _KINDS = (HtmlResponse, XmlResponse, TextResponse, Response)
 def shipped(response: Response) -> Shipped:
     kind = next(k for k in _KINDS if isinstance(response, k))
     encoding = compat.given_encoding(response) if kind is not Response else None
-    return kind, response.url, response.body, response.headers.get("Content-Type"), encoding
+    content_type = response.headers.get("Content-Type")
+    return kind, response.url, response.body, content_type, encoding, list(response.flags)
 
 
 def shipped_text(
@@ -82,28 +88,46 @@ def shipped_text(
 ) -> tuple[PageText, str | None]:
     """In a worker: the text of a shipped page, made a response again (decoded as
     Scrapy decodes it), with its fingerprint when asked."""
-    kind, url, body, content_type, encoding = page
+    kind, url, body, content_type, encoding, flags = page
     headers = {"Content-Type": content_type} if content_type else None
     extra: dict[str, Any] = {"encoding": encoding} if encoding else {}
-    response = kind(url, body=body, headers=headers, **extra)
+    response = kind(url, body=body, headers=headers, flags=flags, **extra)
     return with_print(fingerprint, response_text, response, options)
 
 
 def _ready() -> None:
     """Each worker's start: the content modules imported before the first page.
     Ctrl-C reaches the whole process group: the crawl decides when to stop (a
-    worker's KeyboardInterrupt came back as a page's error and killed the reactor)."""
+    worker's KeyboardInterrupt came back as a page's error and killed the reactor).
+    A worker ends with its crawl (``_with_parent``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        watch = threading.Thread(target=_with_parent, args=(parent.sentinel,), daemon=True)
+        watch.start()
     import trafilatura  # noqa: F401
 
     import increcrawl_scrapy.content.main  # noqa: F401
 
 
+def _with_parent(sentinel: int) -> None:
+    """Exit once the crawl's process is gone: a crawl killed outright (SIGKILL, the
+    OOM killer) cannot shut its pool down, and its worker, asleep on the pool's
+    queue (both ends of whose pipe it holds), lived on for ever with the crawl's
+    output pipes open (cron's mail, a Scrapyd job that never finished)."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
+
+
 def available_cores() -> int:
-    """The cores this process may run on (its affinity, where the system says)."""
+    """The cores this process may run on (its affinity, where the system says),
+    fewer where a CPU quota gives less time (``cpu_quota.py``)."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    quota = quota_cores()
+    return cores if quota is None else max(1, min(cores, int(quota)))
 
 
 class ContentProcesses:
@@ -141,6 +165,10 @@ class ContentProcesses:
             if self.workers is None:
                 self._taken += 1
                 self._extracted += found[0].how == "extracted"
+                # Decided as the texts are taken, not when a later page comes: pages
+                # come faster (up to the backlog), and all of a crawl's could have come.
+                if self._taken >= START_AFTER:
+                    self.workers = self._chosen()
             return found
         page = shipped(response)
         for attempt in (1, 2):  # a pool broken by another page: once more, on a new one
@@ -166,13 +194,12 @@ class ContentProcesses:
         raise AssertionError("unreachable")
 
     def _in_use(self) -> bool:
-        if self.workers is None and self._taken >= START_AFTER:
-            self.workers = self._chosen()
         return (
             bool(self.workers)
             and not self._closed
             and self._unanswered_pools < _STARTS
             and compat.asyncio_available()
+            and compat.MAINLESS_SPAWN
         )
 
     def _chosen(self) -> int:
@@ -195,7 +222,12 @@ class ContentProcesses:
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ready
+                self.workers, mp_context=compat.mainless_spawn(), initializer=_ready
+            )
+            logger.info(
+                "Pages' texts are taken in %d worker process(es) from page %d on",
+                self.workers,
+                self._pages,
             )
         return self._pool
 

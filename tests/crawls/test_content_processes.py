@@ -16,8 +16,9 @@ from twisted.internet import reactor
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.crawl import content_processes
 from increcrawl_scrapy.crawl.content_processes import ContentProcesses
+from increcrawl_scrapy.spiders.page_content import BACKLOG
 from increcrawl_scrapy.state import StateStore
-from increcrawl_scrapy.testing import SampleSite
+from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 
@@ -141,15 +142,16 @@ def test_a_shipped_page_is_decoded_as_scrapy_decodes_it(
     )
 
 
-def _write_pages(root: Path, base: str, pages: int, container: str) -> str:
+def _write_pages(root: Path, base: str, pages: int, container: str, paragraphs: int = 4) -> str:
     """*pages* pages whose content sits in *container* (``main``: marked; ``div``: a
-    div of no known name, extracted by trafilatura); the sitemap's URL."""
+    div of no known name, extracted by trafilatura), of *paragraphs* paragraphs of 40
+    words; the sitemap's URL."""
     words = ["the", "crawler", "keeps", "each", "page", "with", "its", "own", "state", "again"]
     (root / "p").mkdir()
     for i in range(pages):
         text = "".join(
             "<p>" + " ".join(words[(i + j + k) % len(words)] for k in range(40)) + "</p>"
-            for j in range(4)
+            for j in range(paragraphs)
         )
         body = f"<h1>Page {i}</h1>{text}"
         content = f"<main>{body}</main>" if container == "main" else f'<div class="c7">{body}</div>'
@@ -175,6 +177,7 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
     tmp_path: Path,
     clock: Clock,
     monkeypatch: pytest.MonkeyPatch,
+    from_the_first_page: list[Any],
     container: str,
     cores: int,
     chosen: int,
@@ -182,39 +185,56 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
     """``auto``: after the first pages on the thread, one worker where
     most of them had their content extracted (trafilatura's cost) and the process may
     use two cores; pages marking their ``<main>``, or one core, stay on the thread.
-    The same fingerprints either way."""
+    The same fingerprints either way. More pages than the first and the backlog (the
+    pages in hand at most): later ones come after the decision."""
     from tests.support.nginx import nginx
 
     monkeypatch.setattr(content_processes, "START_AFTER", 8)
     monkeypatch.setattr(content_processes, "available_cores", lambda: cores)
-    pools: list[Any] = []
-    started = ContentProcesses._started
-
-    def recorded(self: ContentProcesses) -> Any:
-        pool = started(self)
-        if pool not in pools:
-            pools.append(pool)
-        return pool
-
-    monkeypatch.setattr(ContentProcesses, "_started", recorded)
+    pools = from_the_first_page
+    pages = 8 + BACKLOG + 8
     www = tmp_path / "www"
     www.mkdir()
     prints = {}
     with nginx(www, tmp_path / "nginx") as (url, _access):
-        sitemap = _write_pages(www, url, 30, container)
+        sitemap = _write_pages(www, url, pages, container)
         for mode in ("auto", 0):
             db = str(tmp_path / f"{mode}.sqlite")
             settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_PROCESSES=mode)
             done = await run_crawl(settings, sitemap_url=sitemap)
-            assert done.reason == "finished" and len(done.changes("new")) == 30
+            assert done.reason == "finished" and len(done.changes("new")) == pages
             with StateStore(db) as store:
                 prints[mode] = {u: store.get(u).content_hash for u in done.changes("new")}
             if mode == "auto":
                 assert done.stats.get(stats.CONTENT_PROCESSES) == chosen
                 assert len(pools) == chosen
                 how = "extracted" if container == "div" else "main"
-                assert done.stats.get(stats.CONTENT_FOUND.format(how=how)) == 30
+                assert done.stats.get(stats.CONTENT_FOUND.format(how=how)) == pages
     assert prints["auto"] == prints[0] and all(prints[0].values())
+
+
+@pytest_twisted.ensureDeferred
+async def test_auto_decides_though_every_page_came_before_the_first_texts_were_taken(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` decides as the first pages' texts are taken. Decided when a later page
+    came, a crawl whose pages had all come by then (fetched faster than their texts
+    are taken, up to the backlog) never decided: no choice logged, no stat."""
+    from tests.support.nginx import nginx
+
+    monkeypatch.setattr(content_processes, "START_AFTER", 8)
+    monkeypatch.setattr(content_processes, "available_cores", lambda: 2)
+    www = tmp_path / "www"
+    www.mkdir()
+    with nginx(www, tmp_path / "nginx") as (url, _access):
+        sitemap = _write_pages(www, url, BACKLOG - 2, "div")
+        settings = crawl_settings(
+            str(tmp_path / "state.sqlite"), clock, INCRECRAWL_CONTENT_PROCESSES="auto"
+        )
+        done = await run_crawl(settings, sitemap_url=sitemap)
+    assert done.reason == "finished" and len(done.changes("new")) == BACKLOG - 2
+    assert done.stats.get(stats.CONTENT_PROCESSES) == 1
+    assert any("100% of the first 8 pages had their main content" in line for line in done.log)
 
 
 @pytest_twisted.ensureDeferred
@@ -268,3 +288,35 @@ async def test_a_page_queued_on_a_pool_shut_down_under_it_is_asked_of_the_next(
     assert first.futures and not page.done()
     processes._broken(first)  # another page found it broken
     assert await Deferred.fromFuture(page) == ("text", "print")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_geonode_answer_of_no_text_is_read_in_a_worker_as_on_the_thread(
+    tmp_path: Path, clock: Clock, from_the_first_page: list[Any]
+) -> None:
+    """A page with nothing to convert (an empty file): Geonode answers an empty
+    markdown. Flagged ``geonode``, the empty body is the page's text, not an origin
+    that sent nothing (a site failure that backs off): in a worker as on the thread,
+    which reads the response's flags (the worker was given none)."""
+    from tests.crawling import KEY
+    from tests.support.nginx import nginx
+
+    www = tmp_path / "www"
+    www.mkdir()
+    results = {}
+    with nginx(www, tmp_path / "nginx") as (url, _access), GeonodeStandIn(api_keys=[KEY]) as api:
+        sitemap = _write_pages(www, url, 6, "main")
+        (www / "p" / "5.html").write_text("")
+        for workers in (0, 1):
+            db = str(tmp_path / f"state{workers}.sqlite")
+            settings = crawl_settings(
+                db, clock, api, GEONODE_FORMATS=["markdown"], INCRECRAWL_CONTENT_PROCESSES=workers
+            )
+            done = await run_crawl(settings, sitemap_url=sitemap)
+            assert done.reason == "finished"
+            with StateStore(db) as store:
+                results[workers] = {
+                    u: store.get(u).content_hash for u in (f"{url}/p/{i}.html" for i in range(6))
+                }
+    assert len(from_the_first_page) == 1  # the thread's crawl started none
+    assert results[1] == results[0] and all(results[0].values())
