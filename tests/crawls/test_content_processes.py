@@ -74,8 +74,8 @@ async def test_a_killed_worker_costs_only_the_pages_it_held_twice(
     def kill_two_pools(self: ContentProcesses) -> Any:
         pool = started(self)
         if len(killed) < 2 and pool not in killed and self._pages >= 5:
-            killed.append(pool)  # killed a moment later, its pages in hand
-            reactor.callLater(0.3, _kill, pool)
+            killed.append(pool)  # killed once it answered a page, more in hand
+            _kill_once_answered(pool)
         return pool
 
     ContentProcesses._started = kill_two_pools  # type: ignore[method-assign]
@@ -101,6 +101,27 @@ async def test_a_killed_worker_costs_only_the_pages_it_held_twice(
                 assert all(store.get(url).content_hash for url in site.page_urls())
     finally:
         ContentProcesses._started = started  # type: ignore[method-assign]
+
+
+def _kill_once_answered(pool: Any) -> None:
+    """Kill *pool* just after its first answer: killed at a fixed delay, a pool still
+    starting on a busy machine had answered no page, and with every page lost twice
+    the run ended ``too_many_errors``."""
+    futures: list[Any] = []
+    submit = pool.submit
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        futures.append(submit(*args, **kwargs))
+        return futures[-1]
+
+    def kill_when_one_is_done() -> None:
+        if any(future.done() for future in futures):
+            _kill(pool)
+        else:
+            reactor.callLater(0.02, kill_when_one_is_done)
+
+    pool.submit = recorded
+    reactor.callLater(0.02, kill_when_one_is_done)
 
 
 def _kill(pool: Any) -> None:
