@@ -214,7 +214,8 @@ class HostPrior:
     beta: float
     alike: bool | None = None
     #: The prior fitted on the host's pages less its fast few (``OUTLIER_SIGMAS``),
-    #: which sets the host's bound (``bounding``); None: no page was left out.
+    #: which sets the host's bound (``bounding``); None: no page was left out, or
+    #: the rest saw no change (the whole host's fit then sets it).
     body: HostPrior | None = None
 
     @property

@@ -12,7 +12,9 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,14 +45,17 @@ def _fetched(db: Path) -> int:
         return 0
 
 
-def test_ctrl_c_with_a_busy_worker_shuts_the_crawl_down(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _heavy_crawl(tmp_path: Path, **popen: Any) -> Iterator[tuple[subprocess.Popen, Path, Path]]:
+    """A whole ``scrapy crawl`` of PAGES heavy pages (trafilatura extracts 300
+    paragraphs each) behind nginx, one explicit content worker, results flushed every
+    few: more than it takes before the signal, so the worker has a page in hand and
+    more queued. Yields the process, its state database and its log."""
     www, work = tmp_path / "www", tmp_path / "work"
     www.mkdir()
     work.mkdir()
     db, log = work / "state.sqlite", work / "crawl.log"
     with nginx(www, tmp_path / "nginx") as (url, _access):
-        # Heavy pages (trafilatura extracts 300 paragraphs), more than the crawl takes
-        # before Ctrl-C: the worker has a page in hand and more queued.
         sitemap = _write_pages(www, url, PAGES, "div", paragraphs=300)
         command = crawl_command(
             sitemap,
@@ -61,30 +66,38 @@ def test_ctrl_c_with_a_busy_worker_shuts_the_crawl_down(tmp_path: Path) -> None:
             "LOG_LEVEL=INFO",
         )
         with log.open("w") as err:
-            # Its own process group, as a terminal's job: SIGINT reaches every process.
             crawl = subprocess.Popen(
                 command,
                 env=crawl_env(None),
                 cwd=work,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                start_new_session=True,
+                **popen,
             )
-            try:
-                deadline = time.monotonic() + 300  # a bound on a hang
-                # The worker answered pages (the first START_AFTER are the thread's).
-                while _fetched(db) < START_AFTER + 8:
-                    assert crawl.poll() is None, log.read_text()[-3000:]
-                    assert time.monotonic() < deadline, "the worker never answered"
-                    time.sleep(0.05)
-                os.killpg(crawl.pid, signal.SIGINT)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    crawl.wait(timeout=60)
-                hung = crawl.poll() is None
-            finally:
-                if crawl.poll() is None:
+        try:
+            yield crawl, db, log
+        finally:
+            if crawl.poll() is None:  # its workers too, in a session of its own
+                if popen.get("start_new_session"):
                     os.killpg(crawl.pid, signal.SIGKILL)
-                    crawl.wait()
+                else:
+                    crawl.kill()
+                crawl.wait()
+
+
+def test_ctrl_c_with_a_busy_worker_shuts_the_crawl_down(tmp_path: Path) -> None:
+    # Its own process group, as a terminal's job: SIGINT reaches every process.
+    with _heavy_crawl(tmp_path, start_new_session=True) as (crawl, db, log):
+        deadline = time.monotonic() + 300  # a bound on a hang
+        # The worker answered pages (the first START_AFTER are the thread's).
+        while _fetched(db) < START_AFTER + 8:
+            assert crawl.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the worker never answered"
+            time.sleep(0.05)
+        os.killpg(crawl.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            crawl.wait(timeout=60)
+        hung = crawl.poll() is None
     text = log.read_text()
     assert not hung, "the crawl was still running 60 s after Ctrl-C: " + text[-3000:]
     assert "worker process(es) from page" in text
@@ -121,24 +134,8 @@ def test_a_worker_ends_with_a_crawl_killed_outright(tmp_path: Path) -> None:
     # shut its pool down: its worker, asleep on the pool's queue, lived on for ever
     # (its parent 1), holding the crawl's output pipes open (cron's mail, Scrapyd's
     # job never finished).
-    www, work = tmp_path / "www", tmp_path / "work"
-    www.mkdir()
-    work.mkdir()
-    db, log = work / "state.sqlite", work / "crawl.log"
-    with nginx(www, tmp_path / "nginx") as (url, _access):
-        sitemap = _write_pages(www, url, PAGES, "div", paragraphs=300)
-        command = crawl_command(
-            sitemap,
-            db,
-            "INCRECRAWL_FETCHER=direct",
-            "INCRECRAWL_CONTENT_PROCESSES=1",
-            "INCRECRAWL_FLUSH_ITEMS=5",
-        )
-        with log.open("w") as err:
-            crawl = subprocess.Popen(
-                command, env=crawl_env(None), cwd=work, stdout=subprocess.DEVNULL, stderr=err
-            )
-        workers: list[int] = []
+    workers: list[int] = []
+    with _heavy_crawl(tmp_path) as (crawl, db, log):
         try:
             deadline = time.monotonic() + 300
             while _fetched(db) < START_AFTER + 8 or not workers:
@@ -156,7 +153,4 @@ def test_a_worker_ends_with_a_crawl_killed_outright(tmp_path: Path) -> None:
             for pid in workers:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)  # this test's crawl's own workers
-            if crawl.poll() is None:
-                crawl.kill()
-                crawl.wait()
     assert left == [], f"workers {left} outlived their crawl by 10 s"
