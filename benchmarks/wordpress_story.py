@@ -1,7 +1,7 @@
 """The WordPress story of issue #52: freshness where the sitemap's dates say nothing.
 
     python benchmarks/wordpress_story.py [--days 30] [--dates] [--seed 52] [--no-write]
-        [--set INCRECRAWL_NAME=value ...]
+        [--feed /feed/atom/] [--set INCRECRAWL_NAME=value ...]
 
 Debian's WordPress with its default theme (benchmarks/wordpress_site.py: MariaDB,
 php-fpm, nginx, all on 127.0.0.1 and thrown away after), 60 posts in 4 categories and
@@ -20,7 +20,9 @@ crawl's are the site's page count that day (the core sitemap's URLs). ``--dates`
 the sitemap carries each post's modified date as WordPress 6.5 writes ``<lastmod>``
 (a mu-plugin; 6.1 writes none). Not in CI: it skips where WordPress, MariaDB or PHP
 are missing. Needs Debian's wordpress, wordpress-theme-twentytwentythree,
-mariadb-server, php-fpm, php-mysql, php-xml and nginx.
+mariadb-server, php-fpm, php-mysql, php-xml and nginx. ``--feed PATH``: the crawl
+reads that feed of the site beside its sitemap (``/feed/atom/``: the ten newest posts,
+each dated by its modified time); the feed's requests count as page requests.
 """
 
 from __future__ import annotations
@@ -158,7 +160,13 @@ def schedule(db: Path, start: float) -> dict[str, tuple[float, float]]:
 
 
 def one_day(
-    site: WordPressSite, story: Story, day: int, work: Path, offset: int, settings: list[str]
+    site: WordPressSite,
+    story: Story,
+    day: int,
+    work: Path,
+    offset: int,
+    settings: list[str],
+    feed_path: str | None = None,
 ) -> tuple:
     """The day's changes, then its crawl: what the crawl asked nginx for, what it
     reported changed, and the site's pages that day (the core sitemap's URLs)."""
@@ -166,7 +174,8 @@ def one_day(
     site.change(ops)
     shift = story.run_at(day) - time.time()
     db, feed = work / "state.sqlite", work / "feed.jsonl"
-    items = crawl(site.url + "/wp-sitemap.xml", db, feed, shift, *settings)
+    sources = site.url + "/wp-sitemap.xml" + (f",{site.url}{feed_path}" if feed_path else "")
+    items = crawl(sources, db, feed, shift, *settings)
     requests, offset = access_lines(site.access, offset)
     pages = {path for _, path in requests if not path.startswith(("/wp-sitemap", "/robots"))}
     listed = {url[len(site.url) :] for url in site.sitemap_urls()}
@@ -185,7 +194,9 @@ def one_day(
     return ops, record, pages, changed, offset
 
 
-def run_story(days: int, dates: bool, seed: int, settings: list[str]) -> dict:
+def run_story(
+    days: int, dates: bool, seed: int, settings: list[str], feed_path: str | None = None
+) -> dict:
     start = (time.time() // DAY - days - 2) * DAY  # the story ends before the machine's now
     story = Story(seed, days, start)
     per_day, edits, waiting = [], [], []  # edits: {post, day, seen}
@@ -195,7 +206,7 @@ def run_story(days: int, dates: bool, seed: int, settings: list[str]) -> dict:
         offset = access_lines(site.access, 0)[1]
         for day in range(days + 1):
             ops, record, pages, changed, offset = one_day(
-                site, story, day, Path(work), offset, settings
+                site, story, day, Path(work), offset, settings, feed_path
             )
             for path in pages:
                 fetched_days.setdefault(path.strip("/"), []).append(day)
@@ -332,19 +343,21 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--save", type=Path, help="the run's records as JSON here")
     parser.add_argument("--set", action="append", default=[], help="a crawl's NAME=value")
+    parser.add_argument("--feed", help="a feed of the site the crawl reads too: /feed/atom/")
     args = parser.parse_args()
     why = missing()
     if why:
         print(f"skipped: the WordPress story needs a local WordPress: {why}")
         return
-    result = run_story(args.days, args.dates, args.seed, args.set)
+    result = run_story(args.days, args.dates, args.seed, args.set, args.feed)
     if args.save:
         args.save.write_text(json.dumps(result))
-    body = report(result, args.dates, args.seed, args.set)
+    shown = args.set + ([f"feed {args.feed}"] if args.feed else [])
+    body = report(result, args.dates, args.seed, shown)
     print(body)
     if not args.no_write:
         name = "WordPress story" + (", with dates" if args.dates else ", no dates")
-        name += "".join(f", {setting}" for setting in args.set)
+        name += "".join(f", {setting}" for setting in shown)
         write_section(name, body)
 
 

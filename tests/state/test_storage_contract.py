@@ -275,7 +275,41 @@ def test_rows_seen_again_take_their_date_and_sitemap(open_store: Factory, clock:
     assert first is not None and second is not None
     assert (first.sitemap_url, first.sitemap_lastmod) == (b, "2020-01-01T00:00:00Z")
     assert (first.last_seen, first.missing_runs) == (clock.now, 0)
-    assert (second.sitemap_url, second.sitemap_lastmod) == (feed, "2021-01-01T00:00:00Z")
+    # A feed's date is a signal, never the row's date (the feed drops the item later).
+    assert (second.sitemap_url, second.sitemap_lastmod) == (feed, None)
+
+
+def test_a_feed_date_after_the_last_fetch_makes_its_page_due(
+    open_store: Factory, clock: Clock
+) -> None:
+    store = open_store()
+    feed = "https://example.com/feed/atom/"
+    one, two, three = urls(3)
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in (one, two, three)])
+    for page in store.due(SEED):
+        store.record(page.url, 200, seed=SEED, key=page.normalized_url, content_hash="h")
+    run.finish({}, discovery_complete=True)
+    fetched = clock.now
+    clock.advance(600)  # none is due by its interval yet
+    run = store.start_run(SEED)
+    run.upsert([(u, None) for u in (one, two, three)])
+    run.upsert(
+        [
+            (one, _iso(fetched + 60)),  # edited since the last fetch
+            (two, _iso(fetched - 60)),  # edited before it
+            (three, _iso(fetched)[:10]),  # a date only, that day's: not after the fetch
+        ],
+        sitemap_url=feed,
+        feed=True,
+    )
+    run.finish({}, discovery_complete=True)
+    assert [page.url for page in store.due(SEED)] == [one]
+    assert all(store.get(u).sitemap_lastmod is None for u in (one, two, three))  # type: ignore[union-attr]
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_two_stores_add_their_host_evidence_up(open_store: Factory, clock: Clock) -> None:

@@ -15,13 +15,31 @@ _SEEN_AGAIN_SITEMAP = "coalesce(c.sitemap_url, p.sitemap_url)"
 _FEED_SITEMAP = "coalesce(p.sitemap_url, c.sitemap_url)"
 
 
-def _apply_chunk(sitemap: str) -> tuple[str, ...]:
+#: A feed's date newer than its page's last fetch: the page is due now. The date is
+#: not kept (a feed drops its older items, and a date kept after its item fell off
+#: would stand still while the page changes: taken for a date, it would earn the host
+#: trust its dates do not deserve).
+_FEED_DATE_DUE = """
+        UPDATE pages AS p SET next_check = least(p.next_check, %(now)s)
+        FROM pg_temp.chunk AS c
+        WHERE p.id = c.id AND c.lastmod IS NOT NULL AND c.future = 0
+          AND p.last_fetched IS NOT NULL
+          AND c.lastmod > to_char(to_timestamp(p.last_fetched) AT TIME ZONE 'UTC',
+                                  'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        """
+
+
+def _apply_chunk(sitemap: str, feed: bool = False) -> tuple[str, ...]:
+    kept = "NULL" if feed else "c.lastmod"  # a feed's dates are signals only
     # The rows' old values were noted in the chunk as they were locked
     # (lock_chunk_rows): each row of pages is found once a chunk, by its id.
     return (
-        # Rows whose lastmod moved: what that means is decided once discovery is
-        # over (Run.apply_lastmod), when waves can be told from edits.
-        """
+        # A feed's dates: due now where they are newer than the last fetch. A
+        # sitemap's: rows whose lastmod moved, what that means decided once discovery
+        # is over (Run.apply_lastmod), when waves can be told from edits.
+        _FEED_DATE_DUE
+        if feed
+        else """
         INSERT INTO pg_temp.moves
         SELECT normalized_url, host, lastmod FROM pg_temp.chunk
         WHERE old_lastmod IS NOT NULL AND lastmod IS NOT NULL
@@ -34,18 +52,18 @@ def _apply_chunk(sitemap: str) -> tuple[str, ...]:
         # columns mostly unchanged, so a HOT update, its indexes untouched).
         f"""
         UPDATE pages AS p SET last_seen = %(now)s, seen_run = %(run)s, missing_runs = 0,
-            sitemap_lastmod = coalesce(CASE WHEN c.future = 0 THEN c.lastmod END,
+            sitemap_lastmod = coalesce(CASE WHEN c.future = 0 THEN {kept} END,
                                        p.sitemap_lastmod),
             seed = %(seed)s, sitemap_url = {sitemap}
         FROM pg_temp.chunk AS c WHERE p.id = c.id
         """,
         # Then rows discovery has never seen: due now, default interval. (A row
         # another worker inserted meanwhile is left as it is.)
-        """
+        f"""
         INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
                            interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
         SELECT c.normalized_url, c.url, %(seed)s, %(now)s, %(now)s, 0, %(interval)s,
-               c.lastmod, c.sitemap_url, c.host, %(run)s
+               {kept}, c.sitemap_url, c.host, %(run)s
         FROM pg_temp.chunk AS c WHERE c.id IS NULL
         ON CONFLICT (normalized_url) DO NOTHING
         """,
@@ -118,7 +136,7 @@ class DiscoverySQL:
         """
     apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
     #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
-    apply_feed_chunk = _apply_chunk(_FEED_SITEMAP)
+    apply_feed_chunk = _apply_chunk(_FEED_SITEMAP, feed=True)
     mark_seen_only = "UPDATE pages SET seen_run = %s WHERE normalized_url = %s"
     sitemap_digest = "SELECT digest FROM sitemaps WHERE seed = %s AND url = %s"
     add_unchanged = "INSERT INTO pg_temp.unchanged VALUES (%s) ON CONFLICT DO NOTHING"

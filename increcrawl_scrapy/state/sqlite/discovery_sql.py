@@ -19,11 +19,29 @@ _FEED_SITEMAP = """coalesce(sitemap_url,
              WHERE c.normalized_url = pages.normalized_url))"""
 
 
-def _apply_chunk(sitemap: str) -> tuple[str, ...]:
-    return (
-        # Rows whose lastmod moved: what that means is decided once discovery is
-        # over (Run.apply_lastmod), when waves can be told from edits.
+#: A feed's date newer than its page's last fetch: the page is due now. The date is
+#: not kept (a feed drops its older items, and a date kept after its item fell off
+#: would stand still while the page changes: taken for a date, it would earn the host
+#: trust its dates do not deserve).
+_FEED_DATE_DUE = """
+        UPDATE pages SET next_check = min(next_check, :now)
+        WHERE normalized_url IN (
+            SELECT c.normalized_url FROM temp.chunk AS c
+            JOIN pages AS p ON p.normalized_url = c.normalized_url
+            WHERE c.lastmod IS NOT NULL AND NOT c.future AND p.last_fetched IS NOT NULL
+              AND c.lastmod > strftime('%Y-%m-%dT%H:%M:%SZ', p.last_fetched, 'unixepoch'))
         """
+
+
+def _apply_chunk(sitemap: str, feed: bool = False) -> tuple[str, ...]:
+    kept = "NULL" if feed else "c.lastmod"  # a feed's dates are signals only
+    return (
+        # A feed's dates: due now where they are newer than the last fetch. A
+        # sitemap's: rows whose lastmod moved, what that means decided once discovery
+        # is over (Run.apply_lastmod), when waves can be told from edits.
+        _FEED_DATE_DUE
+        if feed
+        else """
         INSERT OR REPLACE INTO temp.moves
         SELECT c.normalized_url, c.host, c.lastmod FROM temp.chunk AS c
         JOIN pages AS p ON p.normalized_url = c.normalized_url
@@ -32,13 +50,13 @@ def _apply_chunk(sitemap: str) -> tuple[str, ...]:
         """,
         # Rows seen again are no longer missing, with their date as listed. Driven by
         # the chunk's keys (IN), so each is one primary-key lookup, never a scan.
-        """
+        f"""
         UPDATE pages SET
             last_seen = :now,
             seen_run = :run,
             missing_runs = 0,
             sitemap_lastmod = coalesce(
-                (SELECT c.lastmod FROM temp.chunk AS c
+                (SELECT {kept} FROM temp.chunk AS c
                  WHERE c.normalized_url = pages.normalized_url AND NOT c.future),
                 sitemap_lastmod)
         WHERE normalized_url IN (SELECT normalized_url FROM temp.chunk)
@@ -58,10 +76,10 @@ def _apply_chunk(sitemap: str) -> tuple[str, ...]:
         """,
         # Then rows discovery has never seen: due now, default interval. (A row
         # another worker inserted meanwhile is left as it is.)
-        """
+        f"""
         INSERT INTO pages (normalized_url, url, seed, first_seen, last_seen, next_check,
                            interval_s, sitemap_lastmod, sitemap_url, host, seen_run)
-        SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, c.lastmod,
+        SELECT c.normalized_url, c.url, :seed, :now, :now, 0, :interval, {kept},
                c.sitemap_url, c.host, :run
         FROM temp.chunk AS c
         WHERE NOT EXISTS (SELECT 1 FROM pages AS p WHERE p.normalized_url = c.normalized_url)
@@ -120,7 +138,7 @@ class DiscoverySQL:
     lock_chunk_rows: str | None = None  # one writer at a time: the file's write lock
     apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
     #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
-    apply_feed_chunk = _apply_chunk(_FEED_SITEMAP)
+    apply_feed_chunk = _apply_chunk(_FEED_SITEMAP, feed=True)
     mark_seen_only = "UPDATE pages SET seen_run = ? WHERE normalized_url = ?"
     sitemap_digest = "SELECT digest FROM sitemaps WHERE seed = ? AND url = ?"
     add_unchanged = "INSERT OR IGNORE INTO temp.unchanged VALUES (?)"
