@@ -19,9 +19,8 @@ page's memory keeps each version (``pages/memory.py``). With
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the request that reached it (sent again when no page leads to it any more:
 ``unreached.py``, whose answers are told apart here) and the requests it produced,
-to be replayed when it is skipped (``skip_not_due.py``), and its fingerprint covers
-their URLs with its items: a listing whose links change is a page that changes, so
-its learned schedule checks it as often as they move.
+to be replayed when it is skipped (``skip_not_due.py``); its fingerprint covers
+their URLs too. A response of links only is a listing (``listings.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_pri
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
+from increcrawl_scrapy.pages.listings import record_listing
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -255,6 +255,7 @@ class PageItemsMiddleware:
                 if requests is not None and data is not None:
                     requests.append(data)
             yield output  # requests go on at once
+        await record_listing(self.crawler, response, items, requests, links)  # links only?
         for item in await self._grouped(response, items, requests, links):
             yield item
 
