@@ -350,10 +350,13 @@ def request_data(request: Any, spider: Any) -> dict[str, Any] | None:
         _text(name): [_text(value) for value in values] for name, values in data["headers"].items()
     }
     try:
-        json.dumps(data, allow_nan=False)
+        text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError):
         return None
-    return data
+    # A copy of the request as yielded: ``to_dict`` hands out the request's own meta
+    # and cb_kwargs, which the downloader's middlewares fill in afterwards.
+    copied: dict[str, Any] = json.loads(text)
+    return copied
 
 
 #: Headers of the request that reached a page that are not the crawl's way of asking:

@@ -202,3 +202,18 @@ def test_a_field_named_volatile_since_is_left_out_of_the_kept_prints() -> None:
     found = match(kept.without(("at",)).items, now)
     assert found.labels == [("unchanged", []), ("unchanged", [])] and found.gone == []
     assert kept.without(()) is kept
+
+
+def test_a_kept_request_is_as_it_was_yielded() -> None:
+    """Kept as the spider yielded it: the downloader's middlewares set meta on the
+    same request afterwards (a timeout, the Geonode API's whole answer), and on
+    Scrapy 2.13 that happened before the page's memory was written, so a listing
+    seemed to pass data on and was never recorded."""
+    spider = FollowingSpider()
+    request = scrapy.Request("http://127.0.0.1/a", meta={"rule": 0}, headers={"X-Mine": "1"})
+    data = request_data(request, spider)
+    request.meta["download_timeout"] = 180.0
+    request.meta["geonode_api_response"] = {"data": {"html": "<p>a</p>"}}
+    request.headers["X-Later"] = "1"
+    assert data is not None and data["meta"] == {"rule": 0}
+    assert list(data["headers"]) == ["X-Mine"]
