@@ -14,7 +14,7 @@ other's hour keep a 5 days' bound): a page added to the site is found within tha
 
 Not listings, fetched every run as before: anything but HTML (a SitemapSpider's
 sitemaps, robots.txt, XML, JSON), so a page added to a sitemap is found the next
-run; a response whose requests could not be kept (``memory.request_data``), or
+run; a response whose requests could not be kept (``kept_requests.request_data``), or
 that posted a form or asked with a body (a login page's form carries a token of
 the moment, not a link to replay); a response whose requests pass data on (non-empty
 ``cb_kwargs``, meta other than Scrapy's and ours: an item built across two pages,
@@ -49,7 +49,8 @@ from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages import item_callbacks
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.memory import Memory, kept_request, unpack
+from increcrawl_scrapy.pages.kept_requests import kept_request
+from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.pages.postbacks import is_postback
 from increcrawl_scrapy.pages.unreached import UNREACHED_AGE
 from increcrawl_scrapy.scope import is_incremental
@@ -69,9 +70,9 @@ OVERDUE_SHARE = 0.9
 
 
 def is_listing(memory: Memory | None) -> bool:
-    """A listing's memory: requests, no items, its own page's (a gone page's
-    memory keeps neither items nor requests)."""
-    return memory is not None and memory.own and not memory.items and bool(memory.requests)
+    """A listing's memory whose requests may stand for its fetch (``listing`` set by
+    ``record_listing``; a listing fetched whenever asked has requests None)."""
+    return memory is not None and memory.listing and bool(memory.requests)
 
 
 def first_count(crawler: Crawler, key: str) -> bool:
@@ -159,6 +160,14 @@ def _passes_data(data: dict[str, Any]) -> bool:
     )
 
 
+def _sets_cookies(crawler: Crawler, response: Response) -> bool:
+    """A response that sets a cookie: the pages it leads to may want it (a session
+    begun on the first visit, an age gate), and a replay would ask without it."""
+    return crawler.settings.getbool("COOKIES_ENABLED") and bool(
+        response.headers.getlist("Set-Cookie")
+    )
+
+
 def _skipping(crawler: Crawler) -> bool:
     """A project's own spider skipping pages not due: listings are kept."""
     return skips_not_due(crawler) and not is_incremental(crawler.spider)
@@ -176,6 +185,7 @@ def _may_be_listing(
         and not is_postback(response.request)
         and not is_cached(response)
         and _html(response)
+        and not _sets_cookies(crawler, response)
         and _plain_gets(requests)
         and not any(_passes_data(data) for data in requests)
     )
@@ -191,10 +201,13 @@ async def record_listing(
     """Record *response*'s page as a listing of *links* (canonical URLs), with its
     *requests*, if it is one: no *items*, and not a page of items before (its
     memory says so). A response with items makes its callback an item callback
-    (``item_callbacks.py``)."""
+    (``item_callbacks.py``). A listing's row answered by what is no listing now (a
+    cookie set, its requests not kept or passing data) is recorded as one fetched
+    whenever asked; a run that does not skip records the listings' rows it has."""
     asked = response.request
-    if not (items or requests) or asked is None or not _skipping(crawler):
+    if asked is None or is_incremental(crawler.spider) or not (items or links):
         return
+    skipping = _skipping(crawler)
     try:
         state = crawl_state(crawler)
         store = state.store
@@ -202,19 +215,29 @@ async def record_listing(
     except (StateLockedError, ValueError):  # the database in use; not a page URL
         return
     if items:
-        await item_callbacks.note(crawler, state, asked)
+        if skipping:
+            await item_callbacks.note(crawler, state, asked)
         return
-    if not _may_be_listing(crawler, response, requests):
+    listing = _may_be_listing(crawler, response, requests)
+    if not (listing or (skipping and 200 <= response.status < 300 and not is_postback(asked))):
         return
-    if store.shared:  # rows and memories read off the reactor's thread
-        if not store.known(key):
-            await compat.in_thread(store.load, [key])
+    if store.shared and not store.known(key):  # rows read off the reactor's thread
+        await compat.in_thread(store.load, [key])
+    page = store.get(response.url)
+    if page is None and not (skipping and listing):
+        return  # rows are made for listings only while skipping
+    if page is None:
+        blob = None
+    elif store.shared:
         blob = await compat.in_thread(store.memory, response.url)
     else:
         blob = store.memory(response.url)
-    page = store.get(response.url)
-    if page is not None and page.fetch_count and not page.gone and not is_listing(unpack(blob)):
+    memory = unpack(blob)
+    kept_listing = memory is not None and memory.listing
+    if page is not None and page.fetch_count and not page.gone and not kept_listing:
         return  # a page of items (its memory holds them), or kept by an older version
+    if not kept_listing and not (skipping and listing):
+        return  # rows are made for listings only while skipping
     config = config_for(crawler)
     text = "links:\n" + "\n".join(sorted(links))
     kept = kept_request(asked, crawler.spider)
@@ -226,7 +249,9 @@ async def record_listing(
         content_hash=content_fingerprint(text, config.volatile_patterns),
         validators=state.validators.pop(response.url, None),
         content=text if config.keep_content else None,
-        memory=Memory([], requests, own=True, request=kept).pack(),
+        memory=Memory(
+            [], requests if listing else None, own=True, request=kept, listing=True
+        ).pack(),
     )
     if first_count(crawler, key):
         stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)

@@ -6,7 +6,7 @@ hash of each field, and the short values that identify it when it is gone) and t
 requests its response produced (Scrapy's ``request_to_dict``, as ``JOBDIR`` keeps
 them), so that a page skipped as not due, or answered 304, still leads where it led.
 Both are bounded: ``MAX_ITEMS`` prints and ``MAX_REQUESTS`` requests a page. It
-also keeps the request that reached the page (``kept_request``: its method,
+also keeps the request that reached the page (``kept_requests.py``: its method,
 headers, body, cookies and plain meta, as the crawl sent it), so that a page no link
 leads to any more is asked as the crawl asked (``pages/unreached.py``); a memory
 stored before it was kept has none.
@@ -109,6 +109,9 @@ class Memory:
     #: The sizes of the page's versions in *items*, one after the other, when the
     #: run saw several (an item two listings list); None: one.
     views: list[int] | None = None
+    #: A listing's row (``listings.py``): links only, no items. With requests None,
+    #: one that is fetched whenever asked (it set a cookie, answered 404, ...).
+    listing: bool = False
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -122,6 +125,8 @@ class Memory:
             body["request"] = self.request
         if self.views is not None:
             body["views"] = self.views
+        if self.listing:
+            body["listing"] = True
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
     def versions(self) -> list[list[ItemPrint]]:
@@ -223,12 +228,15 @@ def unpack(blob: bytes | None) -> Memory | None:
         held = bool(body.get("held", False))
         request = body.get("request")
         views = body.get("views")
+        listing = bool(body.get("listing", False))
         if views is not None and sum(views) != len(items):
             raise ValueError("versions that are not its items")
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
     request = request if isinstance(request, dict) else None
-    return Memory(items, requests, own=own, held=held, request=request, views=views)
+    return Memory(
+        items, requests, own=own, held=held, request=request, views=views, listing=listing
+    )
 
 
 @dataclass
@@ -335,99 +343,3 @@ def _changed(old: ItemPrint, now: ItemPrint) -> tuple[str, list[str]]:
 def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:
     names = set(old.fields) | set(now.fields)
     return sorted(name for name in names if old.fields.get(name) != now.fields.get(name))
-
-
-def request_data(request: Any, spider: Any) -> dict[str, Any] | None:
-    """*request* as JSON-ready data (``Request.to_dict``, bytes as Latin-1 text), or
-    None when it cannot be kept: a callback that is not a spider method, meta that
-    is not plain data."""
-    try:
-        data = request.to_dict(spider=spider)
-    except ValueError:
-        return None
-    data["body"] = data["body"].decode("latin-1")
-    data["headers"] = {
-        _text(name): [_text(value) for value in values] for name, values in data["headers"].items()
-    }
-    try:
-        text = json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError):
-        return None
-    # A copy of the request as yielded: ``to_dict`` hands out the request's own meta
-    # and cb_kwargs, which the downloader's middlewares fill in afterwards.
-    copied: dict[str, Any] = json.loads(text)
-    return copied
-
-
-#: Headers of the request that reached a page that are not the crawl's way of asking:
-#: the cookies of that moment (Scrapy's cookie jar adds the current ones, the
-#: request's own ``cookies`` are kept), the validators of a conditional request, a
-#: proxy's credentials (HttpProxyMiddleware sets them again from the meta's proxy).
-_NOT_KEPT_HEADERS = frozenset(
-    {"cookie", "if-none-match", "if-modified-since", "proxy-authorization"}
-)
-#: Meta keys Scrapy's components set on the way (download, redirect, retry, depth),
-#: and the check's own choices (``pages/unreached.py``).
-_NOT_KEPT_META = frozenset(
-    {
-        "depth",
-        "download_latency",
-        "download_slot",
-        "redirect_times",
-        "redirect_ttl",
-        "redirect_urls",
-        "redirect_reasons",
-        "retry_times",
-        "is_start_request",
-        "dont_redirect",
-        "handle_httpstatus_list",
-        "handle_httpstatus_all",
-    }
-)
-
-
-def kept_request(request: Any, spider: Any) -> dict[str, Any] | None:
-    """The request that reached a page, to ask for it again as the crawl did
-    (``request_data``, with neither callback nor errback): its method, URL, headers,
-    body, cookies and the meta that is plain data, less what Scrapy's components set
-    on the way (``_NOT_KEPT_HEADERS``, ``_NOT_KEPT_META``, private ``_`` keys and
-    ours). None when it cannot be kept."""
-    meta = {}
-    for name, value in request.meta.items():
-        if name in _NOT_KEPT_META or name.startswith(("_", "increcrawl_")):
-            continue
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            continue  # not plain data (a proxy's objects, a browser's page...)
-        meta[name] = value
-    headers = {
-        name: values
-        for name, values in request.headers.items()
-        if _text(name).lower() not in _NOT_KEPT_HEADERS
-    }
-    try:
-        cleaned = request.replace(
-            callback=None, errback=None, cb_kwargs={}, meta=meta, headers=headers
-        )
-    except (TypeError, ValueError):
-        return None
-    return request_data(cleaned, spider)
-
-
-def request_of(data: dict[str, Any], spider: Any) -> Any:
-    """The request *data* was made of (``request_from_dict``); ValueError if the
-    spider no longer has its callback."""
-    from scrapy.utils.request import request_from_dict
-
-    data = dict(data)
-    data["body"] = data["body"].encode("latin-1")
-    data["headers"] = {
-        name.encode("latin-1"): [value.encode("latin-1") for value in values]
-        for name, values in data["headers"].items()
-    }
-    return request_from_dict(data, spider=spider)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes) else value

@@ -49,6 +49,7 @@ from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
+from increcrawl_scrapy.pages.kept_requests import kept_request, request_data
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
 from increcrawl_scrapy.pages.listings import record_listing
 from increcrawl_scrapy.pages.memory import (
@@ -59,8 +60,6 @@ from increcrawl_scrapy.pages.memory import (
     Memory,
     item_print,
     item_whole,
-    kept_request,
-    request_data,
 )
 from increcrawl_scrapy.pages.moved import COMPLETE, RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page

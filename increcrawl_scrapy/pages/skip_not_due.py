@@ -50,8 +50,9 @@ from increcrawl_scrapy.crawl.validators import conditions, header_of
 from increcrawl_scrapy.pages import http_cache, item_callbacks
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
+from increcrawl_scrapy.pages.kept_requests import request_of
 from increcrawl_scrapy.pages.listings import first_count, is_listing, overdue, recent
-from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
+from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental

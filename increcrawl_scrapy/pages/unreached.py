@@ -51,7 +51,8 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
-from increcrawl_scrapy.pages.memory import request_of, unpack
+from increcrawl_scrapy.pages.kept_requests import request_of
+from increcrawl_scrapy.pages.memory import unpack
 from increcrawl_scrapy.pages.page import same_page
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError

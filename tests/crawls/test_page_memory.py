@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import scrapy
 
-from increcrawl_scrapy.pages.memory import (
-    Memory,
-    item_print,
-    match,
-    match_versions,
-    request_data,
-    request_of,
-    unpack,
-)
+from increcrawl_scrapy.pages.kept_requests import kept_request, request_data, request_of
+from increcrawl_scrapy.pages.memory import Memory, item_print, match, match_versions, unpack
 
 
 def quote(text: str, author: str = "Jane Austen", tags: tuple[str, ...] = ("life",)) -> dict:
@@ -217,3 +210,13 @@ def test_a_kept_request_is_as_it_was_yielded() -> None:
     request.headers["X-Later"] = "1"
     assert data is not None and data["meta"] == {"rule": 0}
     assert list(data["headers"]) == ["X-Mine"]
+
+
+def test_the_kept_request_of_a_page_holds_no_geonode_answer() -> None:
+    """The request that reached a page through the Geonode API carries the API's whole
+    answer in its meta (the page's HTML): not the crawl's way of asking, not kept."""
+    spider = FollowingSpider()
+    request = scrapy.Request("http://127.0.0.1/a", meta={"rule": 0})
+    request.meta["geonode_api_response"] = {"data": {"html": "<p>a</p>" * 1000}}
+    kept = kept_request(request, spider)
+    assert kept is not None and kept["meta"] == {"rule": 0}

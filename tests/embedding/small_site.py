@@ -27,6 +27,8 @@ class Run:
     fetched: list[str]  # "METHOD-less" paths nginx answered, in order
     items: list[dict[str, Any]]
     stats: dict[str, Any] = field(default_factory=dict)
+    answered: list[str] = field(default_factory=list)  # "status path", in order
+    log: str = ""
 
     def changes(self, key: str = "url") -> list[tuple[str, Any]]:
         return sorted((item["change"], item.get(key)) for item in self.items)
@@ -60,8 +62,10 @@ class SmallSite:
         assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
         with self.access.open("rb") as lines:
             lines.seek(before)
-            fetched = [line.split()[1].decode() for line in lines.read().splitlines() if line]
-        return Run(fetched, result.items, result.stats)
+            raw = [line.split() for line in lines.read().splitlines() if line]
+        fetched = [parts[1].decode() for parts in raw]
+        answered = [f"{parts[0].decode()} {parts[1].decode()}" for parts in raw]
+        return Run(fetched, result.items, result.stats, answered, log)
 
 
 @contextlib.contextmanager
