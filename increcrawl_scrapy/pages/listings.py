@@ -49,7 +49,7 @@ from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages import item_callbacks
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.kept_requests import kept_request
+from increcrawl_scrapy.pages.kept_requests import kept_request, passes_data
 from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.pages.postbacks import is_postback
 from increcrawl_scrapy.pages.unreached import UNREACHED_AGE
@@ -114,53 +114,7 @@ def _plain_gets(requests: list[dict[str, Any]]) -> bool:
     return all(data.get("method", "GET") == "GET" and not data.get("body") for data in requests)
 
 
-#: Request meta keys of Scrapy and its components: not data a callback passes on.
-_SCRAPY_META = frozenset(
-    {
-        "allow_offsite",
-        "bindaddress",
-        "cookiejar",
-        "depth",
-        "dont_cache",
-        "dont_merge_cookies",
-        "dont_obey_robotstxt",
-        "dont_redirect",
-        "dont_retry",
-        "download_fail_on_dataloss",
-        "download_latency",
-        "download_maxsize",
-        "download_slot",
-        "download_timeout",
-        "download_warnsize",
-        "ftp_password",
-        "ftp_user",
-        "handle_httpstatus_all",
-        "handle_httpstatus_list",
-        "is_start_request",
-        "link_text",  # CrawlSpider's rules
-        "max_retry_times",
-        "proxy",
-        "redirect_reasons",
-        "redirect_times",
-        "redirect_ttl",
-        "redirect_urls",
-        "referrer_policy",
-        "retry_times",
-        "rule",
-    }
-)
-
-
-def _passes_data(data: dict[str, Any]) -> bool:
-    """A request carrying what its callback scraped (``cb_kwargs``, meta of its
-    own): its page is part of an item, its content is that data, not its links."""
-    meta = data.get("meta") or {}
-    return bool(data.get("cb_kwargs")) or any(
-        name not in _SCRAPY_META and not name.startswith(("_", "increcrawl_")) for name in meta
-    )
-
-
-def _sets_cookies(crawler: Crawler, response: Response) -> bool:
+def sets_cookies(crawler: Crawler, response: Response) -> bool:
     """A response that sets a cookie: the pages it leads to may want it (a session
     begun on the first visit, an age gate), and a replay would ask without it."""
     return crawler.settings.getbool("COOKIES_ENABLED") and bool(
@@ -185,9 +139,9 @@ def _may_be_listing(
         and not is_postback(response.request)
         and not is_cached(response)
         and _html(response)
-        and not _sets_cookies(crawler, response)
+        and not sets_cookies(crawler, response)
         and _plain_gets(requests)
-        and not any(_passes_data(data) for data in requests)
+        and not any(passes_data(data) for data in requests)
     )
 
 

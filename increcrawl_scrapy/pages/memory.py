@@ -112,6 +112,9 @@ class Memory:
     #: A listing's row (``listings.py``): links only, no items. With requests None,
     #: one that is fetched whenever asked (it set a cookie, answered 404, ...).
     listing: bool = False
+    #: What the request that reached the page passed on to its callback
+    #: (``kept_requests.passed_on``): None, nothing.
+    passed: str | None = None
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -127,6 +130,8 @@ class Memory:
             body["views"] = self.views
         if self.listing:
             body["listing"] = True
+        if self.passed is not None:
+            body["passed"] = self.passed
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
     def versions(self) -> list[list[ItemPrint]]:
@@ -158,7 +163,7 @@ class Memory:
             return self
         return Memory(
             items, self.requests, own=self.own, held=self.held, request=self.request,
-            views=self.views,
+            views=self.views, passed=self.passed,
         )  # fmt: skip
 
     def with_own(self, own: Memory | None) -> Memory:
@@ -170,7 +175,7 @@ class Memory:
             return self
         return Memory(
             self.items, own.requests, own=True, held=self.held, request=own.request,
-            views=self.views,
+            views=self.views, passed=own.passed,
         )  # fmt: skip
 
     def with_version(self, items: list[ItemPrint], own: Memory | None = None) -> Memory:
@@ -196,6 +201,7 @@ class Memory:
             held=self.held,
             request=self.request if self.request is not None or theirs is None else theirs.request,
             views=sizes,
+            passed=self.passed if self.request is not None or theirs is None else theirs.passed,
         )
 
 
@@ -205,7 +211,7 @@ def dropping(memory: Memory, ways: set[tuple[str, ...]]) -> Memory:
     items = [old for view in views for old in view]
     return Memory(
         items, memory.requests, own=memory.own, held=memory.held, request=memory.request,
-        views=[len(view) for view in views],
+        views=[len(view) for view in views], passed=memory.passed,
     )  # fmt: skip
 
 
@@ -229,14 +235,17 @@ def unpack(blob: bytes | None) -> Memory | None:
         request = body.get("request")
         views = body.get("views")
         listing = bool(body.get("listing", False))
+        passed = body.get("passed")
         if views is not None and sum(views) != len(items):
             raise ValueError("versions that are not its items")
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
     request = request if isinstance(request, dict) else None
+    passed = passed if isinstance(passed, str) else None
     return Memory(
-        items, requests, own=own, held=held, request=request, views=views, listing=listing
-    )
+        items, requests, own=own, held=held, request=request, views=views, listing=listing,
+        passed=passed,
+    )  # fmt: skip
 
 
 @dataclass

@@ -45,11 +45,11 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
-from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
-from increcrawl_scrapy.pages.kept_requests import kept_request, request_data
+from increcrawl_scrapy.pages.kept_requests import PASSED_META, kept_request, request_data
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
 from increcrawl_scrapy.pages.listings import record_listing
 from increcrawl_scrapy.pages.memory import (
@@ -213,23 +213,20 @@ class PageItemsMiddleware:
         member = self.open.dropped(item, response)
         if member is None:
             return
-        try:
-            delivery = crawl_state(self.crawler).delivery
-        except StateLockedError:
-            return
-        if delivery is not None:
-            never_came(member, delivery.settle)
+        state = self._state()
+        if state is not None and state.delivery is not None:
+            never_came(member, state.delivery.settle)
 
     def _linked(self) -> set[str] | None:
-        try:
-            return crawl_state(self.crawler).linked
-        except StateLockedError:
-            return None
+        return None if (state := self._state()) is None else state.linked
 
     def _in_hand(self) -> set[bytes] | None:
+        return None if (state := self._state()) is None else state.in_hand
+
+    def _state(self) -> CrawlState | None:
         try:
-            return crawl_state(self.crawler).in_hand
-        except StateLockedError:
+            return crawl_state(self.crawler)
+        except StateLockedError:  # the database in use
             return None
 
     async def _page_output(
@@ -288,8 +285,10 @@ class PageItemsMiddleware:
         keys = self.config.item_key
         skip = self.config.volatile_fields
         asked = None  # how the crawl asked for the response's own page
+        passed = None  # what it passed on to its callback, when asked (skip_not_due.py)
         if own_url is not None and response.request is not None:
             asked = kept_request(response.request, self.crawler.spider)
+            passed = response.request.meta.get(PASSED_META)
         gone: list[tuple[Any, PageItem]] = []
         placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
@@ -315,7 +314,9 @@ class PageItemsMiddleware:
                 for item, key, _ in members
             ]
             if own:
-                page.memory = Memory(prints[:MAX_ITEMS], requests, own=True, request=asked).pack()
+                page.memory = Memory(
+                    prints[:MAX_ITEMS], requests, request=asked, passed=passed
+                ).pack()
             else:
                 page.memory = Memory(prints[:MAX_ITEMS], None, own=False).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]

@@ -34,6 +34,7 @@ alone.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +51,14 @@ from increcrawl_scrapy.crawl.validators import conditions, header_of
 from increcrawl_scrapy.pages import http_cache, item_callbacks
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.kept_requests import request_of
-from increcrawl_scrapy.pages.listings import first_count, is_listing, overdue, recent
+from increcrawl_scrapy.pages.kept_requests import PASSED_META, passed_on, request_of
+from increcrawl_scrapy.pages.listings import (
+    first_count,
+    is_listing,
+    overdue,
+    recent,
+    sets_cookies,
+)
 from increcrawl_scrapy.pages.memory import Memory, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
@@ -130,6 +137,9 @@ class SkipNotDueMiddleware:
             http_cache.bypass(request)
         if not self._asking() or request.meta.get(META_ALWAYS):
             return None
+        passed = passed_on(request)
+        if passed is not None:  # for the page's memory (``_decide`` compares it)
+            request.meta[PASSED_META] = passed
         state = self._state()
         if state is None:
             return None
@@ -175,6 +185,8 @@ class SkipNotDueMiddleware:
         as is one whose requests this spider cannot make again (``_replayable``)."""
         if memory is None or memory.requests is None or not self._replayable(memory):
             return
+        if request.meta.get(PASSED_META) != memory.passed:
+            return  # it passes on other data than its last fetch's: part of its item
         now = self.config.clock()
         this_run = page.last_fetched is not None and page.last_fetched >= self.started
         if skipping and this_run and is_listing(memory):
@@ -293,8 +305,9 @@ class SkipNotDueMiddleware:
             return response
         if key and response.status == 304:
             if state.store.shared:
-                return self._not_modified_shared(request, state, key)
-            self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
+                return self._not_modified_shared(request, response, state, key)
+            memory = unpack(state.store.memory(request.url))
+            self._not_modified(request, response, state, key, memory)
         gone = gone and not is_postback(request)  # a postback's 404 is not the page's
         if gone and state.store.shared:  # skipping or not, the page may be gone
             page_key = key or request.meta.get(_META_PAGE) or _key_of(state, request.url)
@@ -310,9 +323,11 @@ class SkipNotDueMiddleware:
                 state.validators[response.url] = (etag, modified)
         return response
 
-    async def _not_modified_shared(self, request: Request, state: CrawlState, key: str) -> None:
+    async def _not_modified_shared(
+        self, request: Request, response: Response, state: CrawlState, key: str
+    ) -> None:
         memory = unpack(await compat.in_thread(state.store.memory, request.url))
-        self._not_modified(request, state, key, memory)
+        self._not_modified(request, response, state, key, memory)
 
     async def _read_ahead(
         self, request: Request, response: Response, state: CrawlState, key: str
@@ -326,10 +341,20 @@ class SkipNotDueMiddleware:
         return response
 
     def _not_modified(
-        self, request: Request, state: CrawlState, key: str, memory: Memory | None
+        self,
+        request: Request,
+        response: Response,
+        state: CrawlState,
+        key: str,
+        memory: Memory | None,
     ) -> None:
-        """A 304: unchanged, the callback not called, the page's requests made again."""
-        state.store.record(request.url, 304, seed=state.seed, key=key)
+        """A 304: unchanged, the callback not called, the page's requests made again
+        (with the cookie it set, if any: a listing that sets one is fetched whenever
+        asked from then on, ``listings.py``)."""
+        kept = None
+        if memory is not None and is_listing(memory) and sets_cookies(self.crawler, response):
+            kept = dataclasses.replace(memory, requests=None).pack()
+        state.store.record(request.url, 304, seed=state.seed, key=key, memory=kept)
         if not is_listing(memory) or first_count(self.crawler, key):
             stats.inc(self.crawler.stats, stats.UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)

@@ -110,3 +110,39 @@ async def test_a_run_that_does_not_skip_counts_the_listings_it_fetched(tmp_path:
         # Skipping again: the listings were read a day ago, not due.
         again = await site.run(ShopSpider, 1.5)
         assert "/" not in again.fetched and "/page/2/" not in again.fetched, again.answered
+
+
+# The same gate, from the day a file named ``gate`` is in the site's root (a 304 of
+# the home page sets the cookie too).
+LATER_GATE = (
+    'set $c ""; set $g "${cookie_visited}"; '
+    'if (-f $document_root/gate) { set $c "visited=1; Path=/"; set $g "${g}gate"; } '
+    "location = / { add_header Set-Cookie $c; try_files /index.html =404; } "
+    'location /p/ { if ($g = "gate") { return 403; } }'
+)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listing_that_begins_to_set_a_cookie_is_fetched_from_then_on(
+    tmp_path: Path,
+) -> None:
+    """A listing's row kept from before its site set cookies: once a fetch shows the
+    cookie, it is fetched every run (its replays would ask without it)."""
+    with small_site(tmp_path, LATER_GATE) as site:
+        site.set("/", HOME)
+        site.set("/p/2/", "<b>5</b>")
+        shown = None  # the first run that fetched the home page with the gate on
+        for day in range(12):
+            site.set("/p/1/", f"<b>{10 + day}</b>")
+            if day == 3:
+                (site.root / "gate").write_text("on")
+            run = await site.run(ShopSpider, day)
+            assert "gone" not in {change for change, _ in run.changes("price")}, day
+            if day < 3:
+                continue
+            if shown is not None:
+                assert run.fetched[0] == "/", (day, run.answered)
+                assert run.changes("price") == [("changed", str(10 + day))], day
+            elif "/" in run.fetched:
+                shown = day
+        assert shown is not None and shown < 9, shown
