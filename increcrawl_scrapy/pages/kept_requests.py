@@ -4,7 +4,6 @@ made again when it is skipped, and the one that reached it, made again to check 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -107,72 +106,3 @@ def request_of(data: dict[str, Any], spider: Any) -> Any:
 
 def _text(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
-
-
-#: Request meta keys of Scrapy and its components: not data a callback passes on.
-_SCRAPY_META = frozenset(
-    {
-        "allow_offsite",
-        "bindaddress",
-        "cookiejar",
-        "depth",
-        "dont_cache",
-        "dont_merge_cookies",
-        "dont_obey_robotstxt",
-        "dont_redirect",
-        "dont_retry",
-        "download_fail_on_dataloss",
-        "download_latency",
-        "download_maxsize",
-        "download_slot",
-        "download_timeout",
-        "download_warnsize",
-        "ftp_password",
-        "ftp_user",
-        "handle_httpstatus_all",
-        "handle_httpstatus_list",
-        "is_start_request",
-        "link_text",  # CrawlSpider's rules
-        "max_retry_times",
-        "proxy",
-        "redirect_reasons",
-        "redirect_times",
-        "redirect_ttl",
-        "redirect_urls",
-        "referrer_policy",
-        "retry_times",
-        "rule",
-    }
-)
-
-
-def passes_data(data: dict[str, Any]) -> bool:
-    """A request carrying what its callback scraped (``cb_kwargs``, meta of its
-    own): its page is part of an item, its content is that data, not its links."""
-    return bool(data.get("cb_kwargs")) or any(map(_own_meta, data.get("meta") or {}))
-
-
-def _own_meta(name: str) -> bool:
-    """A meta key of the spider's own (not Scrapy's, ours or private)."""
-    return (
-        name not in _SCRAPY_META
-        and name != META_ANSWER
-        and not name.startswith(("_", "increcrawl_"))
-    )
-
-
-#: The digest of what a request passes on (``passed_on``), set on it when it is asked.
-PASSED_META = "increcrawl_passed"
-
-
-def passed_on(request: Any) -> str | None:
-    """A digest of the data *request* passes on to its callback (its ``cb_kwargs``
-    and meta of the spider's own): part of the item its page makes, so the page is
-    skipped or asked conditionally only while it is what the last fetch had. None
-    when it passes nothing. A value that is not plain data is taken by its ``repr``
-    (an object's may change every run: its page is then fetched)."""
-    own = {name: value for name, value in request.meta.items() if _own_meta(name)}
-    if not request.cb_kwargs and not own:
-        return None
-    text = json.dumps([request.cb_kwargs, own], sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -49,8 +49,9 @@ from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.pages import item_callbacks
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.kept_requests import kept_request, passes_data
+from increcrawl_scrapy.pages.kept_requests import kept_request
 from increcrawl_scrapy.pages.memory import Memory, unpack
+from increcrawl_scrapy.pages.passed_data import passes_data
 from increcrawl_scrapy.pages.postbacks import is_postback
 from increcrawl_scrapy.pages.unreached import UNREACHED_AGE
 from increcrawl_scrapy.scope import is_incremental

@@ -112,9 +112,9 @@ class Memory:
     #: A listing's row (``listings.py``): links only, no items. With requests None,
     #: one that is fetched whenever asked (it set a cookie, answered 404, ...).
     listing: bool = False
-    #: What the request that reached the page passed on to its callback
-    #: (``kept_requests.passed_on``): None, nothing.
-    passed: str | None = None
+    #: What the requests that reached the page passed on to its callback, a digest
+    #: by the page each came from (``passed_data.py``); None: nothing.
+    passed: dict[str, str] | None = None
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -241,7 +241,8 @@ def unpack(blob: bytes | None) -> Memory | None:
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
     request = request if isinstance(request, dict) else None
-    passed = passed if isinstance(passed, str) else None
+    if not isinstance(passed, dict) or not all(isinstance(v, str) for v in passed.values()):
+        passed = None
     return Memory(
         items, requests, own=own, held=held, request=request, views=views, listing=listing,
         passed=passed,

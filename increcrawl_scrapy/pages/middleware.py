@@ -19,9 +19,9 @@ page's memory keeps each version (``pages/memory.py``). With
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the request that reached it (sent again when no page leads to it any more:
 ``unreached.py``, whose answers are told apart here) and the requests it produced,
-to be replayed when it is skipped (``skip_not_due.py``); its fingerprint covers
-their URLs too. A response of links only is a listing (``listings.py``).
-"""
+to be replayed when it is skipped (``skip_not_due.py``), whose URLs its fingerprint
+covers too, and what its request passed on (``passed_data.py``). A response of
+links only is a listing (``listings.py``)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
-from increcrawl_scrapy.pages.kept_requests import PASSED_META, kept_request, request_data
+from increcrawl_scrapy.pages.kept_requests import kept_request, request_data
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
 from increcrawl_scrapy.pages.listings import record_listing
 from increcrawl_scrapy.pages.memory import (
@@ -63,6 +63,7 @@ from increcrawl_scrapy.pages.memory import (
 )
 from increcrawl_scrapy.pages.moved import COMPLETE, RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page
+from increcrawl_scrapy.pages.passed_data import PASSED_META
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
 from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
 from increcrawl_scrapy.pages.unreached import (
@@ -285,10 +286,8 @@ class PageItemsMiddleware:
         keys = self.config.item_key
         skip = self.config.volatile_fields
         asked = None  # how the crawl asked for the response's own page
-        passed = None  # what it passed on to its callback, when asked (skip_not_due.py)
         if own_url is not None and response.request is not None:
             asked = kept_request(response.request, self.crawler.spider)
-            passed = response.request.meta.get(PASSED_META)
         gone: list[tuple[Any, PageItem]] = []
         placed: list[tuple[Any, PageItem] | None] = [None] * len(items)
         for url, group in by_page.items():
@@ -314,9 +313,9 @@ class PageItemsMiddleware:
                 for item, key, _ in members
             ]
             if own:
-                page.memory = Memory(
-                    prints[:MAX_ITEMS], requests, request=asked, passed=passed
-                ).pack()
+                passed = response.meta.get(PASSED_META)  # skip_not_due.py set it
+                kept = Memory(prints[:MAX_ITEMS], requests, request=asked, passed=passed)
+                page.memory = kept.pack()
             else:
                 page.memory = Memory(prints[:MAX_ITEMS], None, own=False).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]

@@ -48,10 +48,10 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for, skips_not_due
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.crawl.validators import conditions, header_of
-from increcrawl_scrapy.pages import http_cache, item_callbacks
+from increcrawl_scrapy.pages import http_cache, item_callbacks, passed_data
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.kept_requests import PASSED_META, passed_on, request_of
+from increcrawl_scrapy.pages.kept_requests import request_of
 from increcrawl_scrapy.pages.listings import (
     first_count,
     is_listing,
@@ -59,7 +59,7 @@ from increcrawl_scrapy.pages.listings import (
     recent,
     sets_cookies,
 )
-from increcrawl_scrapy.pages.memory import Memory, unpack
+from increcrawl_scrapy.pages.memory import UNCHANGED, Memory, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
@@ -137,9 +137,7 @@ class SkipNotDueMiddleware:
             http_cache.bypass(request)
         if not self._asking() or request.meta.get(META_ALWAYS):
             return None
-        passed = passed_on(request)
-        if passed is not None:  # for the page's memory (``_decide`` compares it)
-            request.meta[PASSED_META] = passed
+        passed_data.stamp(request)  # for the page's memory (``_decide`` compares it)
         state = self._state()
         if state is None:
             return None
@@ -185,8 +183,9 @@ class SkipNotDueMiddleware:
         as is one whose requests this spider cannot make again (``_replayable``)."""
         if memory is None or memory.requests is None or not self._replayable(memory):
             return
-        if request.meta.get(PASSED_META) != memory.passed:
+        if passed_data.mismatch(memory.passed, request):
             return  # it passes on other data than its last fetch's: part of its item
+        passed_data.remember(memory.passed, request)
         now = self.config.clock()
         this_run = page.last_fetched is not None and page.last_fetched >= self.started
         if skipping and this_run and is_listing(memory):
@@ -355,8 +354,11 @@ class SkipNotDueMiddleware:
         if memory is not None and is_listing(memory) and sets_cookies(self.crawler, response):
             kept = dataclasses.replace(memory, requests=None).pack()
         state.store.record(request.url, 304, seed=state.seed, key=key, memory=kept)
-        if not is_listing(memory) or first_count(self.crawler, key):
+        listing = is_listing(memory)
+        if not listing or first_count(self.crawler, key):
             stats.inc(self.crawler.stats, stats.UNCHANGED)
+            if listing:
+                stats.inc(self.crawler.stats, stats.LISTINGS, change=UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
         if memory is not None:
             self._replay(memory, shown=True)

@@ -146,3 +146,18 @@ async def test_a_listing_that_begins_to_set_a_cookie_is_fetched_from_then_on(
             elif "/" in run.fetched:
                 shown = day
         assert shown is not None and shown < 9, shown
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_listing_that_answers_304_is_counted_a_listing(tmp_path: Path) -> None:
+    """Its stat counted only listings read whole, about none once the site sends
+    validators."""
+    with small_site(tmp_path) as site:
+        site.set("/", '<a class="next" href="/c/1/">c</a>')
+        site.set("/c/1/", '<a class="p" href="/p/1/">1</a>')
+        site.set("/p/1/", "<b>1</b>")
+        for day in range(8):
+            run = await site.run(ShopSpider, day)
+            read = [answer for answer in run.answered if answer.split()[1] in ("/", "/c/1/")]
+            listings = sum(value for name, value in run.stats.items() if "pages/listings/" in name)
+            assert len(read) == listings, (day, run.answered, run.stats)
