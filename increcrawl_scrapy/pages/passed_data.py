@@ -67,12 +67,20 @@ def passes_data(data: dict[str, Any]) -> bool:
     return bool(data.get("cb_kwargs")) or any(map(_own_meta, data.get("meta") or {}))
 
 
+#: Meta keys of well-known download handlers and middlewares: how to fetch, not data
+#: (scrapy-playwright, scrapy-zyte-api, scrapy-splash, scrapy-impersonate, AutoThrottle).
+_COMPONENTS_META = frozenset({"splash", "impersonate", "autothrottle_dont_adjust_delay"})
+_COMPONENTS_PREFIXES = ("playwright", "zyte_api")
+
+
 def _own_meta(name: str) -> bool:
-    """A meta key of the spider's own (not Scrapy's, ours or private)."""
+    """A meta key of the spider's own (not Scrapy's, a known component's, ours or
+    private)."""
     return (
         name not in _SCRAPY_META
+        and name not in _COMPONENTS_META
         and name != META_ANSWER
-        and not name.startswith(("_", "increcrawl_"))
+        and not name.startswith(("_", "increcrawl_", *_COMPONENTS_PREFIXES))
     )
 
 

@@ -220,3 +220,18 @@ def test_the_kept_request_of_a_page_holds_no_geonode_answer() -> None:
     request.meta["geonode_api_response"] = {"data": {"html": "<p>a</p>" * 1000}}
     kept = kept_request(request, spider)
     assert kept is not None and kept["meta"] == {"rule": 0}
+
+
+def test_how_to_fetch_is_no_data_passed_on() -> None:
+    """scrapy-playwright's and scrapy-zyte-api's meta say how to fetch a page: a page
+    whose requests carry them may still be a listing, and they make no digest."""
+    from increcrawl_scrapy.pages.passed_data import passed_on, passes_data
+
+    request = scrapy.Request(
+        "http://127.0.0.1/a",
+        meta={"playwright": True, "playwright_context": "c", "zyte_api_automap": True},
+    )
+    assert passed_on(request) is None
+    assert not passes_data({"meta": dict(request.meta), "cb_kwargs": {}})
+    request.meta["category"] = "shoes"
+    assert passed_on(request) is not None
