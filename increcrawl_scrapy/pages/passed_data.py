@@ -9,9 +9,13 @@ answer, Scrapy sending the first request and dropping the others."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
 import hashlib
 import json
 import os
+import uuid
 from typing import Any
 
 from itemadapter import ItemAdapter, is_item
@@ -42,10 +46,16 @@ _SCRAPY_META = frozenset(
         "download_slot",
         "download_timeout",
         "download_warnsize",
+        "ftp_local_filename",
+        "ftp_passive",
         "ftp_password",
         "ftp_user",
         "handle_httpstatus_all",
         "handle_httpstatus_list",
+        "http_auth_domain",
+        "http_pass",
+        "http_user",
+        "is_secure",
         "is_start_request",
         "link_text",  # CrawlSpider's rules
         "max_retry_times",
@@ -57,6 +67,7 @@ _SCRAPY_META = frozenset(
         "referrer_policy",
         "retry_times",
         "rule",
+        "verbatim_url",
     }
 )
 
@@ -101,7 +112,7 @@ def passed_on(request: Any) -> str | None:
         return None
     try:
         text = json.dumps([_plain(request.cb_kwargs), _plain(own)], sort_keys=True)
-    except (TypeError, ValueError):  # not plain data: never the same twice
+    except (TypeError, ValueError, RecursionError):  # no structure, a cycle: never the same
         return "?" + os.urandom(8).hex()
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -112,6 +123,10 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, bytes):
         return value.decode("latin-1")
+    if isinstance(value, _BY_TEXT):  # a value whose text is the value
+        return {type(value).__name__: str(value)}
+    if isinstance(value, enum.Enum):
+        return {type(value).__name__: value.name}
     if isinstance(value, list | tuple):
         return [_plain(part) for part in value]
     if isinstance(value, set | frozenset):
@@ -123,17 +138,21 @@ def _plain(value: Any) -> Any:
 
 
 def _key(name: Any) -> str:
-    return name if isinstance(name, str) else f"{type(name).__name__}:{name!r}"
+    return str(name)  # as JSON has it (a replay's data went through JSON)
+
+
+_BY_TEXT = (decimal.Decimal, datetime.date, datetime.time, datetime.timedelta, uuid.UUID)
 
 
 def mismatch(known: dict[str, str] | None, request: Any) -> bool:
     """Whether *request* passes on other data than its source passed at its page's
-    last fetch (*known*). A source not seen yet is no evidence either way: one
-    listing's data against another's would change the item with the order the
-    listings answer, not with the site."""
+    last fetch (*known*), or data from a source not seen yet (a listing moved, a
+    second category, a memory of an earlier version): its page is fetched whole,
+    and that source's data kept with the page's items from then on, so which of a
+    page's sources reaches it first in a run changes nothing."""
     source = source_of(request)
     mine = (request.meta.get(PASSED_META) or {}).get(source)
-    return known is not None and source in known and known[source] != mine
+    return (known or {}).get(source) != mine
 
 
 def remember(known: dict[str, str] | None, request: Any) -> None:

@@ -183,9 +183,9 @@ class SkipNotDueMiddleware:
         as is one whose requests this spider cannot make again (``_replayable``)."""
         if memory is None or memory.requests is None or not self._replayable(memory):
             return
+        passed_data.remember(memory.passed, request)  # the other sources' kept too
         if passed_data.mismatch(memory.passed, request):
             return  # it passes on other data than its last fetch's: part of its item
-        passed_data.remember(memory.passed, request)
         now = self.config.clock()
         this_run = page.last_fetched is not None and page.last_fetched >= self.started
         if skipping and this_run and is_listing(memory):

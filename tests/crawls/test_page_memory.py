@@ -235,3 +235,33 @@ def test_how_to_fetch_is_no_data_passed_on() -> None:
     assert not passes_data({"meta": dict(request.meta), "cb_kwargs": {}})
     request.meta["category"] = "shoes"
     assert passed_on(request) is not None
+
+
+def test_data_passed_on_is_digested_by_its_structure() -> None:
+    """A Decimal, a date or a UUID is the same data each run (it made a new digest
+    every time: every product page fetched whole); a cycle, an object with no
+    structure are never the same (a RecursionError dropped the request); Scrapy's
+    HTTP auth meta is no data."""
+    import datetime
+    import decimal
+    import uuid
+
+    from increcrawl_scrapy.pages.passed_data import passed_on, passes_data
+
+    def digest(**cb_kwargs: object) -> str | None:
+        return passed_on(scrapy.Request("http://127.0.0.1/a", cb_kwargs=cb_kwargs))
+
+    stable = {
+        "price": decimal.Decimal("10.50"),
+        "day": datetime.date(2026, 12, 7),
+        "at": datetime.datetime(2026, 12, 7, 10, 0, tzinfo=datetime.timezone.utc),
+        "id": uuid.UUID(int=7),
+    }
+    assert digest(**stable) == digest(**stable) is not None
+    assert digest(price=decimal.Decimal("10.50")) != digest(price=decimal.Decimal("12"))
+    node: dict[str, object] = {"name": "a"}
+    node["parent"] = {"children": [node]}
+    assert digest(node=node) != digest(node=node)
+    assert digest(row=object()) != digest(row=object())
+    auth = {"http_user": "u", "http_pass": "p", "http_auth_domain": "127.0.0.1"}
+    assert not passes_data({"meta": auth, "cb_kwargs": {}})
