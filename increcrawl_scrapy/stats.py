@@ -77,6 +77,7 @@ CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 #: The worker processes ``INCRECRAWL_CONTENT_PROCESSES = auto`` chose (content_processes.py).
 CONTENT_PROCESSES = "increcrawl/content_processes"
 NO_TEXT = "increcrawl/pages/no_text"  # a page whose text is empty: recorded, and said
+LISTINGS = "increcrawl/pages/listings/{change}"  # links only, a schedule of their own
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text
 #: rel=canonical names another page whose text differs, or that is not crawled: the
 #: page is reported as a page of its own.
@@ -114,6 +115,7 @@ REPLAYED = "increcrawl/replayed"
 REPLAYED_PAGES = "increcrawl/replayed_pages"
 UNREACHED_CHECKED = "increcrawl/unreached/checked"
 UNREACHED_REPLAYED = "increcrawl/unreached/replayed_only"
+UNREACHED_RECENT = "increcrawl/unreached/replayed_recent"
 # Batch jobs
 BATCH_FAILED = "increcrawl/batch/failed"
 BATCH_CANCELLED = "increcrawl/batch/cancelled"

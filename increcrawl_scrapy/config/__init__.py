@@ -344,3 +344,10 @@ def redact(secret: str | None) -> str:
     if not secret:
         return "<unset>"
     return f"{secret[:4]}***" if len(secret) > 8 else "***"
+
+
+def skips_not_due(crawler: Crawler) -> bool:
+    """A project's crawl skips the pages not due (``pages/skip_not_due.py``): the
+    setting, or its spider's ``increcrawl_skip_not_due``."""
+    default = config_for(crawler).skip_not_due
+    return bool(getattr(crawler.spider, "increcrawl_skip_not_due", default))

@@ -120,19 +120,30 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
         )
     if not listed:
         return lines
-    # A page skipped for a replayed request only: no response of the run showed it.
+    # A page skipped for an old replayed request only: nothing of the run showed it.
     shown = max(0, not_due - count(stats.UNREACHED_REPLAYED))
     reached = min(fetched + shown, listed)
     if reached < listed:
         lines.append(
             f"  reached {reached:,} of the {counted(listed, 'page')} with state "
-            f"({fetched:,} fetched, {shown:,} skipped): {listed - reached:,} not reached "
-            "by this run (no response led to them; checked directly once "
-            "INCRECRAWL_UNREACHED_RUNS runs have not fetched them)"
+            f"({fetched:,} fetched, {shown:,} skipped{_by_replays(count)}): "
+            f"{listed - reached:,} not reached by this run (no response led to them; "
+            "checked directly once INCRECRAWL_UNREACHED_RUNS runs have not fetched them)"
         )
     else:
-        lines.append(f"  {saved(fetched, listed, listing=False)}")
+        lines.append(f"  {saved(fetched, listed, listing=False)}{_by_replays(count, True)}")
     return lines
+
+
+def _by_replays(count: Callable[[str], int], alone: bool = False) -> str:
+    """The pages skipped that only replays of pages fetched within 5 days reached
+    (``pages/listings.py``): reached, counted apart from those a response reached."""
+    recent = count(stats.UNREACHED_RECENT)
+    if not recent:
+        return ""
+    if alone:
+        return f"; {counted(recent, 'page')} skipped reached by recent replays only"
+    return f", {recent:,} of them by recent replays only"
 
 
 def _replayed_pages(count: Callable[[str], int]) -> str:

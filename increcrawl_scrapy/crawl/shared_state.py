@@ -91,11 +91,15 @@ class CrawlState:
         #: (Scrapy's request fingerprints): the same request is not sent again
         #: unless it is ``dont_filter`` (SkipNotDueMiddleware).
         self.in_hand: set[bytes] = set()
-        #: Pages a response of this run (or a start request) led to, and pages skipped
-        #: as not due for a replayed request (canonical URLs): a replay shows nothing
-        #: of the page it leads to (``pages/unreached.py``).
+        #: Pages a response of this run (or a start request) led to, pages replays
+        #: of pages fetched within UNREACHED_AGE led to (``pages/listings.py``), and
+        #: pages skipped as not due for a replayed request (canonical URLs): an
+        #: older replay shows nothing of the page it leads to (``pages/unreached.py``).
         self.linked: set[str] = set()
+        self.replay_linked: set[str] = set()
         self.replay_skipped: set[str] = set()
+        #: The spider's callbacks that yield items, once read (``item_callbacks.py``).
+        self.item_callbacks: set[str] | None = None
         #: Says why the Geonode API is down at the end of the run, or None (set by
         #: the spider: its client's breaker).
         self.api_down: Callable[[], str | None] | None = None

@@ -79,12 +79,15 @@ def gone_memory(crawler: Crawler, response: Response, moved: bool = False) -> Me
     response.meta[TAKEN] = True
     if memory is not None and memory.items and not page.gone:
         return memory
-    record_gone(crawler, response, moved)
+    record_gone(crawler, response, moved, listing=memory is not None and memory.listing)
     return None
 
 
-def record_gone(crawler: Crawler, response: Response, moved: bool = False) -> None:
-    """*response*'s page recorded gone at once: nothing of it to deliver."""
+def record_gone(
+    crawler: Crawler, response: Response, moved: bool = False, listing: bool = False
+) -> None:
+    """*response*'s page recorded gone at once: nothing of it to deliver. A
+    *listing* gone stays one, fetched whenever asked (``left_by_gone_page``)."""
     try:
         state = crawl_state(crawler)
         key = state.store.normalize(response.url)
@@ -92,7 +95,7 @@ def record_gone(crawler: Crawler, response: Response, moved: bool = False) -> No
         return
     status = MOVED_STATUS if moved else response.status
     recorded = state.store.record(
-        response.url, status, seed=state.seed, key=key, memory=left_by_gone_page()
+        response.url, status, seed=state.seed, key=key, memory=left_by_gone_page(listing)
     )
     stats.inc_result(crawler.stats, recorded.outcome.change, never_found=recorded.never_found)
 
@@ -141,7 +144,9 @@ def ignored_by_scrapy(crawler: Crawler, response: Response) -> bool:
     return False
 
 
-def left_by_gone_page() -> bytes:
+def left_by_gone_page(listing: bool = False) -> bytes:
     """A gone page's memory: no items (back, they are new), no requests (skipped
-    while it is not due, nothing to make again)."""
-    return Memory([], []).pack()
+    while it is not due, nothing to make again). A gone *listing*'s requests are
+    None: fetched whenever asked, as it was before it had a row (a home page that
+    answered 404 for one run is the way to the site the next)."""
+    return Memory([], None if listing else [], listing=listing).pack()

@@ -6,7 +6,7 @@ hash of each field, and the short values that identify it when it is gone) and t
 requests its response produced (Scrapy's ``request_to_dict``, as ``JOBDIR`` keeps
 them), so that a page skipped as not due, or answered 304, still leads where it led.
 Both are bounded: ``MAX_ITEMS`` prints and ``MAX_REQUESTS`` requests a page. It
-also keeps the request that reached the page (``kept_request``: its method,
+also keeps the request that reached the page (``kept_requests.py``: its method,
 headers, body, cookies and plain meta, as the crawl sent it), so that a page no link
 leads to any more is asked as the crawl asked (``pages/unreached.py``); a memory
 stored before it was kept has none.
@@ -109,6 +109,12 @@ class Memory:
     #: The sizes of the page's versions in *items*, one after the other, when the
     #: run saw several (an item two listings list); None: one.
     views: list[int] | None = None
+    #: A listing's row (``listings.py``): links only, no items. With requests None,
+    #: one that is fetched whenever asked (it set a cookie, answered 404, ...).
+    listing: bool = False
+    #: What the requests that reached the page passed on to its callback, a digest
+    #: by the page each came from (``passed_data.py``); None: nothing.
+    passed: dict[str, str] | None = None
 
     def pack(self) -> bytes:
         body: dict[str, Any] = {
@@ -122,6 +128,10 @@ class Memory:
             body["request"] = self.request
         if self.views is not None:
             body["views"] = self.views
+        if self.listing:
+            body["listing"] = True
+        if self.passed is not None:
+            body["passed"] = self.passed
         return zlib.compress(json.dumps(body, separators=(",", ":")).encode("utf-8"), 6)
 
     def versions(self) -> list[list[ItemPrint]]:
@@ -153,7 +163,7 @@ class Memory:
             return self
         return Memory(
             items, self.requests, own=self.own, held=self.held, request=self.request,
-            views=self.views,
+            views=self.views, passed=self.passed,
         )  # fmt: skip
 
     def with_own(self, own: Memory | None) -> Memory:
@@ -165,7 +175,7 @@ class Memory:
             return self
         return Memory(
             self.items, own.requests, own=True, held=self.held, request=own.request,
-            views=self.views,
+            views=self.views, passed=own.passed,
         )  # fmt: skip
 
     def with_version(self, items: list[ItemPrint], own: Memory | None = None) -> Memory:
@@ -191,6 +201,7 @@ class Memory:
             held=self.held,
             request=self.request if self.request is not None or theirs is None else theirs.request,
             views=sizes,
+            passed=self.passed if self.request is not None or theirs is None else theirs.passed,
         )
 
 
@@ -200,7 +211,7 @@ def dropping(memory: Memory, ways: set[tuple[str, ...]]) -> Memory:
     items = [old for view in views for old in view]
     return Memory(
         items, memory.requests, own=memory.own, held=memory.held, request=memory.request,
-        views=[len(view) for view in views],
+        views=[len(view) for view in views], passed=memory.passed,
     )  # fmt: skip
 
 
@@ -223,12 +234,19 @@ def unpack(blob: bytes | None) -> Memory | None:
         held = bool(body.get("held", False))
         request = body.get("request")
         views = body.get("views")
+        listing = bool(body.get("listing", False))
+        passed = body.get("passed")
         if views is not None and sum(views) != len(items):
             raise ValueError("versions that are not its items")
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
         return None  # unreadable: as if none was kept (the page is fetched)
     request = request if isinstance(request, dict) else None
-    return Memory(items, requests, own=own, held=held, request=request, views=views)
+    if not isinstance(passed, dict) or not all(isinstance(v, str) for v in passed.values()):
+        passed = None
+    return Memory(
+        items, requests, own=own, held=held, request=request, views=views, listing=listing,
+        passed=passed,
+    )  # fmt: skip
 
 
 @dataclass
@@ -335,96 +353,3 @@ def _changed(old: ItemPrint, now: ItemPrint) -> tuple[str, list[str]]:
 def _differing(old: ItemPrint, now: ItemPrint) -> list[str]:
     names = set(old.fields) | set(now.fields)
     return sorted(name for name in names if old.fields.get(name) != now.fields.get(name))
-
-
-def request_data(request: Any, spider: Any) -> dict[str, Any] | None:
-    """*request* as JSON-ready data (``Request.to_dict``, bytes as Latin-1 text), or
-    None when it cannot be kept: a callback that is not a spider method, meta that
-    is not plain data."""
-    try:
-        data = request.to_dict(spider=spider)
-    except ValueError:
-        return None
-    data["body"] = data["body"].decode("latin-1")
-    data["headers"] = {
-        _text(name): [_text(value) for value in values] for name, values in data["headers"].items()
-    }
-    try:
-        json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError):
-        return None
-    return data
-
-
-#: Headers of the request that reached a page that are not the crawl's way of asking:
-#: the cookies of that moment (Scrapy's cookie jar adds the current ones, the
-#: request's own ``cookies`` are kept), the validators of a conditional request, a
-#: proxy's credentials (HttpProxyMiddleware sets them again from the meta's proxy).
-_NOT_KEPT_HEADERS = frozenset(
-    {"cookie", "if-none-match", "if-modified-since", "proxy-authorization"}
-)
-#: Meta keys Scrapy's components set on the way (download, redirect, retry, depth),
-#: and the check's own choices (``pages/unreached.py``).
-_NOT_KEPT_META = frozenset(
-    {
-        "depth",
-        "download_latency",
-        "download_slot",
-        "redirect_times",
-        "redirect_ttl",
-        "redirect_urls",
-        "redirect_reasons",
-        "retry_times",
-        "is_start_request",
-        "dont_redirect",
-        "handle_httpstatus_list",
-        "handle_httpstatus_all",
-    }
-)
-
-
-def kept_request(request: Any, spider: Any) -> dict[str, Any] | None:
-    """The request that reached a page, to ask for it again as the crawl did
-    (``request_data``, with neither callback nor errback): its method, URL, headers,
-    body, cookies and the meta that is plain data, less what Scrapy's components set
-    on the way (``_NOT_KEPT_HEADERS``, ``_NOT_KEPT_META``, private ``_`` keys and
-    ours). None when it cannot be kept."""
-    meta = {}
-    for name, value in request.meta.items():
-        if name in _NOT_KEPT_META or name.startswith(("_", "increcrawl_")):
-            continue
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            continue  # not plain data (a proxy's objects, a browser's page...)
-        meta[name] = value
-    headers = {
-        name: values
-        for name, values in request.headers.items()
-        if _text(name).lower() not in _NOT_KEPT_HEADERS
-    }
-    try:
-        cleaned = request.replace(
-            callback=None, errback=None, cb_kwargs={}, meta=meta, headers=headers
-        )
-    except (TypeError, ValueError):
-        return None
-    return request_data(cleaned, spider)
-
-
-def request_of(data: dict[str, Any], spider: Any) -> Any:
-    """The request *data* was made of (``request_from_dict``); ValueError if the
-    spider no longer has its callback."""
-    from scrapy.utils.request import request_from_dict
-
-    data = dict(data)
-    data["body"] = data["body"].encode("latin-1")
-    data["headers"] = {
-        name.encode("latin-1"): [value.encode("latin-1") for value in values]
-        for name, values in data["headers"].items()
-    }
-    return request_from_dict(data, spider=spider)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes) else value

@@ -19,10 +19,9 @@ page's memory keeps each version (``pages/memory.py``). With
 ``sku``) each item gets its own row instead. The response's own page also keeps
 the request that reached it (sent again when no page leads to it any more:
 ``unreached.py``, whose answers are told apart here) and the requests it produced,
-to be replayed when it is skipped (``skip_not_due.py``), and its fingerprint covers
-their URLs with its items: a listing whose links change is a page that changes, so
-its learned schedule checks it as often as they move.
-"""
+to be replayed when it is skipped (``skip_not_due.py``), whose URLs its fingerprint
+covers too, and what its request passed on (``passed_data.py``). A response of
+links only is a listing (``listings.py``)."""
 
 from __future__ import annotations
 
@@ -46,11 +45,13 @@ from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
-from increcrawl_scrapy.crawl.shared_state import crawl_state
+from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
 from increcrawl_scrapy.pages.in_flight import InFlight
+from increcrawl_scrapy.pages.kept_requests import kept_request, request_data
 from increcrawl_scrapy.pages.keyed import KeyedSite, item_key, keyed_print
+from increcrawl_scrapy.pages.listings import record_listing
 from increcrawl_scrapy.pages.memory import (
     GONE,
     MAX_ITEMS,
@@ -59,11 +60,10 @@ from increcrawl_scrapy.pages.memory import (
     Memory,
     item_print,
     item_whole,
-    kept_request,
-    request_data,
 )
 from increcrawl_scrapy.pages.moved import COMPLETE, RELEASE, HeldItems
 from increcrawl_scrapy.pages.page import Page, PageItem, never_came, own_page
+from increcrawl_scrapy.pages.passed_data import PASSED_META
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback, postback_row
 from increcrawl_scrapy.pages.unreached import GONE as GONE_ANSWER
 from increcrawl_scrapy.pages.unreached import (
@@ -214,23 +214,20 @@ class PageItemsMiddleware:
         member = self.open.dropped(item, response)
         if member is None:
             return
-        try:
-            delivery = crawl_state(self.crawler).delivery
-        except StateLockedError:
-            return
-        if delivery is not None:
-            never_came(member, delivery.settle)
+        state = self._state()
+        if state is not None and state.delivery is not None:
+            never_came(member, state.delivery.settle)
 
     def _linked(self) -> set[str] | None:
-        try:
-            return crawl_state(self.crawler).linked
-        except StateLockedError:
-            return None
+        return None if (state := self._state()) is None else state.linked
 
     def _in_hand(self) -> set[bytes] | None:
+        return None if (state := self._state()) is None else state.in_hand
+
+    def _state(self) -> CrawlState | None:
         try:
-            return crawl_state(self.crawler).in_hand
-        except StateLockedError:
+            return crawl_state(self.crawler)
+        except StateLockedError:  # the database in use
             return None
 
     async def _page_output(
@@ -255,6 +252,7 @@ class PageItemsMiddleware:
                 if requests is not None and data is not None:
                     requests.append(data)
             yield output  # requests go on at once
+        await record_listing(self.crawler, response, items, requests, links)  # links only?
         for item in await self._grouped(response, items, requests, links):
             yield item
 
@@ -315,7 +313,9 @@ class PageItemsMiddleware:
                 for item, key, _ in members
             ]
             if own:
-                page.memory = Memory(prints[:MAX_ITEMS], requests, own=True, request=asked).pack()
+                passed = response.meta.get(PASSED_META)  # skip_not_due.py set it
+                kept = Memory(prints[:MAX_ITEMS], requests, request=asked, passed=passed)
+                page.memory = kept.pack()
             else:
                 page.memory = Memory(prints[:MAX_ITEMS], None, own=False).pack()
             grouped = [PageItem(page, key, text, item=item) for item, key, text in members]

@@ -9,16 +9,19 @@ a 304 is recorded as unchanged without calling the spider.
 Skipping never cuts the crawl: the requests the page's response produced last time
 (kept in its memory, ``pages/memory.py``) are made again (``increcrawl/replayed``),
 so pages reached only through it are still requested when they are due (a page
-skipped for such a request only is not reached: no response showed it,
-``pages/unreached.py``). A page
+skipped for such a request only is reached if the skipped page was fetched within
+``UNREACHED_AGE``, else no response showed it: ``pages/unreached.py``). A page
 whose requests could not be kept (a callback that is not a spider method, meta that
-is not plain data), or kept by no fetch yet, is fetched whether due or not. A start
+is not plain data), or kept by no fetch yet, or that this spider cannot make again (a
+callback renamed, another spider's page on the same state), is fetched whether due
+or not. A start
 request skipped says so in the log. Skipping never drops what Scrapy would send:
 only the page's own GET stands for the page, a form posted to its URL is sent as
 Scrapy sends it (``postbacks.py``); while a response is in hand, a request Scrapy
 takes for the same one (its request fingerprint) is not sent again, unless it is
-``dont_filter``. Pages that produced only requests (listings, pagination) have no
-state, so they are always fetched and new items are still found.
+``dont_filter``. Pages that produced only requests (listings, pagination) have
+state of their own and are skipped as any page (``listings.py``), read again within
+``UNREACHED_AGE`` whatever their schedule, so new items are still found.
 With Scrapy's HTTP cache on, the spider's requests neither read nor fill it, and
 due pages with state are asked conditionally, skipping or not (``http_cache.py``).
 ``request.meta["increcrawl_always"] = True`` opts a request out (not of the cache's
@@ -31,6 +34,7 @@ alone.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +45,21 @@ from scrapy.utils.misc import load_object
 from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy import compat, stats
-from increcrawl_scrapy.config import config_for
+from increcrawl_scrapy.config import config_for, skips_not_due
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.crawl.validators import conditions, header_of
-from increcrawl_scrapy.pages import http_cache
+from increcrawl_scrapy.pages import http_cache, item_callbacks, passed_data
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
 from increcrawl_scrapy.pages.http_cache import is_cached
-from increcrawl_scrapy.pages.memory import Memory, request_of, unpack
+from increcrawl_scrapy.pages.kept_requests import request_of
+from increcrawl_scrapy.pages.listings import (
+    first_count,
+    is_listing,
+    overdue,
+    recent,
+    sets_cookies,
+)
+from increcrawl_scrapy.pages.memory import UNCHANGED, Memory, unpack
 from increcrawl_scrapy.pages.postbacks import fingerprint, is_postback
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.scope import is_incremental
@@ -68,7 +80,8 @@ META_ALWAYS = "increcrawl_always"
 _META_KEY = "increcrawl_conditional"  # the row a conditional request was sent for
 _META_PAGE = "increcrawl_page"  # the row of a page with state, on a shared state
 #: A request made again from a skipped page's memory: it shows nothing of the page
-#: it leads to (a page it alone leads to is not reached: ``pages/unreached.py``).
+#: it leads to, unless the skipped page was fetched within UNREACHED_AGE
+#: (``listings.py``; else a page it alone leads to is not reached: ``unreached.py``).
 REPLAYED = "increcrawl_replayed"
 NOT_DUE, NOT_MODIFIED = "not_due", "not_modified"
 VALIDATORS_KEPT = 10_000
@@ -93,6 +106,13 @@ class SkipNotDueMiddleware:
         self.cache = crawler.settings.getbool("HTTPCACHE_ENABLED")
         if self.cache:
             crawler.signals.connect(self._say_cache, signal=signals.spider_opened)
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+
+    async def _opened(self) -> None:
+        """The spider's item callbacks read before its first request is decided."""
+        state = self._state() if self._active() else None
+        if state is not None:
+            await item_callbacks.load(self.crawler, state)
 
     def _embedded(self) -> bool:
         """A project's own spider (the incremental spider has its own queue)."""
@@ -101,10 +121,7 @@ class SkipNotDueMiddleware:
 
     def _active(self) -> bool:
         """Skipping the pages not due."""
-        spider = self.crawler.spider
-        if not self._embedded():
-            return False
-        return bool(getattr(spider, "increcrawl_skip_not_due", self.config.skip_not_due))
+        return self._embedded() and skips_not_due(self.crawler)
 
     def _asking(self) -> bool:
         """Asking pages with state conditionally: when skipping, and in place of
@@ -120,6 +137,7 @@ class SkipNotDueMiddleware:
             http_cache.bypass(request)
         if not self._asking() or request.meta.get(META_ALWAYS):
             return None
+        passed_data.stamp(request)  # for the page's memory (``_decide`` compares it)
         state = self._state()
         if state is None:
             return None
@@ -161,11 +179,26 @@ class SkipNotDueMiddleware:
     ) -> None:
         """Skip the request while its page is not due (*skipping*), once the requests
         its page led to are made again; ask a due one conditionally. A page without
-        kept requests is fetched whole (skipping it, or a 304, could cut the crawl)."""
-        if memory is None or memory.requests is None:
+        kept requests is fetched whole (skipping it, or a 304, could cut the crawl),
+        as is one whose requests this spider cannot make again (``_replayable``)."""
+        if memory is None or memory.requests is None or not self._replayable(memory):
             return
-        if skipping and page.next_check > self.config.clock():
-            if page.last_fetched is not None and page.last_fetched >= self.started:
+        passed_data.remember(memory.passed, request)  # the other sources' kept too
+        if passed_data.mismatch(memory.passed, request):
+            return  # it passes on other data than its last fetch's: part of its item
+        now = self.config.clock()
+        this_run = page.last_fetched is not None and page.last_fetched >= self.started
+        if skipping and this_run and is_listing(memory):
+            # A listing asked again as Scrapy asks (after a login, its links may be
+            # others): fetched whole, its latest version recorded, counted once.
+            return
+        if (
+            skipping
+            and page.next_check > now
+            and not overdue(self.crawler, page, memory, now)
+            and not self._item_listing(request, memory)
+        ):
+            if this_run:
                 # Another URL of a page this run fetched (``/`` and ``/index.html``):
                 # its requests were made then. Not a page skipped: the run summary
                 # counts every page it reached once.
@@ -176,6 +209,25 @@ class SkipNotDueMiddleware:
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
             request.meta[_META_KEY] = page.normalized_url
+
+    def _item_listing(self, request: Request, memory: Memory) -> bool:
+        """A listing of a callback that yields items (an empty category page): its
+        items may be back, it is fetched (``item_callbacks.py``)."""
+        state = self._state()
+        return (
+            state is not None and is_listing(memory) and item_callbacks.yields_items(request, state)
+        )
+
+    def _replayable(self, memory: Memory) -> bool:
+        """Whether this spider can make each of *memory*'s requests again: not when
+        they name a callback it has not (another spider's page on the same state, a
+        callback renamed since), so the page is fetched, not skipped for nothing."""
+        for data in memory.requests or ():
+            try:
+                request_of(data, self.crawler.spider)
+            except (ValueError, KeyError, TypeError):
+                return False
+        return True
 
     def _page(self, request: Request, state: CrawlState) -> PageState | None:
         """The request's page, if it has produced items before."""
@@ -188,7 +240,7 @@ class SkipNotDueMiddleware:
         return page
 
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
-        replayed = self._replay(memory)
+        replayed = self._replay(memory, reaching=recent(page, self.config.clock()))
         self._count_skipped(page.normalized_url)
         if request.meta.get(REPLAYED):
             state = self._state()
@@ -210,18 +262,19 @@ class SkipNotDueMiddleware:
             self.skipped.add(key)
             stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_DUE)
 
-    def _replay(self, memory: Memory, shown: bool = False) -> int:
+    def _replay(self, memory: Memory, shown: bool = False, reaching: bool = False) -> int:
         """Make the requests of *memory* again; how many could be. *shown*: the page
         answered 304, unchanged, so its links are still there (they reach their
-        pages); else they are marked REPLAYED."""
+        pages); else they are marked REPLAYED, and reach their pages if *reaching*
+        (the page was fetched within UNREACHED_AGE: ``listings.py``)."""
         spider, engine = self.crawler.spider, self.crawler.engine
         assert engine is not None
         replayed = 0
         # Kept as Scrapy's spider middlewares left them (depth in meta); a limit
         # lowered since is DepthMiddleware's to apply, which a replay bypasses.
         limit = self.crawler.settings.getint("DEPTH_LIMIT")
-        state = self._state() if shown else None
-        linked = state.linked if state is not None else None
+        state = self._state() if shown or reaching else None
+        linked = None if state is None else state.linked if shown else state.replay_linked
         for data in memory.requests or ():
             if limit and int((data.get("meta") or {}).get("depth", 0)) > limit:
                 continue
@@ -231,7 +284,7 @@ class SkipNotDueMiddleware:
                 continue  # the spider no longer has its callback
             if not shown:
                 request.meta[REPLAYED] = True
-            elif linked is not None:
+            if linked is not None:
                 linked.add(canonicalize_url(request.url))
             engine.crawl(request)
             replayed += 1
@@ -251,8 +304,9 @@ class SkipNotDueMiddleware:
             return response
         if key and response.status == 304:
             if state.store.shared:
-                return self._not_modified_shared(request, state, key)
-            self._not_modified(request, state, key, unpack(state.store.memory(request.url)))
+                return self._not_modified_shared(request, response, state, key)
+            memory = unpack(state.store.memory(request.url))
+            self._not_modified(request, response, state, key, memory)
         gone = gone and not is_postback(request)  # a postback's 404 is not the page's
         if gone and state.store.shared:  # skipping or not, the page may be gone
             page_key = key or request.meta.get(_META_PAGE) or _key_of(state, request.url)
@@ -268,9 +322,11 @@ class SkipNotDueMiddleware:
                 state.validators[response.url] = (etag, modified)
         return response
 
-    async def _not_modified_shared(self, request: Request, state: CrawlState, key: str) -> None:
+    async def _not_modified_shared(
+        self, request: Request, response: Response, state: CrawlState, key: str
+    ) -> None:
         memory = unpack(await compat.in_thread(state.store.memory, request.url))
-        self._not_modified(request, state, key, memory)
+        self._not_modified(request, response, state, key, memory)
 
     async def _read_ahead(
         self, request: Request, response: Response, state: CrawlState, key: str
@@ -284,11 +340,25 @@ class SkipNotDueMiddleware:
         return response
 
     def _not_modified(
-        self, request: Request, state: CrawlState, key: str, memory: Memory | None
+        self,
+        request: Request,
+        response: Response,
+        state: CrawlState,
+        key: str,
+        memory: Memory | None,
     ) -> None:
-        """A 304: unchanged, the callback not called, the page's requests made again."""
-        state.store.record(request.url, 304, seed=state.seed, key=key)
-        stats.inc(self.crawler.stats, stats.UNCHANGED)
+        """A 304: unchanged, the callback not called, the page's requests made again
+        (with the cookie it set, if any: a listing that sets one is fetched whenever
+        asked from then on, ``listings.py``)."""
+        kept = None
+        if memory is not None and is_listing(memory) and sets_cookies(self.crawler, response):
+            kept = dataclasses.replace(memory, requests=None).pack()
+        state.store.record(request.url, 304, seed=state.seed, key=key, memory=kept)
+        listing = is_listing(memory)
+        if not listing or first_count(self.crawler, key):
+            stats.inc(self.crawler.stats, stats.UNCHANGED)
+            if listing:
+                stats.inc(self.crawler.stats, stats.LISTINGS, change=UNCHANGED)
         stats.inc(self.crawler.stats, stats.SKIPPED, reason=NOT_MODIFIED)
         if memory is not None:
             self._replay(memory, shown=True)

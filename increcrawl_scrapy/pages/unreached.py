@@ -5,10 +5,13 @@ a start request) led to, and that the seed's last ``INCRECRAWL_UNREACHED_RUNS``
 runs did not fetch, is asked for directly when it is due since the first of them,
 or, whatever its schedule, when its last fetch is ``UNREACHED_AGE`` (5 days) old:
 with daily runs a deleted page is gone within 6 days. A link made again from a
-skipped page's memory (``skip_not_due.py``) shows nothing of the page it leads to
-(it may have been deleted since): it does not count as reaching it, and the run
-summary does not count such a page as reached. A page only such links lead to is
-so fetched every 5 days at least.
+skipped page's memory (``skip_not_due.py``) counts as reaching the page it leads to
+when the skipped page was fetched within ``UNREACHED_AGE``: it listed the page that
+recently, and listings are read again within that age (``listings.py``), so a
+deleted page drops out of every recent memory within it and is then checked. A
+link from an older memory shows nothing of the page (it may have been deleted
+since): it does not count, and the run summary does not count such a page as
+reached; a page only such links lead to is so fetched every 5 days at least.
 
 A check asks as the crawl asked: the request that reached the page, kept in its
 memory (``pages/memory.py`` ``kept_request``: method, headers such as an API key,
@@ -48,7 +51,8 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import GONE_MEMORY
-from increcrawl_scrapy.pages.memory import request_of, unpack
+from increcrawl_scrapy.pages.kept_requests import request_of
+from increcrawl_scrapy.pages.memory import unpack
 from increcrawl_scrapy.pages.page import same_page
 from increcrawl_scrapy.schedule.rows import GONE_STATUSES
 from increcrawl_scrapy.state import StateLockedError
@@ -70,8 +74,8 @@ HANDLED = "increcrawl_unreached_handled"
 MAX_CHECKS = 1_000
 #: A page no response led to is checked once it is due, or not fetched for this
 #: long whatever its schedule (seconds): with daily runs, a page deleted is gone
-#: within 6 days, and a page only skipped pages' replays lead to is fetched that
-#: often at least.
+#: within 6 days, and a page only older replays lead to is fetched that often at
+#: least; a replay from a page fetched within it reaches its page (listings.py).
 UNREACHED_AGE = 5 * 86_400.0
 #: The statuses a check gets as they are, the redirect not followed.
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -113,10 +117,13 @@ class UnreachedPages:
             state = crawl_state(self.crawler)
         except StateLockedError:
             return
-        reached = frozenset(state.linked)
-        # For the run summary: pages skipped that no response showed are not reached.
+        reached = frozenset(state.linked | state.replay_linked)
+        # For the run summary: pages skipped that no response nor a recent replay
+        # showed are not reached; those only recent replays showed are counted apart.
         replayed_only = len(state.replay_skipped - reached)
         stats.inc(self.crawler.stats, stats.UNREACHED_REPLAYED, replayed_only)
+        recent_only = len(state.replay_skipped & state.replay_linked - state.linked)
+        stats.inc(self.crawler.stats, stats.UNREACHED_RECENT, recent_only)
         aged = config_for(self.crawler).clock() - UNREACHED_AGE
         if compat.engine_closing(self.crawler):
             return  # a bounded run's close: the next run asks, its state stays open

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import scrapy
 
-from increcrawl_scrapy.pages.memory import (
-    Memory,
-    item_print,
-    match,
-    match_versions,
-    request_data,
-    request_of,
-    unpack,
-)
+from increcrawl_scrapy.pages.kept_requests import kept_request, request_data, request_of
+from increcrawl_scrapy.pages.memory import Memory, item_print, match, match_versions, unpack
 
 
 def quote(text: str, author: str = "Jane Austen", tags: tuple[str, ...] = ("life",)) -> dict:
@@ -202,3 +195,73 @@ def test_a_field_named_volatile_since_is_left_out_of_the_kept_prints() -> None:
     found = match(kept.without(("at",)).items, now)
     assert found.labels == [("unchanged", []), ("unchanged", [])] and found.gone == []
     assert kept.without(()) is kept
+
+
+def test_a_kept_request_is_as_it_was_yielded() -> None:
+    """Kept as the spider yielded it: the downloader's middlewares set meta on the
+    same request afterwards (a timeout, the Geonode API's whole answer), and on
+    Scrapy 2.13 that happened before the page's memory was written, so a listing
+    seemed to pass data on and was never recorded."""
+    spider = FollowingSpider()
+    request = scrapy.Request("http://127.0.0.1/a", meta={"rule": 0}, headers={"X-Mine": "1"})
+    data = request_data(request, spider)
+    request.meta["download_timeout"] = 180.0
+    request.meta["geonode_api_response"] = {"data": {"html": "<p>a</p>"}}
+    request.headers["X-Later"] = "1"
+    assert data is not None and data["meta"] == {"rule": 0}
+    assert list(data["headers"]) == ["X-Mine"]
+
+
+def test_the_kept_request_of_a_page_holds_no_geonode_answer() -> None:
+    """The request that reached a page through the Geonode API carries the API's whole
+    answer in its meta (the page's HTML): not the crawl's way of asking, not kept."""
+    spider = FollowingSpider()
+    request = scrapy.Request("http://127.0.0.1/a", meta={"rule": 0})
+    request.meta["geonode_api_response"] = {"data": {"html": "<p>a</p>" * 1000}}
+    kept = kept_request(request, spider)
+    assert kept is not None and kept["meta"] == {"rule": 0}
+
+
+def test_how_to_fetch_is_no_data_passed_on() -> None:
+    """scrapy-playwright's and scrapy-zyte-api's meta say how to fetch a page: a page
+    whose requests carry them may still be a listing, and they make no digest."""
+    from increcrawl_scrapy.pages.passed_data import passed_on, passes_data
+
+    request = scrapy.Request(
+        "http://127.0.0.1/a",
+        meta={"playwright": True, "playwright_context": "c", "zyte_api_automap": True},
+    )
+    assert passed_on(request) is None
+    assert not passes_data({"meta": dict(request.meta), "cb_kwargs": {}})
+    request.meta["category"] = "shoes"
+    assert passed_on(request) is not None
+
+
+def test_data_passed_on_is_digested_by_its_structure() -> None:
+    """A Decimal, a date or a UUID is the same data each run (it made a new digest
+    every time: every product page fetched whole); a cycle, an object with no
+    structure are never the same (a RecursionError dropped the request); Scrapy's
+    HTTP auth meta is no data."""
+    import datetime
+    import decimal
+    import uuid
+
+    from increcrawl_scrapy.pages.passed_data import passed_on, passes_data
+
+    def digest(**cb_kwargs: object) -> str | None:
+        return passed_on(scrapy.Request("http://127.0.0.1/a", cb_kwargs=cb_kwargs))
+
+    stable = {
+        "price": decimal.Decimal("10.50"),
+        "day": datetime.date(2026, 12, 7),
+        "at": datetime.datetime(2026, 12, 7, 10, 0, tzinfo=datetime.timezone.utc),
+        "id": uuid.UUID(int=7),
+    }
+    assert digest(**stable) == digest(**stable) is not None
+    assert digest(price=decimal.Decimal("10.50")) != digest(price=decimal.Decimal("12"))
+    node: dict[str, object] = {"name": "a"}
+    node["parent"] = {"children": [node]}
+    assert digest(node=node) != digest(node=node)
+    assert digest(row=object()) != digest(row=object())
+    auth = {"http_user": "u", "http_pass": "p", "http_auth_domain": "127.0.0.1"}
+    assert not passes_data({"meta": auth, "cb_kwargs": {}})

@@ -78,7 +78,9 @@ def test_any_item_type_is_fingerprinted_whole(tmp_path: Path, kind: str) -> None
         site.edit(2)
         again = project.crawl("-a", f"item={kind}", advance=2 * DAY)
         assert [item["url"] for item in again] == [site.page_url(2)]  # only the change
-        assert project.stat("increcrawl/unchanged") == 5
+        # The five other pages, and the home page: a listing (pages/listings.py).
+        assert project.stat("increcrawl/unchanged") == 5 + 1
+        assert project.stat("increcrawl/pages/listings/unchanged") == 1
 
 
 def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
@@ -87,35 +89,40 @@ def test_pages_not_due_are_not_fetched(tmp_path: Path) -> None:
         assert len(project.crawl()) == 12
         assert site.requested["/"] == 1 and site.counters["pages"] == 12
 
-        # An hour later: nothing is due. The listing is fetched (new pages would be
-        # found), no page is.
+        # An hour later: nothing is due, the listing neither (it has a schedule of
+        # its own, pages/listings.py): nothing is fetched.
         site.reset_counters()
         assert project.crawl(advance=HOUR) == []
-        assert site.requested["/"] == 1 and site.counters["pages"] == 0
-        assert project.stat("increcrawl/skipped/not_due") == 12
-
-        # A request may opt out of skipping (meta "increcrawl_always").
-        site.reset_counters()
-        assert project.crawl("-a", "always=/page/5", advance=HOUR) == []  # unchanged
-        assert site.counters["pages"] == 1 and site.requested["/page/5"] == 1
+        assert site.requested["/"] == 0 and site.counters["pages"] == 0
+        assert project.stat("increcrawl/skipped/not_due") == 12 + 1
 
         # Two days later everything is due: pages with validators are asked
         # conditionally (304: unchanged, the callback not called); the edit is caught.
+        # The spider now marks page 5's request (meta "increcrawl_always").
         site.edit(3)
         site.reset_counters()
-        changed = project.crawl(advance=2 * DAY)
+        changed = project.crawl("-a", "always=/page/5", advance=2 * DAY)
         assert [(item["url"], item["change"]) for item in changed] == [
             (site.page_url(3), "changed")
         ]
         assert sum(site.conditional.values()) > 0
         assert project.stat("increcrawl/skipped/not_modified") == sum(site.conditional.values())
 
-        # A new page is found through the listing even while nothing else is due.
+        # A request may opt out of skipping: an hour later, the listing not due is
+        # skipped, its requests replayed as it kept them, page 5's with its opt-out.
+        site.reset_counters()
+        assert project.crawl("-a", "always=/page/5", advance=HOUR) == []  # unchanged
+        assert site.requested["/"] == 0
+        assert site.counters["pages"] == 1 and site.requested["/page/5"] == 1
+
+        # A new page is found through the listing once the listing is read again:
+        # not while it is not due, within 5 days at most (pages/listings.py).
         (new,) = site.add()
         site.reset_counters()
-        added = project.crawl(advance=HOUR)
+        assert project.crawl("-a", "always=/page/5", advance=HOUR) == []
+        added = project.crawl("-a", "always=/page/5", advance=5 * DAY)
         assert [(item["url"], item["change"]) for item in added] == [(site.page_url(new), "new")]
-        assert site.counters["pages"] == 1
+        assert site.requested["/"] == 1
 
         # increcrawl_reset: the schedule starts over.
         site.reset_counters()
@@ -135,8 +142,8 @@ def test_through_geonode_an_ordinary_spider_gets_html(tmp_path: Path) -> None:
         assert bodies and all(body["formats"] == ["html"] for body in bodies)
         before = api.counters()["requests"]["POST /v1/extract"]
         assert project.crawl(advance=HOUR) == []
-        # Only the listing went through the API: the pages were not due.
-        assert api.counters()["requests"]["POST /v1/extract"] - before == 1
+        # Nothing went through the API: neither the pages nor the listing were due.
+        assert api.counters()["requests"]["POST /v1/extract"] - before == 0
 
 
 def intervals(db: Path) -> dict[str, float]:
@@ -149,7 +156,7 @@ def test_a_page_of_several_items_changes_once_with_them(tmp_path: Path) -> None:
         project = Project(tmp_path, site)
         first = project.crawl(spider="variants")
         assert len(first) == 12 and {item["change"] for item in first} == {"new"}
-        assert project.stat("increcrawl/new") == 4  # pages, not items
+        assert project.stat("increcrawl/new") == 4 + 1  # pages, not items; the listing
         before = intervals(tmp_path / "state.sqlite")
         # Nothing edited: nothing reported, and the schedule backs off (it used to
         # see three "changes" a page and halve the interval every run).

@@ -60,7 +60,7 @@ def test_a_page_that_answers_404_or_410_delivers_its_items_gone_once(
         assert project.stat("increcrawl/gone") == 1
         assert ", 1 gone," in project.log
         assert _gone(tmp_path, url)
-        assert "live 5, gone 1" in _status(tmp_path)
+        assert "live 6, gone 1" in _status(tmp_path)  # five pages and the listing
 
         # An hour later: not due, not requested, nothing delivered.
         site.reset_counters()
