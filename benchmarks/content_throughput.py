@@ -1,6 +1,7 @@
 """A first run's rate with the content work included, beside Scrapy's own SitemapSpider.
 
     python benchmarks/content_throughput.py [--pages 3000] [--repeat 2] [--shapes main,none,bare]
+        [--also CHECKOUT]  # one more row: the crawl with another checkout's package
 
 The same site (PAGES pages of about 6 KB, each with a menu, a sidebar and a footer
 around its <main>; with ``none``, the same pages marking no main element, their content
@@ -109,10 +110,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--shapes", default="main,none,bare")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--also",
+        type=Path,
+        help="another checkout (an export of main, or of a change tried): its crawl "
+        "measured in the same run, interleaved, as one more row",
+    )
     args = parser.parse_args()
     sections, verdicts = [], []
+    if args.also is not None:
+        LABELS["also"] = f"the same, the package at {args.also}"
     for shape in args.shapes.split(","):
-        rate, cpu, best = measure(shape, args.pages, args.repeat)
+        rate, cpu, best = measure(shape, args.pages, args.repeat, args.also)
         sections.append(f"Pages {SHAPES[shape]}:\n\n" + _table(rate, cpu, best))
         verdicts.append(
             f"{shape}: {rate['ours'] / rate['plain8']:.2f}x "
@@ -144,7 +153,9 @@ LABELS = {
 }
 
 
-def measure(shape: str, pages: int, repeat: int) -> tuple[dict, dict, dict]:
+def measure(
+    shape: str, pages: int, repeat: int, also: Path | None = None
+) -> tuple[dict, dict, dict]:
     """Per way of crawling: pages a second, CPU ms a page, (wall, CPU) of the best run."""
     from tests.support.nginx import nginx
     from tests.support.process import crawl_command, crawl_env
@@ -177,10 +188,10 @@ def measure(shape: str, pages: int, repeat: int) -> tuple[dict, dict, dict]:
             # same plain spider given it too, so that gain is told apart from ours.
             plain8 = [*plain, "-s", "CONCURRENT_ITEMS=8"]
 
-            def ours(n: int, *more: str) -> list[str]:
+            def ours(n: int, *more: str, tag: str = "") -> list[str]:
                 # A state of its own by settings: the thread's run after auto's, on
                 # auto's state, was a second run (nothing due: 0.9 s for 3000 pages).
-                state = "-".join(more).replace("=", "_")
+                state = tag + "-".join(more).replace("=", "_")
                 return crawl_command(
                     sitemap,
                     root / f"s{n}-{state}.sqlite",
@@ -197,6 +208,9 @@ def measure(shape: str, pages: int, repeat: int) -> tuple[dict, dict, dict]:
                 times["plain8"].append(timed(plain8, root, plain_env))
                 times["ours"].append(timed(ours(n, "INCRECRAWL_CONTENT_PROCESSES=auto"), here, env))
                 times["thread"].append(timed(ours(n, "INCRECRAWL_CONTENT_PROCESSES=0"), here, env))
+                if also is not None:  # its own package first on the path, from its folder
+                    other = {**env, "PYTHONPATH": str(also)}
+                    times["also"].append(timed(ours(n, tag="also"), also, other))
     best = {name: min(values) for name, values in times.items()}  # by wall time
     rate = {name: pages / wall for name, (wall, _cpu) in best.items()}
     cpu = {name: 1000 * min(c for _w, c in values) / pages for name, values in times.items()}
