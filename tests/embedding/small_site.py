@@ -10,12 +10,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import scrapy
+
 from tests.conftest import Clock
 from tests.crawling import add_on, run_crawl
 from tests.servers import nginx, write_served
 
 DAY = 86_400.0
 START = 1_800_000_000.0  # midnight of the first day's run
+
+
+class SiteSpider(scrapy.Spider):
+    """A spider of the small site: it starts at its home page (*base*)."""
+
+    def __init__(self, base: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [base + "/"]
 
 
 def html(body: str) -> str:

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-import scrapy
 
-from tests.embedding.small_site import small_site
+from tests.embedding.small_site import SiteSpider, small_site
 from tests.support.nginx import nginx_binary
 
 pytestmark = [
@@ -23,12 +22,8 @@ pytestmark = [
 HOME = '<a class="p" href="/p/1/">1</a> <a class="p" href="/p/2/">2</a>'
 
 
-class ShopSpider(scrapy.Spider):
+class ShopSpider(SiteSpider):
     name = "shop"
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse(self, response: Any) -> Any:
         yield from response.follow_all(css="a.p", callback=self.parse_product)

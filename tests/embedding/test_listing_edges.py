@@ -14,19 +14,13 @@ import scrapy
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
-from tests.embedding.small_site import DAY, small_site
+from tests.embedding.small_site import DAY, SiteSpider, small_site
 from tests.support.nginx import nginx_binary
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed"),
 ]
-
-
-class BaseSpider(scrapy.Spider):
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
 
 # A login: the form posts, the site sets a session cookie and redirects home, which
@@ -39,7 +33,7 @@ LOGIN = (
 )
 
 
-class MembersSpider(BaseSpider):
+class MembersSpider(SiteSpider):
     name = "members"
 
     def parse(self, response: Any) -> Any:
@@ -78,19 +72,15 @@ async def test_a_listing_asked_again_after_a_login_is_fetched_again(tmp_path: Pa
         assert later.changes() == [("changed", f"{site.url}/m/1.html")], later.fetched
 
 
-class PostsSpider(CrawlSpider):
+class PostsSpider(CrawlSpider, SiteSpider):
     name = "posts"
     rules = (Rule(LinkExtractor(allow=[r"/p/\d+\.html$"]), callback="parse_post"),)
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse_post(self, response: Any) -> Any:
         yield {"url": response.url, "title": response.css("h1::text").get()}
 
 
-class AuthorsSpider(BaseSpider):
+class AuthorsSpider(SiteSpider):
     name = "authors"
 
     def parse(self, response: Any) -> Any:
@@ -100,7 +90,7 @@ class AuthorsSpider(BaseSpider):
         yield {"url": response.url, "bio": response.css("p::text").get()}
 
 
-class ProfilesSpider(BaseSpider):
+class ProfilesSpider(SiteSpider):
     """The ``authors`` spider's next version: its callback renamed."""
 
     name = "authors"
@@ -155,7 +145,7 @@ async def test_a_listing_whose_callbacks_were_renamed_is_fetched(tmp_path: Path)
 ALWAYS_200 = "location ~ specs { etag off; if_modified_since off; }"
 
 
-class ProductSpider(BaseSpider):
+class ProductSpider(SiteSpider):
     """An item built across two pages: the product page passes it half built on to
     its specs page, which yields it."""
 
@@ -196,7 +186,7 @@ async def test_a_page_that_passes_an_item_on_is_no_listing(tmp_path: Path) -> No
 NAV = '<a class="cat" href="/cat/a/">A</a> <a class="cat" href="/cat/b/">B</a>'
 
 
-class ShopSpider(BaseSpider):
+class ShopSpider(SiteSpider):
     """Category pages of one callback; a product's item is its category page's."""
 
     name = "shop"

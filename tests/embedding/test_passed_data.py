@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-import scrapy
 
-from tests.embedding.small_site import small_site
+from tests.embedding.small_site import SiteSpider, small_site
 from tests.support.nginx import nginx_binary
 
 pytestmark = [
@@ -21,15 +20,11 @@ pytestmark = [
 ]
 
 
-class PricesSpider(scrapy.Spider):
+class PricesSpider(SiteSpider):
     """The catalogue shows each product's price; the product page its name."""
 
     name = "prices"
     how = "cb_kwargs"
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse(self, response: Any) -> Any:
         for link in response.css("a.product"):
@@ -80,16 +75,12 @@ async def test_a_price_passed_on_from_the_catalogue_is_delivered_the_day_it_chan
         assert "/p/2/" not in run.fetched, run.answered
 
 
-class CategoriesSpider(scrapy.Spider):
+class CategoriesSpider(SiteSpider):
     """Two category pages list the same products and pass on their name: Scrapy
     sends the first request to a product and drops the other as a duplicate, so the
     product is reached from either category, as the category pages answer."""
 
     name = "categories"
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse(self, response: Any) -> Any:
         yield from response.follow_all(css="a.cat", callback=self.parse_category)
@@ -129,17 +120,13 @@ async def test_a_product_two_categories_reach_is_not_changed_by_the_order_they_a
         assert len(later) == len(set(url for url, _ in later)), later
 
 
-class RowSpider(scrapy.Spider):
+class RowSpider(SiteSpider):
     """Each catalogue row goes on to its product page as an object: a Selector (its
     repr shows 40 characters), the catalogue's response (its repr its URL), or data
     whose keys JSON cannot sort."""
 
     name = "rows"
     how = "selector"
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse(self, response: Any) -> Any:
         for row in response.css("div.row"):
@@ -194,14 +181,10 @@ async def test_data_passed_on_as_objects_is_delivered_when_it_changes(
         assert all(changes == [] for day, changes in delivered[1:] if day != 3), delivered
 
 
-class CatalogueSpider(scrapy.Spider):
+class CatalogueSpider(SiteSpider):
     """The home page links the catalogue, which passes each product's price on."""
 
     name = "catalogue"
-
-    def __init__(self, base: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_urls = [base + "/"]
 
     def parse(self, response: Any) -> Any:
         yield from response.follow_all(css="a.cat", callback=self.parse_catalogue)
