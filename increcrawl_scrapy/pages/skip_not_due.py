@@ -181,7 +181,7 @@ class SkipNotDueMiddleware:
         its page led to are made again; ask a due one conditionally. A page without
         kept requests is fetched whole (skipping it, or a 304, could cut the crawl),
         as is one whose requests this spider cannot make again (``_replayable``)."""
-        if memory is None or memory.requests is None or not self._replayable(memory):
+        if memory is None or memory.requests is None or not self._replayable(page, memory):
             return
         passed_data.remember(memory.passed, request)  # the other sources' kept too
         if passed_data.mismatch(memory.passed, request):
@@ -218,10 +218,15 @@ class SkipNotDueMiddleware:
             state is not None and is_listing(memory) and item_callbacks.yields_items(request, state)
         )
 
-    def _replayable(self, memory: Memory) -> bool:
+    def _replayable(self, page: PageState, memory: Memory) -> bool:
         """Whether this spider can make each of *memory*'s requests again: not when
         they name a callback it has not (another spider's page on the same state, a
-        callback renamed since), so the page is fetched, not skipped for nothing."""
+        callback renamed since), so the page is fetched, not skipped for nothing; nor
+        a listing another spider of the project recorded (its seed), whose requests
+        are that spider's whatever their callbacks are named."""
+        state = self._state()
+        if is_listing(memory) and state is not None and page.seed != state.seed:
+            return False
         for data in memory.requests or ():
             try:
                 request_of(data, self.crawler.spider)

@@ -156,3 +156,35 @@ async def test_a_listing_that_answers_304_is_counted_a_listing(tmp_path: Path) -
             read = [answer for answer in run.answered if answer.split()[1] in ("/", "/c/1/")]
             listings = sum(value for name, value in run.stats.items() if "pages/listings/" in name)
             assert len(read) == listings, (day, run.answered, run.stats)
+
+
+class PricedShopSpider(ShopSpider):
+    """The project's second spider: the same callbacks' names, the listing's price
+    passed on to the product page."""
+
+    name = "priced"
+
+    def parse(self, response: Any) -> Any:
+        for link in response.css("a.p"):
+            yield response.follow(
+                link, self.parse_product, cb_kwargs={"listed": link.attrib["href"]}
+            )
+
+    def parse_product(self, response: Any, listed: str) -> Any:  # type: ignore[override]
+        yield {"url": response.url, "price": response.css("b::text").get(), "listed": listed}
+
+
+@pytest_twisted.ensureDeferred
+async def test_another_spiders_listing_is_fetched_not_replayed(tmp_path: Path) -> None:
+    """Two spiders of a project on one state, their callbacks named alike: the second
+    skipped the first one's listing and had its kept requests replayed to its own
+    callbacks, which failed (a TypeError: no cb_kwargs)."""
+    with small_site(tmp_path) as site:
+        site.set("/", HOME)
+        for n in (1, 2):
+            site.set(f"/p/{n}/", f"<b>{n}</b>")
+        await site.run(ShopSpider, 0)
+        second = await site.run(PricedShopSpider, 1 / 24)  # run() fails on an ERROR
+        assert "/" in second.fetched, second.answered
+        first = await site.run(ShopSpider, 2 / 24)
+        assert "/" in first.fetched, first.answered
