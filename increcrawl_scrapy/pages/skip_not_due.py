@@ -96,6 +96,7 @@ class SkipNotDueMiddleware:
         self.crawler = crawler
         self.config = config_for(crawler)
         self.start_skipped = 0  # start requests skipped (logged the first time)
+        self.shared_said = False  # a page of another spider skipped (logged once)
         self.skipped: set[str] = set()  # pages skipped this run (counted once each)
         self.replayed_to: set[str] = set()  # the pages replays led to (the summary's)
         self.started = self.config.clock()  # the run's start: what it fetched is after
@@ -245,6 +246,7 @@ class SkipNotDueMiddleware:
         return page
 
     def _skip(self, request: Request, page: PageState, memory: Memory) -> None:
+        self._say_shared(page)
         replayed = self._replay(memory, reaching=recent(page, self.config.clock()))
         self._count_skipped(page.normalized_url)
         if request.meta.get(REPLAYED):
@@ -261,6 +263,21 @@ class SkipNotDueMiddleware:
                     replayed,
                 )
         raise IgnoreRequest("not due (increcrawl)")
+
+    def _say_shared(self, page: PageState) -> None:
+        """A page another spider recorded, skipped: this spider delivers nothing of
+        it until it is due (a state keeps one row a URL). Said once a crawl."""
+        state = self._state()
+        if state is None or page.seed == state.seed or self.shared_said:
+            return
+        self.shared_said = True
+        logger.warning(
+            "%s is a page of spider %r on this state (INCRECRAWL_DB): skipped while it is "
+            "not due, so this spider delivers nothing of the pages the two share; give "
+            "each spider its own INCRECRAWL_DB",
+            page.url,
+            page.seed,
+        )
 
     def _count_skipped(self, key: str) -> None:
         if key not in self.skipped:  # a page, not each request of it

@@ -188,3 +188,25 @@ async def test_another_spiders_listing_is_fetched_not_replayed(tmp_path: Path) -
         assert "/" in second.fetched, second.answered
         first = await site.run(ShopSpider, 2 / 24)
         assert "/" in first.fetched, first.answered
+
+
+class OtherShopSpider(ShopSpider):
+    name = "other"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_page_of_another_spider_skipped_is_said(tmp_path: Path) -> None:
+    """The second spider of a project on the first one's state delivers nothing of
+    the pages they share while those are not due: the log says so, once."""
+    with small_site(tmp_path) as site:
+        site.set("/", HOME)
+        for n in (1, 2):
+            site.set(f"/p/{n}/", f"<b>{n}</b>")
+        await site.run(ShopSpider, 0)
+        other = await site.run(OtherShopSpider, 1 / 24)
+        said = [
+            line
+            for line in other.log.splitlines()
+            if line.startswith("WARNING") and "is a page of spider 'shop'" in line
+        ]
+        assert len(said) == 1, said
