@@ -178,14 +178,10 @@ async def record_listing(
         return
     if store.shared and not store.known(key):  # rows read off the reactor's thread
         await compat.in_thread(store.load, [key])
-    page = store.get(response.url)
-    if page is None and not (skipping and listing):
-        return  # rows are made for listings only while skipping
-    if page is None:
-        blob = None
-    elif store.shared:
+    page, blob = store.get(response.url), None
+    if page is not None and store.shared:
         blob = await compat.in_thread(store.memory, response.url)
-    else:
+    elif page is not None:
         blob = store.memory(response.url)
     memory = unpack(blob)
     kept_listing = memory is not None and memory.listing

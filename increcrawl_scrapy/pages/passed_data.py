@@ -150,19 +150,23 @@ def mismatch(known: dict[str, str] | None, request: Any) -> bool:
     second category, a memory of an earlier version): its page is fetched whole,
     and that source's data kept with the page's items from then on, so which of a
     page's sources reaches it first in a run changes nothing."""
-    source = source_of(request)
-    mine = (request.meta.get(PASSED_META) or {}).get(source)
+    source, mine = _stamped(request)
     return (known or {}).get(source) != mine
 
 
 def remember(known: dict[str, str] | None, request: Any) -> None:
     """Set on *request* the sources' digests its page's memory keeps if it is
     fetched: *known* with its own (``PASSED_META``, read when the page is recorded)."""
-    source = source_of(request)
-    mine = (request.meta.get(PASSED_META) or {}).get(source)
+    source, mine = _stamped(request)
     if mine is not None and known:
         kept = {**known, source: mine}
         request.meta[PASSED_META] = dict(list(kept.items())[-MAX_SOURCES:])
+
+
+def _stamped(request: Any) -> tuple[str, str | None]:
+    """*request*'s source and the digest ``stamp`` set for it."""
+    source = source_of(request)
+    return source, (request.meta.get(PASSED_META) or {}).get(source)
 
 
 def stamp(request: Any) -> None:
