@@ -414,7 +414,8 @@ class StateStore(OperatorEdits, StoreReadings):
         finally:
             self.database.close()
             if self.results.claims is not None:
-                self.results.claims.io.close()
+                with self.results.claims.lock:  # the claims' connection: its lock
+                    self.results.claims.io.close()
             self._release()
 
     def _release(self) -> None:

@@ -138,3 +138,62 @@ def test_sigkill_mid_batch_keeps_the_database_sound(
     assert present == set(range(last + 1))
     with StateStore(path) as store:
         assert store.count() == 2000 * (last + 1)
+
+
+_CLOSED_UNDER_A_STATEMENT = """
+import sys, threading, time
+from increcrawl_scrapy.state import StateStore
+
+LONG = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) "
+        "SELECT count(*) FROM c")
+for n in range(5):
+    store = StateStore(sys.argv[1] + str(n))
+    mutex = store.database.mutex
+    in_statement = threading.Event()
+    errors = []
+
+    def work():
+        # Statements under the mutex, as every method of the store's
+        # parts holds it (discovery's writes, lookups).
+        try:
+            for _ in range(3):
+                with mutex:
+                    in_statement.set()
+                    store.database.execute(LONG).fetchall()
+                time.sleep(0.05)  # the mutex is not fair: the close takes it now
+        except Exception as exc:  # after the close: an error, no crash
+            errors.append(type(exc).__name__)
+
+    flush = store.results.close
+
+    def flushed_then_taken():
+        # The close's own flush held the mutex; the thread waiting for it starts
+        # a statement the moment it is free, before the connection is closed.
+        flush()
+        mutex.release()
+        in_statement.wait()
+
+    store.results.close = flushed_then_taken
+    mutex.acquire()
+    thread = threading.Thread(target=work)
+    thread.start()
+    time.sleep(0.05)  # the thread waits for the mutex
+    store.close()
+    thread.join()
+    assert errors == ["ProgrammingError"], errors
+print("closed", n + 1)
+"""
+
+
+def test_a_store_closed_while_a_thread_runs_a_statement_waits_for_it(tmp_path: Path) -> None:
+    """The crawl's end closes the store on the reactor's thread while a worker thread
+    may still be inside a statement (discovery, a lookup): closing the connection
+    under it crashed the process (a segmentation fault in CI)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", _CLOSED_UNDER_A_STATEMENT, f"{tmp_path}/s"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "closed 5"

@@ -227,7 +227,8 @@ class PostgresDatabase:
         return self.connection
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.current_run = None
-            self._raw.close()
+        with self.mutex:  # as SQLite's: never under a statement of another thread
+            if not self.closed:
+                self.closed = True
+                self.current_run = None
+                self._raw.close()

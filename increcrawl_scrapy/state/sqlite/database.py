@@ -173,10 +173,14 @@ class Database:
         raise TypeError("a SQLite state has one crawl: it leases nothing")
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.current_run = None
-            self.connection.close()
+        # Under the mutex: a worker thread may be inside a statement (the crawl's end
+        # closes on the reactor's thread), and closing the connection under it is a
+        # segmentation fault. Its next statement then fails, as on any closed file.
+        with self.mutex:
+            if not self.closed:
+                self.closed = True
+                self.current_run = None
+                self.connection.close()
 
 
 class ReadOnly:
