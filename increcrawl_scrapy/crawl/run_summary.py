@@ -101,11 +101,12 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
     page it knows (else no claim of requests saved)."""
     not_due = count(stats.SKIPPED.format(reason="not_due"))
     lines = []
-    if not_due or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
+    not_modified = count(stats.SKIPPED.format(reason="not_modified"))
+    if not_due or not_modified or count(stats.REPLAYED) or count(stats.ITEMS_UNCHANGED):
         moved = count(stats.ITEMS_MOVED)
         lines.append(
             f"  skipped {counted(not_due, 'page')} not due and "
-            f"{count(stats.SKIPPED.format(reason='not_modified')):,} not modified (304), "
+            f"{not_modified:,} not modified (304), "
             f"replayed {counted(count(stats.REPLAYED), 'request')} they led to"
             + _replayed_pages(count)
             + "; "
@@ -118,6 +119,8 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
             f"  {counted(held_over, 'new or gone item')} held for a later run: the crawl "
             "closed before it saw every page, where they may have moved from or to"
         )
+    # The pages found gone this run had state too (*listed* counts live pages only).
+    listed += count(stats.GONE)
     if not listed:
         return lines
     # A page skipped for an old replayed request only: nothing of the run showed it.
