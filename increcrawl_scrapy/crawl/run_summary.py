@@ -119,8 +119,6 @@ def _embedded(count: Callable[[str], int], fetched: int, listed: int) -> list[st
             f"  {counted(held_over, 'new or gone item')} held for a later run: the crawl "
             "closed before it saw every page, where they may have moved from or to"
         )
-    # The pages found gone this run had state too (*listed* counts live pages only).
-    listed += count(stats.GONE)
     if not listed:
         return lines
     # A page skipped for an old replayed request only: nothing of the run showed it.

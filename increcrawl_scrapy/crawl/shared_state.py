@@ -118,7 +118,7 @@ class CrawlState:
         if not is_incremental(crawler.spider):
             # A project's own spider has no queue to count: its run's due pages are
             # those the schedule had due as it started (``status`` said ``due 0``).
-            now = config.clock()
+            now = self.began = config.clock()
             due = self.store.reader().status_counts(self.seed, now, now)["due_now"]
             stats.inc(crawler.stats, stats.DUE, int(due or 0))
         warn_unknown_settings(crawler.settings)
@@ -236,7 +236,7 @@ class CrawlState:
             run_summary(
                 value,
                 seed=self.seed,
-                listed=listed,
+                listed=self._pages(listed),
                 verdicts=self.store.lastmod_verdicts(self.seed),
                 reason=reason,
                 embedded=not is_incremental(self.crawler.spider),
@@ -244,6 +244,14 @@ class CrawlState:
                 tokens=self.store.token_figures(self.store.clock(), *self.tokens_plan),
             )
         )
+
+    def _pages(self, listed: int) -> int:
+        """What the summary weighs the run's fetches against: the listed pages, or a
+        project's own spider's pages with state (a page found gone by this run is
+        one, its items' rows are not)."""
+        if is_incremental(self.crawler.spider):
+            return listed
+        return self.store.with_state(self.seed, self.began)
 
 
 def crawl_state(crawler: Crawler) -> CrawlState:

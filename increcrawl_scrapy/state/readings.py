@@ -134,6 +134,14 @@ class StoreReadings:
             write_setting(db, name, value)
 
     @serialized
+    def with_state(self, seed: str, since: float) -> int:
+        """A project's own spider's pages with state: those live, and those gone that
+        a run begun at *since* fetched (not its items' rows, ``INCRECRAWL_ITEM_KEY``)."""
+        self.results.flush()
+        sql = self.database.sql.count_with_state
+        return int(self.database.execute(sql, (seed, since)).fetchone()[0])
+
+    @serialized
     def unannounced(self, seed: str, limit: int = 5) -> tuple[int, list[str]]:
         """Pages of *seed* that changed twice or more while their sitemap date stood
         still, on hosts whose dates are not judged stale (volatile text the rules

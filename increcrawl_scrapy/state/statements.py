@@ -128,6 +128,7 @@ class UpkeepStatements(Protocol):
     mark_old_without_content: str
     make_old_due: str
     count_old: str
+    count_with_state: str
     make_due: Mapping[str, str]
     reread_sitemaps: Mapping[str, str]
     forget_seed_sitemaps: str

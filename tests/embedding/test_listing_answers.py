@@ -210,20 +210,3 @@ async def test_a_page_of_another_spider_skipped_is_said(tmp_path: Path) -> None:
             if line.startswith("WARNING") and "is a page of spider 'shop'" in line
         ]
         assert len(said) == 1, said
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_page_found_gone_is_counted_with_the_pages_with_state(tmp_path: Path) -> None:
-    """A product removed, found gone when every page was due: counted fetched but not
-    with state, the run said it fetched "4 pages, more than the 3 with state"."""
-    with small_site(tmp_path) as site:
-        site.set("/", HOME + ' <a class="p" href="/p/3/">3</a>')
-        for n in (1, 2, 3):
-            site.set(f"/p/{n}/", f"<b>{n}</b>")
-        await site.run(ShopSpider, 0)
-        (site.root / "p" / "2" / "index.html").unlink()
-        (site.root / "p" / "2").rmdir()  # a 404 (nginx forbids a directory's listing)
-        run = await site.run(ShopSpider, 60)  # every page due again
-        assert sorted(run.fetched) == ["/", "/p/1/", "/p/2/", "/p/3/"]
-        assert run.changes() == [("gone", f"{site.url}/p/2/")], run.log[-4000:]
-        assert "fetched 4 of 4 pages with state (as many as fetching them all)" in run.log

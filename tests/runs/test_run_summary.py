@@ -102,18 +102,3 @@ def test_a_projects_own_spider_whose_pages_answered_304_says_so() -> None:
         embedded=True,
     )
     assert "skipped 0 pages not due and 4 not modified (304), replayed 0 requests" in text
-
-
-def test_a_page_gone_this_run_is_one_of_the_pages_with_state() -> None:
-    # Three pages with state: one answered 404 this run (gone, no longer live), two
-    # were skipped. The gone page was counted fetched but not with state, so the
-    # run said it reached every page ("more than the 2 with state" when all three
-    # were fetched).
-    text = summary(
-        {stats.GONE: 1, stats.SKIPPED.format(reason="not_due"): 1},
-        listed=2,
-        embedded=True,
-    )
-    assert "reached 2 of the 3 pages with state (1 fetched, 1 skipped)" in text
-    every = summary({stats.GONE: 1, stats.UNCHANGED: 2}, listed=2, embedded=True)
-    assert "fetched 3 of 3 pages with state (as many as fetching them all)" in every

@@ -728,6 +728,25 @@ def test_a_sites_item_rows_are_read_by_its_prefix(open_store: Factory) -> None:
     assert rows[0][1] is not None  # when it was fetched
 
 
+def test_a_projects_pages_with_state_are_live_or_gone_since_the_run_began(
+    open_store: Factory, clock: Clock
+) -> None:
+    # The add-on's summary weighs a run's fetches against them (crawl/shared_state.py).
+    store = open_store()
+    live, gone_before, gone_now = urls(3)
+    store.start_run(SEED).upsert([(url, None) for url in urls(3)])
+    for url in urls(3):
+        store.record(url, 200, seed=SEED, key=store.normalize(url), content_hash="p")
+    store.record(live, 200, seed=SEED, key=f"{store.normalize(live)}#item:sku=1", content_hash="i")
+    store.record(gone_before, 404, seed=SEED, key=store.normalize(gone_before))
+    clock.advance(DAY)
+    began = clock()
+    store.record(gone_now, 404, seed=SEED, key=store.normalize(gone_now))
+    assert store.with_state(SEED, began) == 2  # the live page and the one gone now
+    assert store.with_state(SEED, began + DAY) == 1
+    assert store.with_state(OTHER, began) == 0
+
+
 def test_pages_of_an_old_scheme_are_due_now_and_counted(open_store: Factory, clock: Clock) -> None:
     # Marked old, a page is re-read in the run that starts (not at its schedule: an
     # edit made meanwhile would be its baseline); a gone page is left as it is. The

@@ -106,6 +106,11 @@ class UpkeepSQL:
         f"SELECT count(*) FROM pages WHERE content_hash LIKE '{_OLD}%%' AND gone = 0 "
         "AND normalized_url NOT LIKE '%%#item:%%'"
     )
+    # readings.py: a project's own spider's pages, live or fetched since the run began.
+    count_with_state = (
+        "SELECT count(*) FROM pages WHERE seed = %s AND normalized_url NOT LIKE '%%#item:%%' "
+        "AND (gone = 0 OR last_fetched >= %s)"
+    )
 
     # -- edits.py: a page, a seed's pages, or all --------------------------------
     make_due: Mapping[str, str] = MappingProxyType(
