@@ -124,6 +124,7 @@ SLOW_MODULES = frozenset(
         "test_crashes",
         "test_exit_codes",
         "test_memory_bound",
+        "test_no_signal_rates",
         "test_noisy_and_diff",
         "test_nothing_lost",
         "test_postgres_commands",

@@ -37,8 +37,11 @@ from dataclasses import dataclass, replace
 
 #: Changed intervals kept per page; older ones are folded away.
 KEEP_CHANGED = 24
-#: Weight of each smoothing pseudo-observation, against the page's own ones.
-PSEUDO_WEIGHT = 0.5
+#: Weight of each smoothing pseudo-observation, against the page's own ones: its
+#: pseudo change pulls a page that changed up toward a change per mean interval
+#: (at 0.5, the no-signal simulator spent 3% more requests for less caught); below
+#: about 0.12 it would shorten the waits of pages never seen changing too.
+PSEUDO_WEIGHT = 0.25
 #: Evidence this old weighs half (seconds): long against monthly pages, whose rate
 #: needs months of evidence, short against a habit that changed.
 HALF_LIFE = 90 * 86_400.0
@@ -170,6 +173,16 @@ def mle_rate(
     return math.sqrt(low * high)
 
 
+#: Where a host's pages do not change alike, the share (on a log scale) of a changed
+#: page's rate that its host's posterior sets: a page is seen changing because it
+#: did, so its first changes overstate its own rate (monthly pages were checked twice
+#: as often as their true rate asks), while the host's posterior, fitted to a mix of
+#: still and busy pages, understates a busy one's. A quarter brought the no-signal
+#: simulator from 1.16-1.21x the requests of the policy told the true rates to
+#: 1.06-1.12x, catching about as much (#52).
+HOST_PULL = 0.25
+
+
 def change_probability(rate: float, elapsed: float) -> float:
     """The chance that a page changing at *rate* changed within *elapsed* seconds."""
     return -math.expm1(-rate * elapsed)
@@ -226,6 +239,13 @@ class HostPrior:
         without them): a post quiet for 25 days waited 13.6 days, not 5.5. The fast
         pages keep their own short schedules; the bound is a longest wait only."""
         return self.body or self
+
+    @staticmethod
+    def pulled(own: float, host: float) -> float:
+        """A changed page's own rate pulled toward its *host* posterior (HOST_PULL)."""
+        if own <= 0 or host <= 0:
+            return own
+        return own ** (1 - HOST_PULL) * host**HOST_PULL
 
     def rate(self, changes: float, observed: float) -> float:
         """The posterior mean rate of a page seen changing *changes* times in

@@ -47,8 +47,7 @@ __all__ = [
     "policy_from_config",
 ]
 
-#: Observations a page needs before its own change rate is trusted over the
-#: adaptive rule.
+#: Observations a page needs before its own change rate is trusted over the adaptive rule.
 MIN_OBSERVATIONS = 3
 #: Learned intervals vary by up to ±5%: too little to move a check across a day, so
 #: the checks are also spread over the coming days (``leveling.py``) once learned.
@@ -212,10 +211,9 @@ class LearnedPolicy(RevisitPolicy):
     has been seen unchanged (most pages never change: one that has stood still for a
     month is likelier one of them than a monthly page the smoothing assumes), and
     once it has stood still SETTLE_AFTER, SETTLED_FACTOR times that long (at most
-    *stable_max*).
-    Pages with fewer than MIN_OBSERVATIONS observations follow the adaptive rule.
-    On a host whose sitemap dates are trusted, a page whose ``lastmod`` has not
-    moved waits *trusted_max*: its dates say when it changes, and the host's
+    *stable_max*). Pages with fewer than MIN_OBSERVATIONS observations follow the
+    adaptive rule. On a host whose sitemap dates are trusted, a page whose ``lastmod``
+    has not moved waits *trusted_max*: its dates say when it changes, and the host's
     sample (``state/lastmod.py``) keeps checking that they still do."""
 
     target_probability: float = 0.17
@@ -250,6 +248,8 @@ class LearnedPolicy(RevisitPolicy):
             if pooled and prior:  # the host's pages change alike (``estimator.alike``):
                 # its rate is the page's, both ways, a burst no more news than a quiet spell
                 rate = self.posterior_rate(page, outcome, prior, now)
+            elif prior is not None and history.changed:  # pages unlike: ``HOST_PULL``
+                rate = prior.pulled(rate, self.posterior_rate(page, outcome, prior, now))
             target = self.target_probability
             if (
                 outcome is Outcome.CHANGED
