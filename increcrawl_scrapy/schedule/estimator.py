@@ -179,7 +179,7 @@ def mle_rate(
 #: as often as their true rate asks), while the host's posterior, fitted to a mix of
 #: still and busy pages, understates a busy one's. A quarter brought the no-signal
 #: simulator from 1.16-1.21x the requests of the policy told the true rates to
-#: 1.06-1.12x, catching about as much (#52).
+#: 1.08-1.12x, catching about as much (#52).
 HOST_PULL = 0.25
 
 
@@ -240,9 +240,15 @@ class HostPrior:
         pages keep their own short schedules; the bound is a longest wait only."""
         return self.body or self
 
-    @staticmethod
-    def pulled(own: float, host: float) -> float:
-        """A changed page's own rate pulled toward its *host* posterior (HOST_PULL)."""
+    def pulled(self, own: float, history: History) -> float:
+        """A changed page's own rate pulled toward this host's posterior (HOST_PULL),
+        on the same faded evidence as its own: on all its life, a page quiet for
+        months that woke up daily was held to half its new pace for months."""
+        weights = history.weight_of()
+        observed = history.unchanged_time + sum(
+            w * tau for w, tau in zip(weights, history.changed, strict=True)
+        )
+        host = self.rate(sum(weights), observed)
         if own <= 0 or host <= 0:
             return own
         return own ** (1 - HOST_PULL) * host**HOST_PULL

@@ -249,7 +249,7 @@ class LearnedPolicy(RevisitPolicy):
                 # its rate is the page's, both ways, a burst no more news than a quiet spell
                 rate = self.posterior_rate(page, outcome, prior, now)
             elif prior is not None and history.changed:  # pages unlike: ``HOST_PULL``
-                rate = prior.pulled(rate, self.posterior_rate(page, outcome, prior, now))
+                rate = prior.pulled(rate, history)
             target = self.target_probability
             if (
                 outcome is Outcome.CHANGED
