@@ -76,6 +76,9 @@ def test_the_checked_url_is_the_requested_url() -> None:
         "https://example.com/a@b/c",  # "@" in the path is fine
         "https://example.com/caf\u00e9 au lait",
         "https://example.com/%7Euser/a%20b",
+        "https://example.com/a/../b",  # w3lib 2.6 resolves dot segments, 2.5 does not
+        "https://example.com/./a/.",
+        "https://example.com:443",
     ):
         requested = scope.request_url(url, skipped)
         assert requested is not None, url
@@ -113,6 +116,43 @@ def test_redirects_stay_on_the_site() -> None:
 def test_fast_path_agrees_with_w3lib(tail: str) -> None:
     url = f"http://example.com/{tail}"
     assert requested_url(url) == safe_url_string(url, "utf-8")
+
+
+# Hosts ending in a number ("0", "a.0", "0x1f") are IPv4 to w3lib 2.6; an empty path
+# is "/" to it; dot segments are resolved: the fast path must leave all to w3lib.
+@given(
+    labels=st.lists(st.from_regex(r"[a-z0-9_-]{0,4}|0x[0-9a-f]{0,3}", fullmatch=True), max_size=4),
+    port=st.sampled_from(["", ":80", ":8080"]),
+    segments=st.lists(st.sampled_from(["", ".", "..", "a", ".a", "...", "b;c", "%2e"]), max_size=4),
+    slash=st.booleans(),
+)
+def test_fast_path_agrees_with_w3lib_on_hosts_and_dots(
+    labels: list[str], port: str, segments: list[str], slash: bool
+) -> None:
+    path = "".join(f"/{s}" for s in segments) + ("/" if slash else "")
+    url = f"https://{'.'.join(labels)}{port}{path}"
+    try:
+        expected = safe_url_string(url, "utf-8")
+    except ValueError:  # w3lib 2.6's for a host such as "300.0"
+        with pytest.raises(ValueError):
+            requested_url(url)
+        return
+    assert requested_url(url) == expected
+    try:
+        requested, _host = request_target(url)
+    except UrlRefused:
+        return
+    assert requested == Request(url).url
+
+
+def test_a_host_that_idna_versions_spell_two_ways_is_refused() -> None:
+    # IDNA 2003 (Python, w3lib up to 2.5) maps "ß" to "ss"; browsers and w3lib 2.6
+    # keep it (xn--fa-hia.de): another domain. Refused under either.
+    for url in ("https://faß.de/a", "https://ςa.gr/", "https://FAß.de/"):
+        with pytest.raises(UrlRefused, match="ambiguous"):
+            request_target(url)
+    assert request_target("https://fass.de/a")[1] == "fass.de"
+    assert request_target("https://xn--fa-hia.de/a")[1] == "xn--fa-hia.de"
 
 
 def test_arguments_are_checked_the_same_way() -> None:
