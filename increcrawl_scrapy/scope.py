@@ -19,10 +19,14 @@ from w3lib.url import safe_url_string
 
 MAX_URL_LENGTH = 2048
 
-# URLs that safe_url_string returns unchanged (tested): lower-case http(s) scheme
-# and host, a path of characters it never rewrites, no query. Most sitemap URLs are like this.
+# URLs that safe_url_string returns unchanged, in w3lib 2.5 and 2.6 alike (tested):
+# lower-case http(s) scheme and host, a path of characters it never rewrites and no
+# dot segment, no query. Most sitemap URLs are like this. w3lib 2.6 adds "/" to an
+# empty path, resolves dot segments and rewrites a host ending in a number as IPv4
+# ("0" is 0.0.0.0; "a.0" is an error): a host here ends in a label with a letter first.
 _AS_REQUESTED = re.compile(
-    r"https?://[a-z0-9._-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?"
+    r"https?://(?:[a-z0-9_-]*\.)*[a-z][a-z0-9_-]*(?::[0-9]{1,5})?"
+    r"(?:/(?!\.\.?(?:/|$))[A-Za-z0-9\-._~!$&'()*+,;=:@]*)+"
 )
 # A host both Scrapy (w3lib, urllib) and Twisted's connector read the same way:
 # DNS labels, a dotted IPv4 address, or a bracketed IPv6 literal. A trailing dot,
@@ -96,10 +100,14 @@ def request_target(url: str) -> tuple[str, str]:
 
 
 def _host_as_written(url: str) -> str | None:
-    """The host urllib reads in *url* as written, in its IDNA (ASCII) form."""
+    """The host urllib reads in *url* as written, in its IDNA (ASCII) form; None for
+    one IDNA's versions spell two ways: IDNA 2003 (Python's codec, w3lib up to 2.5)
+    maps "ß" and "ς" to other letters, browsers and w3lib 2.6 keep them."""
     try:
         host = urlsplit(url.strip()).hostname
-        return host.encode("idna").decode("ascii").lower() if host else None
+        if not host or "ß" in host or "ς" in host:
+            return None
+        return host.encode("idna").decode("ascii").lower()
     except (ValueError, UnicodeError):
         return None
 

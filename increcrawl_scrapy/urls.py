@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
+import unicodedata
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -64,8 +67,16 @@ def normalization_settings(config: IncrecrawlConfig) -> dict[str, Any]:
     }
 
 
+# w3lib 2.6 changed how it reads hosts (one ending in a number is IPv4: "0" is
+# 0.0.0.0, "a.0" an error; percent escapes decoded; "ß" kept by IDNA) and where it
+# resolves dot segments (before a last segment's ";params": "/a/..;x" stays). Keys
+# must not move with w3lib: the host is spelled by the package's own rule, w3lib's
+# up to 2.5 (``_host_key``), and w3lib canonicalizes the rest around a stand-in.
+_STAND_IN = "increcrawl.invalid"
+
+
 def _full_rules(url: str, tracking_params: tuple[str, ...], strip_trailing_slash: bool) -> str:
-    parts = urlsplit(url.strip())
+    parts = urlsplit(_as_special(url.strip()))
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise ValueError(f"not an absolute http(s) URL: {url!r}")
@@ -76,31 +87,68 @@ def _full_rules(url: str, tracking_params: tuple[str, ...], strip_trailing_slash
         raise ValueError(f"invalid URL {url!r}: {exc}") from None
     if not host:
         raise ValueError(f"URL has no host: {url!r}")
-    netloc = _netloc(parts.netloc, host, port, scheme)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if "[" in userinfo or "]" in userinfo:  # an error to w3lib up to 2.5, not to 2.6
+        raise ValueError(f"invalid URL {url!r}: a bracket in its userinfo")
     query = _drop_tracking(parts.query, _tracking_matcher(tracking_params))
-    cleaned = urlunsplit((scheme, netloc, parts.path or "/", query, ""))
+    stand_in = f"{userinfo}@{_STAND_IN}" if userinfo else _STAND_IN
+    cleaned = urlunsplit((scheme, stand_in, parts.path or "/", query, ""))
     result = cleaned
     for _ in range(3):
         # Stripping a slash can expose something canonicalization removes (``/;/``
         # becomes ``/;``, then ``/``): repeat until nothing changes, so the result
         # is a fixed point and normalizing it again gives it back.
-        again = _slash_policy(
-            canonicalize_url(result, keep_blank_values=True, keep_fragments=False),
-            strip_trailing_slash,
-        )
+        canonical = canonicalize_url(result, keep_blank_values=True, keep_fragments=False)
+        again = _slash_policy(_last_dot_segment(canonical), strip_trailing_slash)
         if again == result:
             break
         result = again
-    return result
+    # The canonical URL's authority (userinfo, then the stand-in) ends at its path.
+    authority, _, rest = result.partition("://")[2].partition("/")
+    userinfo, at, _ = authority.rpartition("@")
+    return f"{scheme}://{userinfo}{at}{_host_key(host, port, scheme)}/{rest}"
 
 
-def _netloc(raw: str, host: str, port: int | None, scheme: str) -> str:
-    userinfo = raw.rpartition("@")[0] if "@" in raw else ""
-    if ":" in host:  # IPv6 literal: keep its brackets
-        host = f"[{host}]"
+def _as_special(url: str) -> str:
+    """*url* with a backslash before its query or fragment read as w3lib (and a
+    browser) reads it in an http(s) URL, as "/", so that urllib finds the same host."""
+    start = url.find("://") + 3
+    if start == 2:
+        return url
+    ends = (url.find("?", start), url.find("#", start))
+    end = min((i for i in ends if i != -1), default=len(url))
+    return url[:start] + url[start:end].replace("\\", "/") + url[end:]
+
+
+def _last_dot_segment(url: str) -> str:
+    """*url* (canonical) with a last segment "." or ".." before ";params" resolved,
+    as w3lib did up to 2.5 (``/a/b/..;x`` is ``/a/;x``); 2.6 resolves the others."""
+    parts = urlsplit(url)
+    base, _, last = parts.path.rpartition("/")
+    dots, semi, params = last.partition(";")
+    if not semi or dots not in (".", ".."):
+        return url
+    if dots == "..":
+        base = base.rpartition("/")[0]
+    path = f"{base}/;{params}"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+def _host_key(host: str, port: int | None, scheme: str) -> str:
+    """*host* (as urllib reads it: no brackets) and *port* in a key."""
+    if ":" in host:  # an IPv6 literal
+        try:
+            host = f"[{ipaddress.IPv6Address(host)}]"
+        except ValueError:
+            host = f"[{host}]"
+    elif not host.isascii():
+        with contextlib.suppress(UnicodeError):  # an empty or too long label: as written
+            host = unicodedata.normalize("NFKC", host).encode("idna").decode("ascii")
+    # urllib lowers a host up to its first "%" only (an IPv6 zone's start).
+    host = host.lower()
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         host = f"{host}:{port}"
-    return f"{userinfo}@{host}" if userinfo else host
+    return host
 
 
 def _drop_tracking(query: str, is_tracking: _Matcher) -> str:
