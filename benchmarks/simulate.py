@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -564,6 +564,8 @@ class Job:
     rates: str = "default"
     noise: str = "default"
     budget: int | None = None
+    #: The policy's target change probability (None: its own): the oracle's curve.
+    target: float | None = None
 
 
 def simulate(job: Job) -> dict:
@@ -572,6 +574,11 @@ def simulate(job: Job) -> dict:
     rates, volatile, events = make_events(job.pages, weeks, job.seed, job.rates)
     if job.policy == "oracle":
         params = (TrueRatePolicy(rates=tuple(rates)),)
+    if job.target is not None:
+        params = tuple(
+            replace(p, target_probability=job.target) if isinstance(p, LearnedPolicy) else p
+            for p in params
+        )
     site = Site(job.pages, volatile, events, job.lastmod, job.noise)
     count = int(weeks * WEEK / (job.every_hours * HOUR))
     runs = (START + k * job.every_hours * HOUR for k in range(count))
@@ -706,6 +713,12 @@ def main() -> None:
         for policy in policies:
             if policy in BASELINES:
                 jobs += [job(policy, "honest")] if mode == modes[0] else []
+            elif policy == "oracle":  # its curve on every seed: ours is held to it
+                jobs += [
+                    job(policy, mode, seed, target=target)
+                    for seed in seeds
+                    for target in (None, *ORACLE_TARGETS)
+                ]
             else:
                 jobs += [
                     job(policy, mode, seed)
@@ -753,7 +766,9 @@ def report(
 ) -> str:
     def mean_of(policy: str, mode: str, noise: str = "default") -> dict:
         found = [
-            r for j, r in results.items() if (j.policy, j.lastmod, j.noise) == (policy, mode, noise)
+            r
+            for j, r in results.items()
+            if (j.policy, j.lastmod, j.noise, j.target) == (policy, mode, noise, None)
         ]
         return averaged(sorted(found, key=lambda r: r["job"].seed))
 
@@ -820,13 +835,49 @@ def report(
         "knows every page's rate and so spends nothing on pages that never change; a "
         "learner must re-check them (47,000 pages at a 90-day horizon: about 3,700 a "
         "week on the default site).\n\n"
-        + target_table(seeds, mean_of, budget)
+        + target_table(seeds, mean_of, budget, results)
         + "\n\n"
         + "\n\n".join(sections)
     )
 
 
-def target_table(seeds: list[int], mean_of: Callable[..., dict], budget: int | None) -> str:
+#: The oracle's targets besides its own: its requests against its share caught, a
+#: curve that ours is compared on at our share (``against_oracle``).
+ORACLE_TARGETS = (0.10, 0.12, 0.14, 0.21)
+
+
+def against_oracle(ours: dict, results: dict[Job, dict]) -> tuple[float, str] | None:
+    """Our requests against the oracle's at our share caught, on one seed: a line of
+    the oracle's log requests on its share, fitted by least squares over its targets.
+    At one target the oracle's share moved up to a point either way with its
+    requests (a four-week window holds a few hundred changes), so no two points
+    bracket reliably; the line reads through that noise. None: no oracle run."""
+    job = ours["job"]
+    points = [
+        (r["detected"], math.log(r["steady_per_week"]))
+        for j, r in results.items()
+        if j.policy == "oracle" and replace(j, policy=job.policy, target=None) == job
+    ]
+    if len(points) < 2:
+        return None
+    mx = statistics.mean(x for x, _ in points)
+    my = statistics.mean(y for _, y in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    fitted = math.exp(my + slope * (ours["detected"] - mx))
+    low, high = min(x for x, _ in points), max(x for x, _ in points)
+    inside = "" if low <= ours["detected"] <= high else ", outside the oracle's shares"
+    ratio = ours["steady_per_week"] / fitted
+    text = (
+        f"{ratio:.2f}x: {ours['steady_per_week']:,.0f}/wk at {ours['detected']:.1%} against "
+        f"{fitted:,.0f}/wk (the oracle's line, {len(points)} targets, "
+        f"{low:.1%}-{high:.1%}{inside})"
+    )
+    return ratio, text
+
+
+def target_table(
+    seeds: list[int], mean_of: Callable[..., dict], budget: int | None, results: dict[Job, dict]
+) -> str:
     """The issue's targets, on the default seed and on average, met or not."""
     checks = []
 
@@ -872,17 +923,27 @@ def target_table(seeds: list[int], mean_of: Callable[..., dict], budget: int | N
             continue
     for mode in ("never", "honest"):
         try:
-            ours, oracle = mean_of("learned", mode), mean_of("oracle", mode)
+            ours = mean_of("learned", mode)
         except IndexError:  # not simulated
             continue
-        ratio = ours["steady_per_week"] / oracle["steady_per_week"]
-        ok = ratio <= 1.10 and ours["detected"] >= oracle["detected"] - 0.005
-        text = (
-            f"{ratio:.2f}x: {ours['steady_per_week']:,.0f}/wk at {ours['detected']:.1%} against "
-            f"{oracle['steady_per_week']:,.0f}/wk at {oracle['detected']:.1%}"
+        compared = [against_oracle(r, results) for r in ours["runs"]]
+        if not any(compared):
+            continue
+        texts = [c[1] if c else "no oracle" for c in compared]
+        ratios = [c[0] for c in compared if c]
+        ok = all(c and c[0] <= 1.10 for c in compared)
+        mean_ok = statistics.mean(ratios) <= 1.10
+        label = f"{mode}: ≤ 1.10x the true-rate oracle's requests at the same share caught"
+        checks.append(
+            [
+                label,
+                texts[0],
+                "met" if compared[0] and compared[0][0] <= 1.10 else "**missed**",
+                f"{statistics.mean(ratios):.2f}x",
+                "met" if mean_ok and ok else "**missed**",
+                " / ".join(texts),
+            ]
         )
-        label = f"{mode}: ≤ 1.10x the true-rate oracle's requests at its share"
-        checks.append([label, text, "met" if ok else "**missed**", "", "", ""])
     if budget is not None:
         ours, theirs = mean_of("budget-change", "honest"), mean_of("budget-oldest", "honest")
         a, b = ours["detected"] * ours["changes"], theirs["detected"] * theirs["changes"]

@@ -40,7 +40,7 @@ KEEP_CHANGED = 24
 #: Weight of each smoothing pseudo-observation, against the page's own ones: its
 #: pseudo change pulls a page that changed up toward a change per mean interval
 #: (at 0.5, the no-signal simulator spent 3% more requests for less caught); below
-#: about 0.12 it would shorten the waits of pages never seen changing too.
+#: about 0.12 it would lengthen the waits of pages never seen changing too.
 PSEUDO_WEIGHT = 0.25
 #: Evidence this old weighs half (seconds): long against monthly pages, whose rate
 #: needs months of evidence, short against a habit that changed.

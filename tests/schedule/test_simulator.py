@@ -82,3 +82,26 @@ def test_every_row_shows_its_limit(learned: dict, undated: dict) -> None:
     # Checking blind, no policy beats the limit; honest dates say when pages change.
     assert undated["detected"] <= undated["limit"]
     assert learned["detected"] > learned["limit"]
+
+
+def test_ours_is_held_to_the_oracle_at_our_share_on_our_seed() -> None:
+    # The oracle spends more to catch more: held to it at its own target, a policy
+    # that catches 2 points more looks dearer than it is; and each seed has its own.
+    def job(policy: str, seed: int, target: float | None = None) -> simulate.Job:
+        return simulate.Job(policy, "never", seed, 1000, 6, 3.0, target=target)
+
+    # The oracle's seed 1: log requests rise 5% a point of share, through 3,000 at 75%.
+    results = {
+        job("oracle", 1, target): {
+            "detected": share,
+            "steady_per_week": 3000 * 1.05 ** ((share - 0.75) * 100),
+        }
+        for target, share in ((None, 0.75), (0.12, 0.77), (0.21, 0.73))
+    }
+    results[job("oracle", 2)] = {"detected": 0.50, "steady_per_week": 100.0}  # not seed 1's
+    ours = {"job": job("learned", 1), "detected": 0.77, "steady_per_week": 3000 * 1.05**2 * 1.08}
+    ratio, text = simulate.against_oracle(ours, results)
+    assert ratio == pytest.approx(1.08, abs=0.003)
+    assert "3 targets" in text
+    ours_alone = {"job": job("learned", 3), "detected": 0.77, "steady_per_week": 1.0}
+    assert simulate.against_oracle(ours_alone, results) is None
