@@ -828,7 +828,13 @@ def report(
         f"{args.pages:,} pages, {args.weeks} weeks, a run every {args.discover_every:g} h "
         f"reading the sitemap, `--rates {args.rates}`; about {changes:,.0f} true changes in "
         "the last four weeks (figures are for those four weeks). The learned policy ran "
-        f"with seeds {', '.join(map(str, seeds))}, the rest with seed {seeds[0]}; "
+        f"with seeds {', '.join(map(str, seeds))}"
+        + (
+            f", the oracle with each at targets {', '.join(map(str, ORACLE_TARGETS))} and its own"
+            if "oracle" in policies
+            else ""
+        )
+        + f", the rest with seed {seeds[0]}; "
         f"{minutes:.1f} minutes on {args.jobs} processes. Steady state counts pages that "
         "never change at one fetch per their scheduled wait. Sitemap requests: the index "
         "and every child each run, in brackets those not answered 304. The limit C(B) "
