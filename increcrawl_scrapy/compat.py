@@ -11,8 +11,6 @@ import asyncio
 import importlib
 import importlib.abc
 import importlib.util
-import multiprocessing.context
-import multiprocessing.spawn
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -156,55 +154,6 @@ def given_encoding(response: Any) -> str | None:
     decoded by it whatever the body says. No public way: ``encoding`` is the one
     finally used, inferred from the body when nothing declares one (a decode)."""
     return getattr(response, "_encoding", None)
-
-
-#: The name's start of a process :func:`mainless_spawn` starts.
-_MAINLESS = "increcrawl-mainless"
-#: CPython's preparation of a spawned process (what it sends the child before the
-#: child runs anything of ours), wrapped by :func:`_preparation_without_main`.
-_preparation_data: Any = getattr(multiprocessing.spawn, "get_preparation_data", None)
-
-
-def _preparation_without_main(name: str) -> Any:
-    """A spawned process's preparation, without ``__main__`` for ours: the child
-    runs the parent's main module again (``init_main_from_path``, a script, or
-    ``init_main_from_name``, ``python -m``) to unpickle what it defines; a crawl
-    script that has no ``if __name__ == "__main__":`` guard then runs a second
-    crawl in the child. Ours are given nothing of ``__main__`` to unpickle."""
-    data = _preparation_data(name)
-    if name.startswith(_MAINLESS):
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-    return data
-
-
-class _MainlessProcess(multiprocessing.context.SpawnProcess):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # What its preparation is told by: "increcrawl-mainless-1" for "_MainlessProcess-1".
-        self.name = self.name.replace(type(self).__name__, _MAINLESS, 1)
-
-
-class _MainlessContext(multiprocessing.context.SpawnContext):
-    Process = _MainlessProcess
-
-
-_mainless_installed = False  # the wrapper, installed once
-#: Whether :func:`mainless_spawn` can start processes (CPython prepares a spawned
-#: child as 3.10 to 3.13 do; tests/crawls/test_content_workers_main.py pins it).
-MAINLESS_SPAWN = _preparation_data is not None
-
-
-def mainless_spawn() -> multiprocessing.context.BaseContext:
-    """A ``spawn`` context whose processes never run the parent's ``__main__``, for
-    workers whose work is all the package's. No public way: CPython's preparation
-    is wrapped, for our processes alone (told by their name)."""
-    global _mainless_installed
-    assert MAINLESS_SPAWN
-    if not _mainless_installed:  # once: a wrapper another library puts over ours stays
-        _mainless_installed = True
-        multiprocessing.spawn.get_preparation_data = _preparation_without_main
-    return _MainlessContext()
 
 
 async def in_thread(function: Callable[..., _T], *args: Any) -> _T:

@@ -1,22 +1,17 @@
 """A page's text taken in worker processes (``INCRECRAWL_CONTENT_PROCESSES``), on the
 machine's other cores, where the content thread shares the GIL with the reactor's.
 
-Since the HTML5 parse (``content/parse.py``) a page's content work costs more than
-the reactor's own per page, and on a thread the two take turns for the GIL. Here the
-pure work (a response's bytes in, its text and fingerprint out) is shipped to a
-``ProcessPoolExecutor`` of fresh interpreters (``spawn``: never a fork of a process
-with threads), started once the crawl has taken :data:`START_AFTER` pages' texts on
-the thread (a small crawl never starts one) and shut down when the crawl closes.
-Texts and fingerprints are the same as on the thread. A worker never runs the
-crawl's ``__main__`` again, as ``spawn`` does (``compat.mainless_spawn``): a crawl
-script without an ``if __name__ == "__main__"`` guard ran a second crawl in it, which
-truncated the first one's feed; its work is all the package's. With ``auto`` (the
-default), one worker, and only where it pays: where most of those first pages' main
-content had to be extracted (trafilatura, several times a ``<main>``'s cost: on a free
-second core a first run went from 0.41x to 0.65x ``SitemapSpider``'s rate) and the
-process may use two cores. Where pages mark their content the reactor's thread is
-the limit, and a worker (about 1 ms more CPU a page, shipping pages and answers)
-gained nothing (``benchmarks/RESULTS.md``, #51).
+A page's content work (the HTML5 parse, the main content, its markdown, the
+fingerprint) costs about what the reactor's own work a page costs, and on a thread
+the two take turns for the GIL. Here the pure work (a response's bytes in, its text
+and fingerprint out) is shipped to a worker through its pipes (``pipe_pool.py``),
+started once the crawl has taken :data:`START_AFTER` pages' texts on the thread (a
+small crawl never starts one), and the thread goes on taking pages until the worker
+has done its imports; the pool shuts down when the crawl closes. Texts and
+fingerprints are the same as on the thread. With ``auto`` (the default), one worker
+where the process may use two cores: a first run with ``<main>`` went from 0.63x to
+1.01x ``SitemapSpider``'s rate, where trafilatura extracts from 0.43x to 0.74x
+(``benchmarks/RESULTS.md``, #51).
 
 A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
 pages it held are asked once more of a new one; the pages that one holds when it
@@ -30,12 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
-import multiprocessing.connection
 import os
-import signal
-import threading
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Coroutine
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +36,7 @@ from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage
 from increcrawl_scrapy.crawl.cpu_quota import quota_cores
+from increcrawl_scrapy.crawl.pipe_pool import PipePool
 from increcrawl_scrapy.crawl.response_text import response_text, with_print
 
 if TYPE_CHECKING:
@@ -57,8 +49,8 @@ _STARTS = 3
 #: Pages taken on the thread before the pool starts: a small crawl (a test, a small
 #: site) never pays a worker's start (about a second of CPU: its imports).
 START_AFTER = 64
-#: ``auto``: a worker when at least this share of the first pages was extracted.
-AUTO_SHARE = 0.5
+#: What a worker imports before it says it is ready.
+_IMPORTS = ("trafilatura", "increcrawl_scrapy.content.main", __name__)
 
 
 class ContentWorkerLost(UnusablePage):
@@ -95,30 +87,6 @@ def shipped_text(
     return with_print(fingerprint, response_text, response, options)
 
 
-def _ready() -> None:
-    """Each worker's start: the content modules imported before the first page.
-    Ctrl-C reaches the whole process group: the crawl decides when to stop (a
-    worker's KeyboardInterrupt came back as a page's error and killed the reactor).
-    A worker ends with its crawl (``_with_parent``)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        watch = threading.Thread(target=_with_parent, args=(parent.sentinel,), daemon=True)
-        watch.start()
-    import trafilatura  # noqa: F401
-
-    import increcrawl_scrapy.content.main  # noqa: F401
-
-
-def _with_parent(sentinel: int) -> None:
-    """Exit once the crawl's process is gone: a crawl killed outright (SIGKILL, the
-    OOM killer) cannot shut its pool down, and its worker, asleep on the pool's
-    queue (both ends of whose pipe it holds), lived on for ever with the crawl's
-    output pipes open (cron's mail, a Scrapyd job that never finished)."""
-    multiprocessing.connection.wait([sentinel])
-    os._exit(0)
-
-
 def available_cores() -> int:
     """The cores this process may run on (its affinity, where the system says),
     fewer where a CPU quota gives less time (``cpu_quota.py``)."""
@@ -137,12 +105,11 @@ class ContentProcesses:
     def __init__(self, workers: int | None, crawler: Crawler | None = None) -> None:
         self.workers = workers
         self.crawler = crawler
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: PipePool | None = None
         self._unanswered_pools = 0  # broken in a row before any answer
         self._closed = False
         self._pages = 0  # asked of it so far
         self._taken = 0  # texts taken on the thread while ``auto`` is undecided
-        self._extracted = 0  # of which extracted (trafilatura)
 
     @classmethod
     def of(cls, crawler: Crawler, workers: int | None) -> ContentProcesses:
@@ -158,13 +125,12 @@ class ContentProcesses:
     ) -> tuple[PageText, str | None]:
         """*response*'s text, and its fingerprint when asked (``with_print``)."""
         self._pages += 1
-        if self._pages <= START_AFTER or not self._in_use():
+        if not self._worker_ready():
             found = await compat.in_content_thread(
                 with_print, fingerprint, response_text, response, options
             )
             if self.workers is None:
                 self._taken += 1
-                self._extracted += found[0].how == "extracted"
                 # Decided as the texts are taken, not when a later page comes: pages
                 # come faster (up to the backlog), and all of a crawl's could have come.
                 if self._taken >= START_AFTER:
@@ -193,25 +159,35 @@ class ContentProcesses:
                 return found
         raise AssertionError("unreachable")
 
+    def _worker_ready(self) -> bool:
+        """Whether a worker takes this page: past the first pages, workers wanted, and
+        one ready. Its start (imports: about a second) is not waited for: the thread
+        takes the pages meanwhile."""
+        if self._pages <= START_AFTER or not self._in_use():
+            return False
+        if self._pool is not None and self._pool.broken:
+            self._broken(self._pool)  # broken before a page was shipped: at its start
+            if not self._in_use():
+                return False
+        return self._started().ready
+
     def _in_use(self) -> bool:
         return (
             bool(self.workers)
             and not self._closed
             and self._unanswered_pools < _STARTS
             and compat.asyncio_available()
-            and compat.MAINLESS_SPAWN
         )
 
     def _chosen(self) -> int:
-        """``auto``'s choice, from the pages taken so far: one worker where most were
-        extracted and a second core is there, else the thread."""
-        extracted, cores = self._extracted / self._taken, available_cores()
-        chosen = int(extracted >= AUTO_SHARE and cores >= 2)
+        """``auto``'s choice once the first pages are taken: one worker where the
+        process may use a second core, else the thread."""
+        cores = available_cores()
+        chosen = int(cores >= 2)
         logger.info(
-            "Pages' texts are taken %s: %.0f%% of the first %d pages had their main "
-            "content extracted, %d cores (INCRECRAWL_CONTENT_PROCESSES = auto)",
+            "Pages' texts are taken %s after the first %d pages: %d core(s) "
+            "(INCRECRAWL_CONTENT_PROCESSES = auto)",
             "in a worker process" if chosen else "on the content thread",
-            100 * extracted,
             self._taken,
             cores,
         )
@@ -219,11 +195,9 @@ class ContentProcesses:
             self.crawler.stats.set_value(stats.CONTENT_PROCESSES, chosen)
         return chosen
 
-    def _started(self) -> ProcessPoolExecutor:
+    def _started(self) -> PipePool:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=compat.mainless_spawn(), initializer=_ready
-            )
+            self._pool = PipePool(self.workers or 1, _IMPORTS)
             logger.info(
                 "Pages' texts are taken in %d worker process(es) from page %d on",
                 self.workers,
@@ -231,7 +205,7 @@ class ContentProcesses:
             )
         return self._pool
 
-    def _broken(self, pool: ProcessPoolExecutor) -> None:
+    def _broken(self, pool: PipePool) -> None:
         if self._pool is not pool:
             return  # replaced already, by another page that met the break
         self._pool = None
@@ -241,8 +215,12 @@ class ContentProcesses:
         if self._unanswered_pools >= _STARTS:
             logger.warning("No content process answers: pages' texts are taken on a thread")
 
-    def close(self) -> None:
+    def close(self) -> Coroutine[Any, Any, None] | None:
+        """Its pool shut down; the crawl closes once its workers have ended (at once
+        when they hold nothing, a grace for a page in hand)."""
         self._closed = True
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is None:
+            return None
+        pool.shutdown(wait=False, cancel_futures=True)
+        return pool.ended()

@@ -16,6 +16,7 @@ from twisted.internet import reactor
 from increcrawl_scrapy import stats
 from increcrawl_scrapy.crawl import content_processes
 from increcrawl_scrapy.crawl.content_processes import ContentProcesses
+from increcrawl_scrapy.crawl.pipe_pool import PipePool
 from increcrawl_scrapy.spiders.page_content import BACKLOG
 from increcrawl_scrapy.state import StateStore
 from increcrawl_scrapy.testing import GeonodeStandIn, SampleSite
@@ -25,8 +26,10 @@ from tests.crawling import crawl_settings, run_crawl
 
 @pytest.fixture
 def from_the_first_page(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Workers from the first page on (not after START_AFTER); the pools started."""
+    """Workers from the first page on (not after START_AFTER), pages queued on a pool
+    as it starts (not taken on the thread until it is ready); the pools started."""
     monkeypatch.setattr(content_processes, "START_AFTER", 0)
+    monkeypatch.setattr(PipePool, "ready", property(lambda pool: not pool.broken))
     pools: list[Any] = []
     started = ContentProcesses._started
 
@@ -58,6 +61,37 @@ async def test_the_workers_take_the_same_texts_and_fingerprints_as_the_thread(
                 }
     assert len(from_the_first_page) == 1  # the thread's crawl started none
     assert len(results[1]) == 12 and results[1] == results[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_pages_are_taken_on_the_thread_while_the_worker_starts(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's start (its imports: about a second, more on a busy machine) is not
+    waited for: the thread takes the pages until the worker says it is ready. Here it
+    never is during the crawl (its imports wait for a file made 60 s later, a bound
+    on a crawl that waits for it): every page is the thread's, the crawl complete."""
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("INCRECRAWL_TEST_WORKER_GATE", str(gate))
+    monkeypatch.setattr(content_processes, "START_AFTER", 0)
+    monkeypatch.setattr(
+        content_processes, "_IMPORTS", (*content_processes._IMPORTS, "tests.support.slow_start")
+    )
+    shipped: list[Any] = []
+    submit = PipePool.submit
+    monkeypatch.setattr(PipePool, "submit", lambda pool, *a: shipped.append(a) or submit(pool, *a))
+    opened = reactor.callLater(60, gate.touch)
+    try:
+        db = str(tmp_path / "state.sqlite")
+        with SampleSite(pages=12) as site:
+            settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_PROCESSES=1)
+            done = await run_crawl(settings, sitemap_url=site.sitemap_url)
+        assert done.reason == "finished" and len(done.changes("new")) == 12
+        assert not shipped and opened.active()
+    finally:
+        if opened.active():
+            opened.cancel()
+        gate.touch()  # its worker ends (its stdin closed with the crawl)
 
 
 @pytest_twisted.ensureDeferred
@@ -191,10 +225,10 @@ def _write_pages(root: Path, base: str, pages: int, container: str, paragraphs: 
 
 @pytest.mark.parametrize(
     ("container", "cores", "chosen"),
-    [("div", 2, 1), ("main", 2, 0), ("div", 1, 0)],
+    [("div", 2, 1), ("main", 2, 1), ("div", 1, 0)],
 )
 @pytest_twisted.ensureDeferred
-async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_free(
+async def test_auto_takes_a_worker_where_a_second_core_is_there(
     tmp_path: Path,
     clock: Clock,
     monkeypatch: pytest.MonkeyPatch,
@@ -203,11 +237,11 @@ async def test_auto_takes_a_worker_only_where_pages_are_extracted_and_a_core_is_
     cores: int,
     chosen: int,
 ) -> None:
-    """``auto``: after the first pages on the thread, one worker where
-    most of them had their content extracted (trafilatura's cost) and the process may
-    use two cores; pages marking their ``<main>``, or one core, stay on the thread.
-    The same fingerprints either way. More pages than the first and the backlog (the
-    pages in hand at most): later ones come after the decision."""
+    """``auto``: after the first pages on the thread, one worker where the process
+    may use two cores, whether pages mark their ``<main>`` or are extracted
+    (trafilatura); with one core, the thread. The same fingerprints either way.
+    More pages than the first and the backlog (the pages in hand at most): later
+    ones come after the decision."""
     from tests.support.nginx import nginx
 
     monkeypatch.setattr(content_processes, "START_AFTER", 8)
@@ -255,7 +289,7 @@ async def test_auto_decides_though_every_page_came_before_the_first_texts_were_t
         done = await run_crawl(settings, sitemap_url=sitemap)
     assert done.reason == "finished" and len(done.changes("new")) == BACKLOG - 2
     assert done.stats.get(stats.CONTENT_PROCESSES) == 1
-    assert any("100% of the first 8 pages had their main content" in line for line in done.log)
+    assert any("in a worker process after the first 8 pages" in line for line in done.log)
 
 
 @pytest_twisted.ensureDeferred
@@ -276,6 +310,8 @@ async def test_a_page_queued_on_a_pool_shut_down_under_it_is_asked_of_the_next(
     from increcrawl_scrapy.content.page_text import ContentOptions
 
     class Pool:
+        ready, broken = True, False
+
         def __init__(self, answer: Any) -> None:
             self.answer, self.futures = answer, []
 

@@ -118,7 +118,7 @@ def _workers_of(parent: int) -> list[int]:
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == parent and "spawn" in (entry / "cmdline").read_text():
+                if int(fields[1]) == parent and "pipe_pool" in (entry / "cmdline").read_text():
                     found.append(int(entry.name))
     return found
 

@@ -9,17 +9,12 @@ against nginx, past the pages taken on the thread before a worker starts."""
 from __future__ import annotations
 
 import json
-import multiprocessing.spawn
 import sqlite3
 import sys
-from importlib.machinery import ModuleSpec
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
-from increcrawl_scrapy import compat
 from increcrawl_scrapy.crawl.content_processes import START_AFTER
 from tests.crawls.test_content_processes import _write_pages
 from tests.servers import nginx, nginx_binary
@@ -115,28 +110,3 @@ def test_a_worker_never_runs_the_crawls_main_again(tmp_path: Path, way: str) -> 
     assert runs == [("finished",)]
     if way != "crawl":  # the user's file ran once, in the crawl's process
         assert len(marks.read_text().splitlines()) == 1
-
-
-@pytest.mark.parametrize(
-    ("main", "sent"),
-    [
-        ({"__file__": "/srv/crawl.py", "__spec__": None}, {"init_main_from_path": "/srv/crawl.py"}),
-        ({"__spec__": ModuleSpec("crawl", None)}, {"init_main_from_name": "crawl"}),
-    ],
-)
-def test_cpython_prepares_a_spawned_child_as_the_hook_expects(
-    monkeypatch: pytest.MonkeyPatch, main: dict[str, Any], sent: dict[str, str]
-) -> None:
-    """What ``compat.mainless_spawn`` leaves out is what CPython sends a spawned child
-    to run its parent's ``__main__`` again (a script by its path, ``python -m`` by its
-    name), under the names it wraps: this fails when CPython changes them."""
-    module = ModuleType("__main__")
-    module.__dict__.update(main)
-    monkeypatch.setitem(sys.modules, "__main__", module)
-    assert compat.MAINLESS_SPAWN
-    context = compat.mainless_spawn()
-    assert multiprocessing.spawn.get_preparation_data("SpawnProcess-1").items() >= sent.items()
-    process = context.Process(target=print)
-    ours = multiprocessing.spawn.get_preparation_data(process.name)
-    assert not ours.keys() & {"init_main_from_path", "init_main_from_name"}
-    assert ours["sys_path"] == sys.path  # the rest as CPython sends it
