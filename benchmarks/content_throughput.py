@@ -13,8 +13,9 @@ direct mode (discovery, the main content, its markdown, the fingerprint, the sta
 Targets (#51, 10): the incremental first run at 0.8x the rate of SitemapSpider given
 the same ``CONCURRENT_ITEMS`` (8) with ``<main>``, 0.6x where trafilatura extracts
 (``bare``); ours twice, with ``INCRECRAWL_CONTENT_PROCESSES = auto`` (a worker process
-where most pages are extracted and a second core is there) and with its pages' texts on
-the content thread (``INCRECRAWL_CONTENT_PROCESSES=0``); ``auto`` is the default.
+where a second core is there) and with its pages' texts on the content thread
+(``INCRECRAWL_CONTENT_PROCESSES=0``); ``auto`` is the default. The CPU column counts
+the crawl's process and its worker.
 """
 
 from __future__ import annotations

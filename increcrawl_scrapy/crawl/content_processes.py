@@ -182,14 +182,15 @@ class ContentProcesses:
     def _chosen(self) -> int:
         """``auto``'s choice once the first pages are taken: one worker where the
         process may use a second core, else the thread."""
-        cores = available_cores()
-        chosen = int(cores >= 2)
+        cores, asyncio = available_cores(), compat.asyncio_available()
+        chosen = int(cores >= 2 and asyncio)  # workers are fed by asyncio's loop
         logger.info(
-            "Pages' texts are taken %s after the first %d pages: %d core(s) "
+            "Pages' texts are taken %s after the first %d pages: %d core(s)%s "
             "(INCRECRAWL_CONTENT_PROCESSES = auto)",
             "in a worker process" if chosen else "on the content thread",
             self._taken,
             cores,
+            "" if asyncio else ", not the asyncio reactor",
         )
         if self.crawler is not None and self.crawler.stats is not None:
             self.crawler.stats.set_value(stats.CONTENT_PROCESSES, chosen)
@@ -211,7 +212,8 @@ class ContentProcesses:
         self._pool = None
         self._unanswered_pools += 1
         pool.shutdown(wait=False, cancel_futures=True)
-        logger.warning("A content process ended; its pages are asked of a new one")
+        if not pool.failed_start:  # it said why already
+            logger.warning("A content process ended; its pages are asked of a new one")
         if self._unanswered_pools >= _STARTS:
             logger.warning("No content process answers: pages' texts are taken on a thread")
 

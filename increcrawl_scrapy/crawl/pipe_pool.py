@@ -22,7 +22,6 @@ import asyncio
 import logging
 import os
 import pickle
-import signal
 import struct
 import sys
 from collections.abc import Callable
@@ -99,6 +98,7 @@ class PipePool:
 
     def __init__(self, workers: int, imports: tuple[str, ...] = ()) -> None:
         self.broken = False
+        self.failed_start = False  # broken as its workers started: none was there
         self._closed = False
         self._workers: list[_Worker] = []
         self._futures: dict[int, asyncio.Future[Any]] = {}
@@ -136,7 +136,8 @@ class PipePool:
                 future.cancel()
         self._futures.clear()
         for worker in self._workers:
-            worker.end(kill=self.broken)
+            # One still at its imports holds nothing: not waited for.
+            worker.end(kill=self.broken or not worker.ready)
 
     async def ended(self) -> None:
         """Once every worker has ended (after :meth:`shutdown`): reaped, so no process
@@ -148,8 +149,14 @@ class PipePool:
         loop = asyncio.get_running_loop()
         # Its imports found where the crawl's are (a Scrapyd egg, a script's folder).
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        code = f"from {__name__} import serve; serve({imports!r})"
+        # ``-c`` puts the current folder first on the path: not the crawl's.
+        code = (
+            "import sys; sys.path[:] = [p for p in sys.path if p]; "
+            f"from {__name__} import serve; serve({imports!r})"
+        )
         try:
+            if not sys.executable:  # an embedded interpreter
+                raise RuntimeError("no Python interpreter to start (sys.executable)")
             for _ in range(workers):
                 _transport, worker = await loop.subprocess_exec(
                     lambda: _Worker(self),
@@ -160,6 +167,9 @@ class PipePool:
                     stdout=asyncio.subprocess.PIPE,
                     stderr=None,
                     env=env,
+                    # Out of the terminal's reach (Ctrl-C, a group's SIGTERM reached it
+                    # mid-start): it ends with its stdin.
+                    start_new_session=True,
                 )
                 self._workers.append(worker)
                 self._processes[_transport.get_pid()] = worker
@@ -167,6 +177,7 @@ class PipePool:
                     worker.end(kill=True)
         except (OSError, NotImplementedError, RuntimeError) as exc:  # no way to start one
             logger.warning("A content process could not start: %s", exc)
+            self.failed_start = True
             self._break()
             return
         queued, self._queued = self._queued, []
@@ -213,10 +224,12 @@ class PipePool:
 def serve(imports: tuple[str, ...] = ()) -> None:
     """A worker's life: *imports* done, "ready" said, then each call read from stdin
     answered on stdout, until stdin closes. Its stdout is kept for the answers (a
-    library's ``print`` goes to stderr). Ctrl-C reaches the whole process group:
-    the crawl decides when to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    answers = os.fdopen(os.dup(1), "wb")
+    library's ``print`` goes to stderr)."""
+    try:
+        os.fstat(2)
+    except OSError:  # a daemon's crawl, its streams closed: what is printed goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    answers = os.fdopen(os.dup(1), "wb")  # above 2 now
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     calls = sys.stdin.buffer

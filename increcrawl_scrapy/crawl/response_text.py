@@ -1,11 +1,8 @@
 """A fetched response's text and the links of its main content, for the spider and
 the add-on alike. CPU work (parsing, extraction, conversion, the fingerprint), run on
-the content thread (``compat.in_content_thread``), never on the reactor's.
-
-Once a second Python process took this work: measured beside Scrapy's
-``SitemapSpider`` it gained 3% on pages that mark their ``<main>``, under the 10% it
-had to earn, and cost a child process per crawl (``benchmarks/RESULTS.md``, "The
-content process, measured before its removal")."""
+the content thread (``compat.in_content_thread``) or, for the spider's pages past a
+crawl's first, in a worker process (``content_processes.py``), never on the
+reactor's."""
 
 from __future__ import annotations
 

@@ -138,24 +138,28 @@ async def test_a_killed_worker_costs_only_the_pages_it_held_twice(
 
 
 def _kill_once_answered(pool: Any) -> None:
-    """Kill *pool* just after its first answer: killed at a fixed delay, a pool still
-    starting on a busy machine had answered no page, and with every page lost twice
-    the run ended ``too_many_errors``."""
+    """Kill *pool* as its first answer comes, while it holds more: killed at a fixed
+    delay, a pool still starting on a busy machine had answered no page (every page
+    lost twice: the run ended ``too_many_errors``); polled, a fast worker had answered
+    them all."""
     futures: list[Any] = []
     submit = pool.submit
 
+    def answered(_future: Any) -> None:
+        if pool in killed_pools:
+            return
+        if any(not future.done() for future in futures):
+            killed_pools.append(pool)
+            _kill(pool)
+
+    killed_pools: list[Any] = []
+
     def recorded(*args: Any, **kwargs: Any) -> Any:
         futures.append(submit(*args, **kwargs))
+        futures[-1].add_done_callback(answered)
         return futures[-1]
 
-    def kill_when_one_is_done() -> None:
-        if any(future.done() for future in futures):
-            _kill(pool)
-        else:
-            reactor.callLater(0.02, kill_when_one_is_done)
-
     pool.submit = recorded
-    reactor.callLater(0.02, kill_when_one_is_done)
 
 
 def _kill(pool: Any) -> None:
@@ -268,6 +272,20 @@ async def test_auto_takes_a_worker_where_a_second_core_is_there(
     assert prints["auto"] == prints[0] and all(prints[0].values())
 
 
+def test_auto_chooses_the_thread_without_the_asyncio_reactor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers are fed by asyncio's loop: under another reactor ``auto`` says the
+    thread (it said a worker, and the stat 1, where none could run)."""
+    from increcrawl_scrapy import compat
+
+    monkeypatch.setattr(content_processes, "available_cores", lambda: 2)
+    monkeypatch.setattr(compat, "asyncio_available", lambda: False)
+    processes = ContentProcesses(None)
+    processes._taken = content_processes.START_AFTER
+    assert processes._chosen() == 0
+
+
 @pytest_twisted.ensureDeferred
 async def test_auto_decides_though_every_page_came_before_the_first_texts_were_taken(
     tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
@@ -310,7 +328,7 @@ async def test_a_page_queued_on_a_pool_shut_down_under_it_is_asked_of_the_next(
     from increcrawl_scrapy.content.page_text import ContentOptions
 
     class Pool:
-        ready, broken = True, False
+        ready, broken, failed_start = True, False, False
 
         def __init__(self, answer: Any) -> None:
             self.answer, self.futures = answer, []
