@@ -9,8 +9,8 @@ started once the crawl has taken :data:`START_AFTER` pages' texts on the thread 
 small crawl never starts one), and the thread goes on taking pages until the worker
 has done its imports; the pool shuts down when the crawl closes. Texts and
 fingerprints are the same as on the thread. With ``auto`` (the default), one worker
-where the process may use two cores: a first run with ``<main>`` went from 0.63x to
-1.01x ``SitemapSpider``'s rate, where trafilatura extracts from 0.43x to 0.74x
+where the process may use two cores: a first run with ``<main>`` went from about 0.6x
+to 0.77-1.01x ``SitemapSpider``'s rate, where trafilatura extracts to 0.74-0.78x
 (``benchmarks/RESULTS.md``, #51).
 
 A worker that dies (killed, out of memory, a crash in a parser) breaks the pool: the
