@@ -76,6 +76,8 @@ EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site fa
 CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 #: The worker processes ``INCRECRAWL_CONTENT_PROCESSES = auto`` chose (content_processes.py).
 CONTENT_PROCESSES = "increcrawl/content_processes"
+#: Pages whose texts a worker process took (the others: the content thread's).
+CONTENT_IN_WORKERS = "increcrawl/content_processes/pages"
 NO_TEXT = "increcrawl/pages/no_text"  # a page whose text is empty: recorded, and said
 LISTINGS = "increcrawl/pages/listings/{change}"  # links only, a schedule of their own
 ALIASES = "increcrawl/pages/aliases"  # rel=canonical names another page, with its text

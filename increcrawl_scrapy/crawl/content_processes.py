@@ -156,6 +156,8 @@ class ContentProcesses:
                     raise ContentWorkerLost(f"the content process ended on it ({exc})") from None
             else:
                 self._unanswered_pools = 0
+                if self.crawler is not None:
+                    stats.inc(self.crawler.stats, stats.CONTENT_IN_WORKERS)
                 return found
         raise AssertionError("unreachable")
 

@@ -47,13 +47,14 @@ def from_the_first_page(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 async def test_the_workers_take_the_same_texts_and_fingerprints_as_the_thread(
     tmp_path: Path, clock: Clock, from_the_first_page: list[Any]
 ) -> None:
-    results = {}
+    results, taken = {}, {}
     with SampleSite(pages=12) as site:
         for workers in (0, 1):
             db = str(tmp_path / f"state{workers}.sqlite")
             settings = crawl_settings(db, clock, INCRECRAWL_CONTENT_PROCESSES=workers)
             done = await run_crawl(settings, sitemap_url=site.sitemap_url)
             assert done.reason == "finished"
+            taken[workers] = done.stats.get(stats.CONTENT_IN_WORKERS)
             with StateStore(db) as store:
                 # The site's volatile parts (a time, a token) differ; their fingerprints not.
                 results[workers] = {
@@ -61,6 +62,7 @@ async def test_the_workers_take_the_same_texts_and_fingerprints_as_the_thread(
                 }
     assert len(from_the_first_page) == 1  # the thread's crawl started none
     assert len(results[1]) == 12 and results[1] == results[0]
+    assert taken == {0: None, 1: 12}  # every page the worker's
 
 
 @pytest_twisted.ensureDeferred
