@@ -140,6 +140,41 @@ async def test_deep_nesting_keeps_every_text_and_says_when_it_flattens(
     assert len(warnings) == 1 and "deeper.html" in warnings[0]
 
 
+@pytest_twisted.ensureDeferred
+async def test_control_bytes_in_the_text_are_read_as_browsers_show_them(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Browsers show a page whose text holds runs of control bytes (a paste from a
+    terminal, a broken export) with the bytes as nothing. The markdown converter
+    refused it ("binary data detected"): a spider error on every run, the page in
+    none of the summary's counts and never recorded."""
+    root = tmp_path / "www"
+    root.mkdir()
+    noise = "".join(map(chr, [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 14, 15])) * 400
+    (root / "noisy.html").write_text(
+        "<!doctype html><html><head><title>Noisy</title></head><body><main><h1>Noisy</h1>"
+        f"<p>The words before{noise} and after the bytes.</p></main></body></html>"
+    )
+    (root / "plain.html").write_text(
+        "<!doctype html><html><body><main><h1>Plain</h1><p>A page.</p></main></body></html>"
+    )
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        (root / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<url><loc>{url}/noisy.html</loc></url><url><loc>{url}/plain.html</loc></url>"
+            "</urlset>"
+        )
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/noisy.html", f"{url}/plain.html"}
+        assert not [k for k in first.stats if k.startswith("spider_exceptions")]
+        noisy = next(i for i in first.items if i["url"].endswith("/noisy.html"))
+        assert "The words before and after the bytes." in noisy["markdown"]
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert second.stats["increcrawl/unchanged"] == 2
+
+
 def test_the_parse_is_a_browsers_on_what_libxml2_read_otherwise() -> None:
     # A stray </li> in a nested list leaves the outer item open (libxml2 closed it).
     root = parse_html("<nav><ul><li>a<ul><li></li>b</li></ul>c</li></ul></nav><main>m</main>").root
