@@ -72,6 +72,8 @@ CONTENT_FOUND = "increcrawl/content/{how}"  # how a page's text was taken (page_
 CONTENT_FLATTENED = "increcrawl/content/flattened"
 TOO_LARGE = "increcrawl/pages/too_large"  # over INCRECRAWL_MAX_PAGE_BYTES
 EMPTY_PAGES = "increcrawl/pages/empty"  # a 200 with no HTML document: a site failure
+#: Pages a library failed on as their text was taken (content/page_text.ContentFailed).
+CONTENT_FAILED = "increcrawl/pages/content_failed"
 #: Pages a content process ended on, twice (crawl/content_processes.py): they back off.
 CONTENT_WORKER_LOST = "increcrawl/pages/content_worker_lost"
 #: The worker processes ``INCRECRAWL_CONTENT_PROCESSES = auto`` chose (content_processes.py).

@@ -59,6 +59,14 @@ class PageTooLarge(UnusablePage):
     stat = stats.TOO_LARGE
 
 
+class ContentFailed(UnusablePage):
+    """A library failed on this page as its text was taken (a converter refusing its
+    markup, a parser's bug): a site failure said and counted, not a spider error
+    that left the page in none of a run's counts."""
+
+    stat = stats.CONTENT_FAILED
+
+
 class EmptyDocument(UnusablePage):
     """HTML with no document at all (an empty or comment-only body): a truncated
     answer or a server mid-deploy far more often than a page's real content."""

@@ -17,6 +17,7 @@ from w3lib.url import canonicalize_url
 
 from increcrawl_scrapy.content.fingerprint import content_fingerprint, digest
 from increcrawl_scrapy.content.page_text import (
+    ContentFailed,
     ContentOptions,
     EmptyDocument,
     PageText,
@@ -60,7 +61,12 @@ def with_print(
 ) -> tuple[PageText, str | None]:
     """A page's text by *take*, with its fingerprint when asked (the default rules
     are linear: taken with the text, they spare the reactor's thread)."""
-    found = take(*args)
+    try:
+        found = take(*args)
+    except UnusablePage:
+        raise
+    except Exception as exc:  # any library's, on this page's markup
+        raise ContentFailed(f"its text could not be taken ({type(exc).__name__}: {exc})") from exc
     if not fingerprint:
         return found, None
     if found.stable is not None:  # measured already (a page without <main>)

@@ -175,6 +175,50 @@ async def test_control_bytes_in_the_text_are_read_as_browsers_show_them(
         assert second.stats["increcrawl/unchanged"] == 2
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_page_whose_text_a_library_fails_on_is_an_error_counted(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library failing on one page's markup (the converter's next refusal, a
+    parser's bug) was a spider error: the page in none of the run summary's counts.
+    It is a site failure that backs off, counted and said, the page kept due; the
+    run's other pages are recorded."""
+    from increcrawl_scrapy.content import page_text as module
+
+    convert = module.html_to_markdown
+
+    def failing(html: str | bytes) -> str:
+        if "Unconvertible" in str(html):
+            raise RuntimeError("a converter's fault")
+        return convert(html)
+
+    monkeypatch.setattr(module, "html_to_markdown", failing)
+    root = tmp_path / "www"
+    root.mkdir()
+    for name in ("fails", "plain"):
+        title = "Unconvertible" if name == "fails" else "Plain"
+        (root / f"{name}.html").write_text(
+            f"<!doctype html><html><body><main><h1>{title}</h1><p>A page.</p></main></body></html>"
+        )
+    with nginx(root, tmp_path / "nginx") as (url, _access):
+        (root / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<url><loc>{url}/fails.html</loc></url><url><loc>{url}/plain.html</loc></url>"
+            "</urlset>"
+        )
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.changes("new") == {f"{url}/plain.html"}
+        assert not [k for k in first.stats if k.startswith("spider_exceptions")]
+        assert first.stats["increcrawl/pages/content_failed"] == 1
+        assert first.stats["increcrawl/errors"] == 1
+        assert any("fails.html" in line and "converter's fault" in line for line in first.log)
+        monkeypatch.setattr(module, "html_to_markdown", convert)
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert f"{url}/fails.html" in second.changes("new")
+
+
 def test_the_parse_is_a_browsers_on_what_libxml2_read_otherwise() -> None:
     # A stray </li> in a nested list leaves the outer item open (libxml2 closed it).
     root = parse_html("<nav><ul><li>a<ul><li></li>b</li></ul>c</li></ul></nav><main>m</main>").root
