@@ -7,6 +7,7 @@ reactor's."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urljoin
@@ -24,6 +25,8 @@ from increcrawl_scrapy.content.page_text import (
     UnusablePage,
     page_text,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def response_text(response: Response, options: ContentOptions) -> PageText:
@@ -43,7 +46,10 @@ def main_links(response: Response, options: ContentOptions) -> frozenset[str] | 
     (``page_text``), as canonical absolute URLs; None when its text has no main
     content to tell them by (not HTML, the whole page, an unusable body)."""
     try:
-        found = response_text(response, options)
+        found = with_print(False, response_text, response, options)[0]
+    except ContentFailed as exc:  # a library's fault: the page's items still go on
+        logger.warning("%s: %s; every link it led to is taken as its own", response.url, exc)
+        return None
     except UnusablePage:
         return None
     if found.links is None:

@@ -377,3 +377,55 @@ async def test_a_way_carried_over_then_changed_and_reverted_is_delivered_each_ti
     finally:
         site.server.shutdown()
         site.server.server_close()
+
+
+class Unnamed(scrapy.Spider):
+    """The tutorial's shape: a listing's items without a URL (the listing's own), and
+    a request for each product's page, whose answer gives nothing."""
+
+    name = "unnamed"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = urls
+
+    def parse(self, response: Any) -> Any:
+        for product in response.css("li.product"):
+            yield {"name": product.css("a::text").get()}
+            yield response.follow(product.css("a::attr(href)").get(), callback=self.nothing)
+
+    def nothing(self, response: Any) -> Any:
+        return []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_library_failing_on_a_listings_text_loses_none_of_its_items(
+    tmp_path: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which of the links a response led to are its own is told by its main content's
+    text: a library failing on that text (a converter refusing the markup) raised
+    out of the add-on's middleware, and the listing's items were never delivered.
+    Every link is then the page's own, as for a body with no text."""
+    from increcrawl_scrapy.content import page_text as module
+
+    convert = module.html_to_markdown
+
+    def failing(html: str | bytes) -> str:
+        if "Shoe" in str(html):  # the shop's pages, not the text scheme's samples
+            raise RuntimeError("a converter's fault")
+        return convert(html)
+
+    monkeypatch.setattr(module, "html_to_markdown", failing)
+    products = {str(n): {"name": f"Shoe {n}", "price": f"{n}0.00"} for n in range(1, 4)}
+    with Shop(products, {"shoes": ["1", "2", "3"]}) as shop:
+        settings = add_on(str(tmp_path / "s.sqlite"), clock)
+        crawler = Crawler(Unnamed, Settings(settings))
+        items: list[dict[str, Any]] = []
+        crawler.signals.connect(
+            lambda item: items.append(dict(item)), signal=signals.item_scraped, weak=False
+        )
+        await crawler.crawl(urls=shop.listing_urls())
+        stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    assert sorted(item["name"] for item in items) == ["Shoe 1", "Shoe 2", "Shoe 3"]
+    assert {item["change"] for item in items} == {"new"}
+    assert not [key for key in stats if key.startswith("spider_exceptions")]
