@@ -49,6 +49,15 @@ def starlette(tmp_path: Path):
         yield site
 
 
+def _sitemap(root: Path, url: str, names: list[str]) -> None:
+    """A sitemap at *root* listing the pages ``NAME.html`` served at *url*."""
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{url}/{name}.html</loc></url>" for name in names)
+        + "</urlset>"
+    )
+
+
 async def _crawl(site: StarletteDocs, settings: dict) -> object:
     return await run_crawl(settings, sitemap_url=f"{site.base_url}/sitemap.xml")
 
@@ -122,11 +131,7 @@ async def test_deep_nesting_keeps_every_text_and_says_when_it_flattens(
             + "<p>The text after it.</p></main><footer>(c) 2026</footer></body></html>"
         )
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        (root / "sitemap.xml").write_text(
-            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<url><loc>{url}/{name}.html</loc></url>" for name in pages)
-            + "</urlset>"
-        )
+        _sitemap(root, url, list(pages))
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
         done = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
     by_name = {i["url"].rsplit("/", 1)[1]: i["markdown"] for i in done.items}
@@ -159,11 +164,7 @@ async def test_control_bytes_in_the_text_are_read_as_browsers_show_them(
         "<!doctype html><html><body><main><h1>Plain</h1><p>A page.</p></main></body></html>"
     )
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        (root / "sitemap.xml").write_text(
-            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            f"<url><loc>{url}/noisy.html</loc></url><url><loc>{url}/plain.html</loc></url>"
-            "</urlset>"
-        )
+        _sitemap(root, url, ["noisy", "plain"])
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/noisy.html", f"{url}/plain.html"}
@@ -201,11 +202,7 @@ async def test_a_page_whose_text_a_library_fails_on_is_an_error_counted(
             f"<!doctype html><html><body><main><h1>{title}</h1><p>A page.</p></main></body></html>"
         )
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        (root / "sitemap.xml").write_text(
-            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            f"<url><loc>{url}/fails.html</loc></url><url><loc>{url}/plain.html</loc></url>"
-            "</urlset>"
-        )
+        _sitemap(root, url, ["fails", "plain"])
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/plain.html"}
