@@ -51,20 +51,31 @@ class UnusablePage(ValueError):
     page's row kept as it was (never a change, never a crash)."""
 
     stat = ""  # the stats key counting these (stats.py)
+    kind = "unusable"  # what failed, as a run's checks count it (state/history.py)
 
 
 class PageTooLarge(UnusablePage):
     """A body over the page size limit."""
 
     stat = stats.TOO_LARGE
+    kind = "too large"
 
 
 class ContentFailed(UnusablePage):
     """A library failed on this page as its text was taken (a converter refusing its
-    markup, a parser's bug): a site failure said and counted, not a spider error
-    that left the page in none of a run's counts."""
+    markup, a parser's bug, or one of ours): a site failure said with where it failed
+    (*trace*: the traceback, as text, for it may come from a worker process) and
+    counted, not a spider error that left the page in none of a run's counts."""
 
     stat = stats.CONTENT_FAILED
+    kind = "content failed"
+
+    def __init__(self, message: str, trace: str = "") -> None:
+        super().__init__(message, trace)
+        self.trace = trace
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class EmptyDocument(UnusablePage):
@@ -72,6 +83,7 @@ class EmptyDocument(UnusablePage):
     answer or a server mid-deploy far more often than a page's real content."""
 
     stat = stats.EMPTY_PAGES
+    kind = "empty"
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class ContentWorkerLost(UnusablePage):
     counted and backed off like any unusable page, never a crash of the crawl."""
 
     stat = stats.CONTENT_WORKER_LOST
+    kind = "content worker lost"
 
 
 #: What a worker needs to make the response again: its class, URL, body,

@@ -7,7 +7,7 @@ reactor's."""
 from __future__ import annotations
 
 import contextlib
-import logging
+import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urljoin
@@ -26,8 +26,6 @@ from increcrawl_scrapy.content.page_text import (
     page_text,
 )
 
-logger = logging.getLogger(__name__)
-
 
 def response_text(response: Response, options: ContentOptions) -> PageText:
     """The page's text, whoever fetched it, so both paths hash the same text: decoded
@@ -44,12 +42,12 @@ def response_text(response: Response, options: ContentOptions) -> PageText:
 def main_links(response: Response, options: ContentOptions) -> frozenset[str] | None:
     """The links of *response*'s main content, by the rules of its text
     (``page_text``), as canonical absolute URLs; None when its text has no main
-    content to tell them by (not HTML, the whole page, an unusable body)."""
+    content to tell them by (not HTML, the whole page, an unusable body); raises
+    ContentFailed when a library failed on its text."""
     try:
         found = with_print(False, response_text, response, options)[0]
-    except ContentFailed as exc:  # a library's fault: the page's items still go on
-        logger.warning("%s: %s; every link it led to is taken as its own", response.url, exc)
-        return None
+    except ContentFailed:
+        raise
     except UnusablePage:
         return None
     if found.links is None:
@@ -72,7 +70,10 @@ def with_print(
     except UnusablePage:
         raise
     except Exception as exc:  # any library's, on this page's markup
-        raise ContentFailed(f"its text could not be taken ({type(exc).__name__}: {exc})") from exc
+        raise ContentFailed(
+            f"its text could not be taken ({type(exc).__name__}: {exc})",
+            "".join(traceback.format_exception(exc)),
+        ) from exc
     if not fingerprint:
         return found, None
     if found.stable is not None:  # measured already (a page without <main>)

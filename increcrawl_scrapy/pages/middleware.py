@@ -38,12 +38,12 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncgen import as_async_generator
 from w3lib.url import canonicalize_url
 
-from increcrawl_scrapy import compat
+from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.library_logs import follow_log_level
-from increcrawl_scrapy.content.page_text import ContentOptions, UnusablePage
+from increcrawl_scrapy.content.page_text import ContentFailed, ContentOptions, UnusablePage
 from increcrawl_scrapy.crawl.response_text import main_links
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
@@ -373,6 +373,15 @@ class PageItemsMiddleware:
             return links
         try:
             main = await compat.in_content_thread(main_links, response, self.options)
+        except ContentFailed as exc:  # a library's fault: the page's items still go on
+            stats.inc(self.crawler.stats, exc.stat)
+            logger.warning(
+                "%s: %s; every link it led to is taken as its own\n%s",
+                response.url,
+                exc,
+                exc.trace.rstrip(),
+            )
+            return links
         except UnusablePage:
             return links  # no text to tell them by: every link is the page's
         return links if main is None else links & main

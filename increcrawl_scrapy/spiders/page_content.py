@@ -28,7 +28,7 @@ from increcrawl_scrapy.crawl.response_text import response_text, with_print
 from increcrawl_scrapy.crawl.shared_state import crawl_state
 from increcrawl_scrapy.geonode.payload import META_PARAMS
 from increcrawl_scrapy.spiders.canonical import checked_alias
-from increcrawl_scrapy.spiders.page_items import TOO_LARGE, final_url_of, moved_away, moved_item
+from increcrawl_scrapy.spiders.page_items import final_url_of, moved_away, moved_item
 from increcrawl_scrapy.urls import normalization_settings, normalize_url, same_page
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class PageContent:
     ) -> None:
         self.crawler = crawler
         self.options = options
+        self._traced: set[str] = set()  # failures logged with their tracebacks
         self.origin = origin
         self.scope = scope  # the seed's site: a canonical URL elsewhere is not an alias
         self.normalize = normalize
@@ -310,13 +311,19 @@ class PageContent:
 
     def unusable(self, item: dict[str, Any], error: UnusablePage) -> dict[str, Any]:
         stats.inc(self.crawler.stats, error.stat)
-        logger.warning("%s: %s; it backs off", item["url"], error)
+        trace = getattr(error, "trace", "")
+        cause = trace.rstrip().rsplit("\n", 1)[-1].split(":", 1)[0]  # "TypeError"
+        if trace and cause not in self._traced:  # where it failed, once a run a cause
+            self._traced.add(cause)
+            logger.warning("%s: %s; it backs off\n%s", item["url"], error, trace.rstrip())
+        else:
+            logger.warning("%s: %s; it backs off", item["url"], error)
         item.pop("html", None)
         return {
             **item,
             "http_status": 0,
             "markdown": None,
             "error": str(error),
-            "error_kind": TOO_LARGE,
+            "error_kind": error.kind,
             "site_failure": True,
         }

@@ -429,3 +429,4 @@ async def test_a_library_failing_on_a_listings_text_loses_none_of_its_items(
     assert sorted(item["name"] for item in items) == ["Shoe 1", "Shoe 2", "Shoe 3"]
     assert {item["change"] for item in items} == {"new"}
     assert not [key for key in stats if key.startswith("spider_exceptions")]
+    assert stats["increcrawl/pages/content_failed"] == 1  # counted, as the spider counts it
