@@ -196,6 +196,8 @@ class IncrecrawlConfig:
     skip_not_due: bool = setting("INCRECRAWL_SKIP_NOT_DUE", False, Reader.flag)
     flush_items: int = setting("INCRECRAWL_FLUSH_ITEMS", 100, number(int, minimum=1))
     flush_seconds: float = setting("INCRECRAWL_FLUSH_SECONDS", 5.0, number(float, above=0))
+    # WordPress's feed of its last edited posts, read beside its core sitemap (undated)
+    wordpress_feed: bool = setting("INCRECRAWL_WORDPRESS_FEED", True, Reader.flag)
     sitemap_max_bytes: int = setting(
         "INCRECRAWL_SITEMAP_MAX_BYTES", 50 * 1024 * 1024, number(int, minimum=1024)
     )

@@ -121,6 +121,13 @@ class DiscoveryInputs:
     stop: Callable[[str, str], None]  # closes the crawl: ``stop(reason, why)``
 
 
+#: WordPress's core sitemap (5.5 and later), which dates no page before 6.5.
+WORDPRESS_SITEMAP = "/wp-sitemap.xml"
+#: Its feed of the ten last edited posts, each dated by its last edit: a public query
+#: of WordPress's own (not linked from its pages).
+WORDPRESS_FEED = "/feed/atom/?orderby=modified"
+
+
 @dataclass(frozen=True)
 class Roots:
     """Where a run's walk starts: the sitemaps and feeds given and found."""
@@ -128,6 +135,20 @@ class Roots:
     urls: tuple[str, ...]
     complete: bool  # every site and robots.txt given could be read
     mapped: int  # sites the Geonode map read instead (their pages are in the run)
+    #: Read when they answer, their failure no gap in discovery: signals, not sources.
+    signals: tuple[str, ...] = ()
+
+
+def wordpress_feeds(roots: Sequence[str]) -> tuple[str, ...]:
+    """The feed of last edits of each WordPress site whose core sitemap is a root:
+    its dates are the edits its sitemap does not date (#52)."""
+    feeds = []
+    for url in roots:
+        parts = urlsplit(url)
+        feed = f"{parts.scheme}://{parts.netloc}{WORDPRESS_FEED}"
+        if parts.path == WORDPRESS_SITEMAP and feed not in roots and feed not in feeds:
+            feeds.append(feed)
+    return tuple(feeds)
 
 
 class Discoverer:
@@ -166,11 +187,15 @@ class Discoverer:
             complete = complete and bool(found)
             roots += found or []
         roots += [url for name in ("sitemap_url", "feed_url") for url, _ in sources.get(name, [])]
-        return Roots(tuple(roots), complete, self._mapped)
+        signals = wordpress_feeds(roots) if self.inputs.config.wordpress_feed else ()
+        return Roots(tuple(roots), complete, self._mapped, signals)
 
     async def walk(self, roots: Roots) -> bool:
-        """Read *roots* into the run; discovery is complete only if every source was."""
+        """Read *roots* into the run; discovery is complete only if every source was
+        (its signals aside: a site may turn its feeds off)."""
         complete = await self.walker.walk(list(roots.urls)) and roots.complete
+        if roots.signals:
+            await self.walker.walk(list(roots.signals), signals=True)
         for seed, count in sorted(self.run.taken_over.items()):
             logger.warning(
                 "%d pages listed under seed %s now belong to seed %s (its sources list "

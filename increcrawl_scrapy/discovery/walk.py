@@ -86,6 +86,7 @@ class SitemapWalk:
         self._tails: deque[Ingested] = deque()  # read, not yet counted
         self._digests: dict[str, str] = {}  # documents read this walk -> their first URL
         self._repeats = 0  # rows listed again (Run.repeated) already counted
+        self._signals = False  # this walk reads feeds for their dates only
 
     # -- robots.txt ----------------------------------------------------------------
 
@@ -126,8 +127,10 @@ class SitemapWalk:
 
     # -- sitemaps ------------------------------------------------------------------
 
-    async def walk(self, roots: list[str]) -> bool:
-        """Read *roots* and every child they list; whether all were read whole."""
+    async def walk(self, roots: list[str], signals: bool = False) -> bool:
+        """Read *roots* and every child they list; whether all were read whole.
+        *signals*: feeds read for their dates only, their failure said quietly."""
+        self._signals = signals
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="increcrawl-upsert")
         try:
             complete = await self._walk(roots)
@@ -234,6 +237,9 @@ class SitemapWalk:
             return Ingested(SitemapStats(kind="unchanged"))
         if response is None or response.status != 200:
             status = response.status if response is not None else "no answer"
+            if self._signals:  # a site's feeds turned off: its sitemaps still tell all
+                logger.info("Feed %s failed (%s): read without its dates", url, status)
+                return None
             logger.warning("Sitemap %s failed (%s): discovery is incomplete", url, status)
             stats.inc(self.stats, stats.SITEMAP_ERRORS)
             return None
@@ -242,6 +248,9 @@ class SitemapWalk:
                 self._ingest, url, response.body, _validators(response)
             )
         except SitemapError as exc:
+            if self._signals:
+                logger.info("Feed %s is unusable (%s): read without its dates", url, exc)
+                return None
             logger.warning("Sitemap %s is unusable: %s", url, exc)
             stats.inc(self.stats, stats.SITEMAP_INVALID)
             return None

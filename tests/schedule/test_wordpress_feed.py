@@ -1,0 +1,89 @@
+"""WordPress's feed of its last edits, read beside its core sitemap (#52, 4): the
+core sitemap (``/wp-sitemap.xml``) dates no post before WordPress 6.5; its Atom feed
+ordered by last edit (``/feed/atom/?orderby=modified``) lists the ten last edited
+posts, each dated by its edit. Daily runs through whole crawls with a moved clock:
+every edit the feed announces is fetched the day it was made; a site whose feeds are
+off is read from its sitemap as before, its discovery complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest_twisted
+
+from increcrawl_scrapy import stats
+from increcrawl_scrapy.testing import SampleSite
+from tests.conftest import Clock
+from tests.crawling import crawl_settings, run_crawl
+from tests.schedule.test_feed_dates import atom
+
+DAY = 86_400.0
+
+
+def _changed(result: object) -> set[int]:
+    return {int(url.rsplit("/", 1)[1]) for url in result.changes("changed")}  # type: ignore[attr-defined]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_wordpress_sitemap_brings_its_feed_of_last_edits(
+    tmp_path: Path, clock: Clock
+) -> None:
+    with SampleSite(pages=20, lastmod_mode="none") as site:
+        sitemap = site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.serve("/feed/atom/", atom(site, []))
+        settings = crawl_settings(str(tmp_path / "state.sqlite"), clock)
+        assert (await run_crawl(settings, sitemap_url=sitemap)).reason == "finished"
+        last: list[int] = []
+        for day in range(1, 15):  # any post, two a day, seen the day of its edit
+            clock.advance(DAY)
+            edited = [(3 * day) % 20, (7 * day + 1) % 20]
+            for page in edited:
+                site.edit(page, at=clock() - 3600)
+            last = (edited + [p for p in last if p not in edited])[:10]
+            site.serve("/feed/atom/", atom(site, last))
+            result = await run_crawl(settings, sitemap_url=sitemap)
+            assert result.reason == "finished"
+            assert set(edited) <= _changed(result), day
+            assert stats.DISCOVERY_INCOMPLETE not in result.stats
+        assert site.requested["/feed/atom/"] == 15  # one request a run
+
+        # Without it (the setting off): the same edits wait for their pages' checks.
+        off = {**settings, "INCRECRAWL_WORDPRESS_FEED": False}
+        missed = 0
+        for day in range(15, 22):
+            clock.advance(DAY)
+            edited = [(3 * day) % 20, (7 * day + 1) % 20]
+            for page in edited:
+                site.edit(page, at=clock() - 3600)
+            result = await run_crawl(off, sitemap_url=sitemap)
+            missed += len(set(edited) - _changed(result))
+        assert missed and site.requested["/feed/atom/"] == 15
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_wordpress_site_with_its_feeds_off_is_read_as_before(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Security plugins turn feeds off (a 404, or the home page): the feed is a signal,
+    not a source: discovery stays complete, so a post deleted is still found gone,
+    and the run says so once, quietly."""
+    with SampleSite(pages=12, lastmod_mode="none") as site:
+        sitemap = site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.fail_path("/feed/atom/", 404)
+        settings = crawl_settings(str(tmp_path / "state.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=sitemap)
+        assert first.reason == "finished" and len(first.changes("new")) == 12
+        assert stats.DISCOVERY_INCOMPLETE not in first.stats
+        assert stats.SITEMAP_ERRORS not in first.stats
+        assert not [line for line in first.log if line.startswith("WARNING") and "feed" in line]
+        site.fail_path("/feed/atom/", None)
+        site.serve("/feed/atom/", b"<!doctype html><html><body>Home</body></html>", "text/html")
+        site.delete(4)
+        site.serve("/wp-sitemap.xml", site.sitemap_index())
+        gone: set[str] = set()
+        for _ in range(5):
+            clock.advance(3 * DAY)
+            result = await run_crawl(settings, sitemap_url=sitemap)
+            assert stats.DISCOVERY_INCOMPLETE not in result.stats
+            gone |= result.changes("gone")
+        assert site.page_url(4) in gone
