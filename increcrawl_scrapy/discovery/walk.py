@@ -376,13 +376,16 @@ class SitemapWalk:
     def _read_whole(
         self, last: Future[int], url: str, digest: str, validators: Validators, feed: bool
     ) -> None:
-        # Only if its last chunk was written (the writer ran it just before).
-        if last.exception() is None:
+        # Only if its last chunk was written (the writer ran it just before); a
+        # signal's is no sitemap of the state (read whole each run, it lists nothing).
+        if last.exception() is None and not self._signals:
             self.run.sitemap_read(url, digest, validators, self.settings, feed=feed)
 
     def _write(
         self, url: str, batch: list[tuple[str, str | None]], excluded: list[str], feed: bool
     ) -> int:
+        if self._signals:
+            return self.run.upsert(batch, sitemap_url=url, feed=feed, signal=True)
         recorded = self.run.upsert(batch, sitemap_url=url, feed=feed)
         self.run.seen_only(excluded)
         return recorded

@@ -99,13 +99,16 @@ class Run:
         *,
         sitemap_url: str | None = None,
         feed: bool = False,
+        signal: bool = False,
     ) -> int:
         """Record ``(url, lastmod)`` pairs seen by this run's discovery (one chunk of
         a sitemap), in one set-based transaction: new rows are inserted due now, a
         changed lastmod makes a row due now, a row seen again is no longer missing
         and belongs to this run's seed. URLs that cannot be normalized are skipped.
         A *feed*'s rows never count as missing: a row it finds first is attached to
-        it, one a sitemap lists stays with the sitemap. Returns how many were recorded."""
+        it, one a sitemap lists stays with the sitemap. A *signal*'s dates only make
+        rows that exist due: it lists nothing, inserts, attaches and marks no row.
+        Returns how many were recorded (a signal: none)."""
         now = self._clock()
         latest = _iso(now)
         # A date without a time names a day that begins up to 14 hours before UTC's
@@ -141,7 +144,7 @@ class Run:
         with self.database.transaction() as db:
             for host, count in sorted(future.items()):  # hosts first, by name, as batches
                 db.execute(db.sql.count_future, (host, count))
-            if sitemap_url is not None:
+            if sitemap_url is not None and not signal:
                 # Known from now on, so its rows are checked for absence even if it is
                 # never read whole (an empty digest matches no real one).
                 db.execute(db.sql.add_sitemap, {**params, "url": sitemap_url, "feed": feed})
@@ -151,6 +154,10 @@ class Run:
                 db.execute(statement)
             if db.sql.lock_chunk_rows is not None:
                 db.execute(db.sql.lock_chunk_rows)
+            if signal:
+                for statement in db.sql.apply_signal_chunk:
+                    db.execute(statement, params)
+                return 0
             fresh, taken = listed_before(db, params)
             self.repeated += len(rows) - fresh
             self.taken_over.update(taken)

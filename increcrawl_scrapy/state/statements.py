@@ -35,6 +35,8 @@ class DiscoveryStatements(Protocol):
     lock_chunk_rows: str | None  # the chunk's rows locked in key order (before listed_before)
     apply_chunk: tuple[str, ...]
     apply_feed_chunk: tuple[str, ...]
+    #: A signal feed's chunk: its dates make existing rows due, nothing else.
+    apply_signal_chunk: tuple[str, ...]
     mark_seen_only: str
     sitemap_digest: str
     add_unchanged: str

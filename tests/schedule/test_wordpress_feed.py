@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import pytest_twisted
 
 from increcrawl_scrapy import stats
@@ -18,6 +19,7 @@ from tests.crawling import crawl_settings, run_crawl
 from tests.schedule.test_feed_dates import atom
 
 DAY = 86_400.0
+HOUR = 3_600.0
 
 
 def _changed(result: object) -> set[int]:
@@ -87,3 +89,48 @@ async def test_a_wordpress_site_with_its_feeds_off_is_read_as_before(
             assert stats.DISCOVERY_INCOMPLETE not in result.stats
             gone |= result.changes("gone")
         assert site.page_url(4) in gone
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_dsn"))
+    return str(tmp_path / "s.sqlite")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_post_only_the_feed_lists_is_no_page_of_the_run(state: str, clock: Clock) -> None:
+    """The feed is a signal, not a source: a post the sitemap leaves out (noindex, say)
+    is neither fetched nor kept because the feed lists it."""
+    with SampleSite(pages=8, lastmod_mode="none") as site:
+        site.drop_from_sitemap(5)
+        sitemap = site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.serve("/feed/atom/", atom(site, [5, 2]))
+        first = await run_crawl(crawl_settings(state, clock), sitemap_url=sitemap)
+        assert first.reason == "finished"
+        assert site.page_url(5) not in first.changes("new")
+        assert len(first.changes("new")) == 7
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_deleted_post_a_cached_feed_still_lists_is_found_gone(
+    state: str, clock: Clock
+) -> None:
+    """The run its sitemap drops a deleted post, a cached feed still lists it: the feed
+    takes no row over (attached to it, a row was never missing again)."""
+    with SampleSite(pages=8, lastmod_mode="none") as site:
+        sitemap = site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.serve("/feed/atom/", atom(site, [3, 1]))
+        settings = crawl_settings(state, clock)
+        assert (await run_crawl(settings, sitemap_url=sitemap)).reason == "finished"
+        clock.advance(HOUR)
+        site.delete(3)
+        site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.edit(1, at=clock() - 60)  # the feed's bytes differ
+        site.serve("/feed/atom/", atom(site, [1, 3]))
+        gone = (await run_crawl(settings, sitemap_url=sitemap)).changes("gone")
+        site.serve("/feed/atom/", atom(site, [1]))
+        for _ in range(6):
+            clock.advance(HOUR)
+            gone |= (await run_crawl(settings, sitemap_url=sitemap)).changes("gone")
+        assert site.page_url(3) in gone

@@ -137,6 +137,7 @@ class DiscoverySQL:
     apply_chunk = _apply_chunk(_SEEN_AGAIN_SITEMAP)
     #: A feed's chunk: as a sitemap's, but a row a sitemap lists stays attached to it.
     apply_feed_chunk = _apply_chunk(_FEED_SITEMAP, feed=True)
+    apply_signal_chunk: tuple[str, ...] = (_FEED_DATE_DUE,)
     mark_seen_only = "UPDATE pages SET seen_run = %s WHERE normalized_url = %s"
     sitemap_digest = "SELECT digest FROM sitemaps WHERE seed = %s AND url = %s"
     add_unchanged = "INSERT INTO pg_temp.unchanged VALUES (%s) ON CONFLICT DO NOTHING"
