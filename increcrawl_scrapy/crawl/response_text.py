@@ -7,6 +7,7 @@ reactor's."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from scrapy.http import Response, TextResponse
 from scrapy.utils.response import get_base_url
 from w3lib.url import canonicalize_url
 
+from increcrawl_scrapy import stats
 from increcrawl_scrapy.content.fingerprint import content_fingerprint, digest
 from increcrawl_scrapy.content.page_text import (
     ContentFailed,
@@ -25,6 +27,8 @@ from increcrawl_scrapy.content.page_text import (
     UnusablePage,
     page_text,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def response_text(response: Response, options: ContentOptions) -> PageText:
@@ -58,6 +62,16 @@ def main_links(response: Response, options: ContentOptions) -> frozenset[str] | 
         with contextlib.suppress(ValueError):
             links.add(canonicalize_url(urljoin(base, href)))
     return frozenset(links)
+
+
+def links_failed(collector: Any, url: str, error: ContentFailed) -> None:
+    """A library failed on the text that tells a response's own links (the add-on's
+    ``main_links``): counted and said with where it failed; the page keeps its items,
+    every link it led to taken as its own."""
+    stats.inc(collector, error.stat)
+    logger.warning(
+        "%s: %s; every link it led to is taken as its own\n%s", url, error, error.trace.rstrip()
+    )
 
 
 def with_print(

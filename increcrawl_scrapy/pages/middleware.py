@@ -38,13 +38,13 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncgen import as_async_generator
 from w3lib.url import canonicalize_url
 
-from increcrawl_scrapy import compat, stats
+from increcrawl_scrapy import compat
 from increcrawl_scrapy.config import config_for
 from increcrawl_scrapy.content.fingerprint import content_fingerprint
 from increcrawl_scrapy.content.item_fingerprint import item_text
 from increcrawl_scrapy.content.library_logs import follow_log_level
 from increcrawl_scrapy.content.page_text import ContentFailed, ContentOptions, UnusablePage
-from increcrawl_scrapy.crawl.response_text import main_links
+from increcrawl_scrapy.crawl.response_text import links_failed, main_links
 from increcrawl_scrapy.crawl.shared_state import CrawlState, crawl_state
 from increcrawl_scrapy.pages.gone import TAKEN, gone_memory, gone_page, gone_prints
 from increcrawl_scrapy.pages.http_cache import is_cached
@@ -366,21 +366,13 @@ class PageItemsMiddleware:
         return item_text(item, self.config.volatile_fields)
 
     async def _own_links(self, response: Response, links: set[str]) -> set[str]:
-        """Of the URLs the response led to, those its main content links to, by the
-        rules of a page's text (``content/page_text.py``, taken off the reactor's
-        thread as the spider takes it): the site's navigation is not the page's."""
+        """Of the URLs the response led to, those its main content (not its navigation) links to."""
         if not isinstance(response, TextResponse):
             return links
         try:
             main = await compat.in_content_thread(main_links, response, self.options)
         except ContentFailed as exc:  # a library's fault: the page's items still go on
-            stats.inc(self.crawler.stats, exc.stat)
-            logger.warning(
-                "%s: %s; every link it led to is taken as its own\n%s",
-                response.url,
-                exc,
-                exc.trace.rstrip(),
-            )
+            links_failed(self.crawler.stats, response.url, exc)
             return links
         except UnusablePage:
             return links  # no text to tell them by: every link is the page's
