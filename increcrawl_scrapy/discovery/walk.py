@@ -283,6 +283,8 @@ class SitemapWalk:
         """Count a sitemap's URLs once its last writes are done (raising their error)."""
         for future in ingested.tail:
             ingested.recorded += future.result() or 0
+        if self._signals:
+            return  # a signal's entries are no URLs of the run
         # Distinct URLs: a row another sitemap of the run listed first is counted there.
         repeats, self._repeats = self.run.repeated - self._repeats, self.run.repeated
         stats.inc(self.stats, stats.DISCOVERED, ingested.recorded - repeats)

@@ -47,6 +47,8 @@ async def test_a_wordpress_sitemap_brings_its_feed_of_last_edits(
             assert result.reason == "finished"
             assert set(edited) <= _changed(result), day
             assert stats.DISCOVERY_INCOMPLETE not in result.stats
+            # Its entries are no URLs of the run: not counted invalid.
+            assert stats.INVALID_URLS not in result.stats, day
         assert site.requested["/feed/atom/"] == 15  # one request a run
 
         # Without it (the setting off): the same edits wait for their pages' checks.
