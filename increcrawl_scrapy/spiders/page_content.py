@@ -19,7 +19,13 @@ from increcrawl_scrapy import compat, stats
 from increcrawl_scrapy.content.blocked import is_challenge
 from increcrawl_scrapy.content.fingerprint import TakenPrints, taken_prints
 from increcrawl_scrapy.content.library_logs import follow_log_level
-from increcrawl_scrapy.content.page_text import ContentOptions, PageText, UnusablePage, page_text
+from increcrawl_scrapy.content.page_text import (
+    ContentFailed,
+    ContentOptions,
+    PageText,
+    UnusablePage,
+    page_text,
+)
 from increcrawl_scrapy.content.parse import FLATTEN_DEPTH
 from increcrawl_scrapy.content.soft404 import META_PROBE, NotFound, probe_url
 from increcrawl_scrapy.crawl import hidden
@@ -223,6 +229,30 @@ class PageContent:
             self.not_found = NotFound.loads(await compat.in_thread(store.remembered, name))
             return
         stats.inc(self.crawler.stats, stats.NOT_FOUND_PROBES)
+        try:
+            found = await self._learned(response, url)
+        except ContentFailed as exc:  # a library's fault on it: the last answer
+            logger.warning(
+                "%s: the site's \"not found\" page: %s; the last run's verdict holds\n%s",
+                url,
+                exc,
+                exc.trace.rstrip(),
+            )
+            self.not_found = NotFound.loads(await compat.in_thread(store.remembered, name))
+            return
+        await compat.in_thread(store.remember, name, found.dumps() if found else "")
+        self.not_found = found
+        if found is not None:
+            logger.info(
+                "%s answers 200 for a page that does not exist: pages whose text is that "
+                "answer's are gone (soft 404s)",
+                self.origin,
+            )
+
+    async def _learned(self, response: scrapy.http.Response, url: str) -> NotFound | None:
+        """The site's "not found" page from the probe's *response* (to *url*), unless
+        it is the home page's (None); raises ContentFailed where a library failed on
+        either's text."""
         learned = await self._page_text(response)
         if learned and is_challenge(response.body, learned):
             learned = ""  # a wall in front of the site, not its "not found" page
@@ -247,14 +277,7 @@ class PageContent:
                         self.origin,
                     )
                     found = None
-        await compat.in_thread(store.remember, name, found.dumps() if found else "")
-        self.not_found = found
-        if found is not None:
-            logger.info(
-                "%s answers 200 for a page that does not exist: pages whose text is that "
-                "answer's are gone (soft 404s)",
-                self.origin,
-            )
+        return found
 
     def _home(self) -> str:
         return self.origin.rstrip("/") + "/"
@@ -274,8 +297,12 @@ class PageContent:
         if response.status != 200 or (final_url_of(response) is not None and not redirected):
             return ""
         try:
-            found = await compat.in_content_thread(response_text, response, self.options)
-        except ValueError:
+            found, _ = await compat.in_content_thread(
+                with_print, False, response_text, response, self.options
+            )
+        except ContentFailed:
+            raise
+        except UnusablePage:  # too large, empty: no page to learn
             return ""
         return found.text if found is not None and found.text.strip() else ""
 

@@ -280,3 +280,49 @@ async def test_a_200_with_an_empty_body_is_a_site_failure_that_keeps_the_page(
         clock.advance(LATER)
         third = await run_crawl(crawl_settings(db, clock), sitemap_url=f"{url}/sitemap.xml")
         assert third.changes("changed") == set()  # back as it was: nothing to report
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_library_failing_on_the_sites_not_found_page_keeps_the_last_verdict(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The soft-404 probe took the site's "not found" page's text without the
+    guard every page has: a library failing on it raised out of the spider's start.
+    It is said, and the last run's verdict holds, as when the probe gets no answer."""
+    from increcrawl_scrapy.content import page_text as module
+
+    root = tmp_path / "www"
+    root.mkdir()
+    page = "<html><body><main><h1>{0}</h1><p>{0}, its own text.</p></main></body></html>"
+    (root / "a.html").write_text(page.format("Post A"))
+    (root / "404.html").write_text(page.format("Unconvertible: nothing here"))
+    soft = "error_page 404 =200 /404.html;"
+    with nginx(root, tmp_path / "nginx", extra=soft) as (url, _access):
+        _write_files(root, url, {})
+        (root / "sitemap.xml").write_text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"<url><loc>{url}/a.html</loc></url><url><loc>{url}/b.html</loc></url></urlset>"
+        )
+        settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
+        first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+        assert first.stats["increcrawl/pages/soft_404"] == 1
+        learned = StateStore(str(tmp_path / "s.sqlite")).remembered(f"not_found:{url}")
+        assert learned
+
+        convert = module.html_to_markdown
+
+        def failing(html: str | bytes) -> str:
+            if "Unconvertible" in str(html):
+                raise RuntimeError("a converter's fault")
+            return convert(html)
+
+        monkeypatch.setattr(module, "html_to_markdown", failing)
+        (root / "a.html").write_text(page.format("Post A, edited"))
+        clock.advance(LATER)
+        second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
+    assert not [k for k in second.stats if k.startswith("spider_exceptions")]
+    assert not [line for line in second.log if line.startswith(("ERROR", "CRITICAL"))]
+    assert second.changes("changed") == {f"{url}/a.html"}
+    said = [line for line in second.log if line.startswith("WARNING") and "not found" in line]
+    assert len(said) == 1 and "converter's fault" in said[0]
+    assert StateStore(str(tmp_path / "s.sqlite")).remembered(f"not_found:{url}") == learned
