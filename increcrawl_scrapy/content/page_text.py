@@ -70,9 +70,10 @@ class ContentFailed(UnusablePage):
     stat = stats.CONTENT_FAILED
     kind = "content failed"
 
-    def __init__(self, message: str, trace: str = "") -> None:
-        super().__init__(message, trace)
+    def __init__(self, message: str, trace: str = "", cause: str = "") -> None:
+        super().__init__(message, trace, cause)  # all three: it is pickled from a worker
         self.trace = trace
+        self.cause = cause  # the library's exception's name: a log's traceback once each
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -87,6 +87,7 @@ def with_print(
         raise ContentFailed(
             f"its text could not be taken ({type(exc).__name__}: {exc})",
             "".join(traceback.format_exception(exc)),
+            type(exc).__name__,
         ) from exc
     if not fingerprint:
         return found, None

@@ -338,8 +338,7 @@ class PageContent:
 
     def unusable(self, item: dict[str, Any], error: UnusablePage) -> dict[str, Any]:
         stats.inc(self.crawler.stats, error.stat)
-        trace = getattr(error, "trace", "")
-        cause = trace.rstrip().rsplit("\n", 1)[-1].split(":", 1)[0]  # "TypeError"
+        trace, cause = getattr(error, "trace", ""), getattr(error, "cause", "")
         if trace and cause not in self._traced:  # where it failed, once a run a cause
             self._traced.add(cause)
             logger.warning("%s: %s; it backs off\n%s", item["url"], error, trace.rstrip())

@@ -197,26 +197,29 @@ async def test_a_page_whose_text_a_library_fails_on_is_an_error_counted(
     monkeypatch.setattr(module, "html_to_markdown", failing)
     root = tmp_path / "www"
     root.mkdir()
-    for name in ("fails", "plain"):
-        title = "Unconvertible" if name == "fails" else "Plain"
+    for name in ("fails", "fails-too", "plain"):
+        title = "Unconvertible" if name.startswith("fails") else "Plain"
         (root / f"{name}.html").write_text(
             f"<!doctype html><html><body><main><h1>{title}</h1><p>A page.</p></main></body></html>"
         )
     with nginx(root, tmp_path / "nginx") as (url, _access):
-        _sitemap(root, url, ["fails", "plain"])
+        _sitemap(root, url, ["fails", "fails-too", "plain"])
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock, **UNTRUSTED)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.changes("new") == {f"{url}/plain.html"}
         assert not [k for k in first.stats if k.startswith("spider_exceptions")]
-        assert first.stats["increcrawl/pages/content_failed"] == 1
-        assert first.stats["increcrawl/errors"] == 1
+        assert first.stats["increcrawl/pages/content_failed"] == 2
+        assert first.stats["increcrawl/errors"] == 2
         said = [
             line
             for line in first.log
-            if line.startswith("WARNING") and "fails.html" in line and "converter's fault" in line
+            if line.startswith("WARNING") and "/fails" in line and "converter's fault" in line
         ]
-        # Said with where it failed (a bug of ours looks the same as a library's).
-        assert len(said) == 1 and "Traceback" in said[0] and "in failing" in said[0]
+        # Said with where it failed (a bug of ours looks the same as a library's), the
+        # traceback once a run for each library's exception.
+        assert len(said) == 2
+        traced = [line for line in said if "Traceback" in line]
+        assert len(traced) == 1 and "in failing" in traced[0]
         with sqlite3.connect(tmp_path / "s.sqlite") as db:  # under its own kind, not "too large"
             assert db.execute(
                 "SELECT DISTINCT kind FROM checks WHERE kind IS NOT NULL"
@@ -276,3 +279,18 @@ def test_the_whole_page_keeps_its_deep_text_too() -> None:
     found = page_text(page.encode(), "text/html", page, ContentOptions(main_only=False))
     assert found.flattened and found.how == "page"
     assert "At the bottom." in found.text and "After." in found.text
+
+
+def test_a_content_failure_crosses_from_a_worker_whole() -> None:
+    # A worker's failure comes back pickled: its traceback and its cause with it.
+    import pickle
+
+    from increcrawl_scrapy.content.page_text import ContentFailed
+
+    back = pickle.loads(pickle.dumps(ContentFailed("its text", "Traceback ...", "TypeError")))
+    assert (str(back), back.trace, back.cause, back.kind) == (
+        "its text",
+        "Traceback ...",
+        "TypeError",
+        "content failed",
+    )
