@@ -262,7 +262,13 @@ class SitemapWalk:
         stats.inc(self.stats, stats.SITEMAPS)
         if ingested.stats.kind == "feed":
             stats.inc(self.stats, stats.SITEMAP_FEEDS)
-        if ingested.stats.recovered:
+        if ingested.stats.recovered and self._signals:  # its dates only: nothing is missed
+            logger.info(
+                "Feed %s is not well-formed XML: %d entries' dates read the forgiving way",
+                url,
+                ingested.stats.entries,
+            )
+        elif ingested.stats.recovered:
             stats.inc(self.stats, stats.SITEMAP_RECOVERED)
             logger.warning(
                 "Sitemap %s is not well-formed XML: read the forgiving way, %d entries kept%s",

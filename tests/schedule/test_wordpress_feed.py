@@ -93,6 +93,28 @@ async def test_a_wordpress_site_with_its_feeds_off_is_read_as_before(
         assert site.page_url(4) in gone
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_feed_that_ends_early_gives_its_dates_quietly(tmp_path: Path, clock: Clock) -> None:
+    """A feed cut off mid-entry (a proxy's timeout, a plugin's fatal error) is read
+    the forgiving way for the dates it has; the run's discovery is its sitemaps',
+    so it was never incomplete, as its warning said."""
+    with SampleSite(pages=6, lastmod_mode="none") as site:
+        sitemap = site.serve("/wp-sitemap.xml", site.sitemap_index())
+        site.serve("/feed/atom/", atom(site, []))
+        settings = crawl_settings(str(tmp_path / "state.sqlite"), clock)
+        assert len((await run_crawl(settings, sitemap_url=sitemap)).changes("new")) == 6
+        clock.advance(DAY)
+        site.edit(2, at=clock() - 3600)
+        whole = atom(site, [2, 5])
+        site.serve("/feed/atom/", whole[: whole.index(b"<entry>", whole.index(b"</entry>"))])
+        result = await run_crawl(settings, sitemap_url=sitemap)
+        assert _changed(result) == {2}
+        assert stats.DISCOVERY_INCOMPLETE not in result.stats
+        said = [line for line in result.log if "/feed/atom/" in line]
+        assert said and not [line for line in said if line.startswith("WARNING")]
+        assert "incomplete" not in said[0]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def state(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":
