@@ -26,18 +26,20 @@ HOUR, DAY = 3_600.0, 86_400.0
 def test_pages_seen_changing_are_checked_near_their_true_rate() -> None:
     # A page is seen changing because it did: its first changes overstated its
     # rate, and the site's monthly pages were checked about twice as often as
-    # their true rate asks (1.19x the oracle's requests a week for about as much
-    # caught). Their host's posterior pulls them back.
-    figures = {
-        policy: simulate.simulate(simulate.Job(policy, "never", 7, 5_000, 6, 3.0))
-        for policy in ("learned", "oracle")
-    }
-    learned, oracle = figures["learned"], figures["oracle"]
-    ratio = learned["steady_per_week"] / oracle["steady_per_week"]
-    assert ratio <= 1.12, f"{ratio:.2f}x the true rates' requests"
-    # And catching what it did: here 78.6% (79.4% before the pull, 75.7% for the
-    # oracle); pulled half-way, 75.5% for 1.02x (the second review).
-    assert learned["detected"] >= oracle["detected"] + 0.02
+    # their true rate asks. Their host's posterior pulls them back; the doubt left
+    # in a rate told by few changes shortens their waits (``interval_for``'s
+    # shape). Held to the oracle at the same share caught (#52's row; its line
+    # through two of its targets): here 1.09x (1.16x without the pull; 1.05x on
+    # the mean rate alone, which on 50,000 pages was 1.17x, now 1.06x: RESULTS).
+    def job(policy: str, target: float | None = None) -> simulate.Job:
+        return simulate.Job(policy, "never", 7, 5_000, 6, 3.0, target=target)
+
+    results = {j: simulate.simulate(j) for j in (job("oracle"), job("oracle", 0.12))}
+    learned = simulate.simulate(job("learned"))
+    found = simulate.against_oracle(learned, results)
+    assert found is not None
+    ratio, text = found
+    assert ratio <= 1.12, text
 
 
 def _changes(rng: random.Random, rate: Callable[[float], float], end: float) -> list[float]:
