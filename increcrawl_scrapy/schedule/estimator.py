@@ -196,8 +196,8 @@ def interval_for(rate: float, probability: float, shape: float = math.inf) -> fl
     (the changes a check after τ catches at the margin, 1 - (1 + λτ)e^(-λτ), in
     expectation). A rate told by one change is as likely a monthly page's as a
     weekly one's: checked on the mean alone, the weekly ones were missed. The wait
-    shortens with the doubt (a quarter at one change), and is the known rate's as
-    the changes seen grow (#52: 50,000 pages, see RESULTS)."""
+    shortens with the doubt (by a quarter at one change), and is the known rate's
+    as the changes seen grow (#52: 50,000 pages, see RESULTS)."""
     if rate <= 0:
         return math.inf
     x = -math.log1p(-probability)
