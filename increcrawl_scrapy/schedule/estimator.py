@@ -188,33 +188,11 @@ def change_probability(rate: float, elapsed: float) -> float:
     return -math.expm1(-rate * elapsed)
 
 
-def interval_for(rate: float, probability: float, shape: float = math.inf) -> float:
-    """How long until the chance of a change reaches *probability*, for a page known
-    to change at *rate*. Known only as a gamma distribution of mean *rate* and
-    *shape* (about the changes it was seen making): where one more wait catches, per
-    request, as many changes as it would for a page known to change at its rate
-    (the changes a check after τ catches at the margin, 1 - (1 + λτ)e^(-λτ), in
-    expectation). A rate told by one change is as likely a monthly page's as a
-    weekly one's: checked on the mean alone, the weekly ones were missed. The wait
-    shortens with the doubt (by a quarter at one change), and is the known rate's
-    as the changes seen grow (#52: 50,000 pages, see RESULTS)."""
+def interval_for(rate: float, probability: float) -> float:
+    """How long until the chance of a change reaches *probability*."""
     if rate <= 0:
         return math.inf
-    x = -math.log1p(-probability)
-    if math.isinf(shape):
-        return x / rate
-    wanted = 1.0 - math.exp(-x) * (1.0 + x)
-    # E[1 - (1 + λτ)e^(-λτ)] over the gamma is 1 - r^a (1 + a(1 - r)), r = b/(b + τ),
-    # rising as r falls: bisection on r in (0, 1), then τ = b(1 - r)/r, b = a/rate.
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        r = (low + high) / 2
-        if 1.0 - r**shape * (1.0 + shape * (1.0 - r)) > wanted:
-            low = r
-        else:
-            high = r
-    r = (low + high) / 2
-    return shape / rate * (1.0 - r) / r
+    return -math.log1p(-probability) / rate
 
 
 #: A host's pages are judged alike (their rates pooled, ``HostPrior.alike``) only on
@@ -262,21 +240,18 @@ class HostPrior:
         pages keep their own short schedules; the bound is a longest wait only."""
         return self.body or self
 
-    def pulled(self, own: float, history: History) -> tuple[float, float]:
+    def pulled(self, own: float, history: History) -> float:
         """A changed page's own rate pulled toward this host's posterior (HOST_PULL),
-        on the same faded evidence as its own (on all its life, a page quiet for
-        months that woke up daily was held to half its new pace for months), and the
-        posterior's shape: how well the rate is known (``interval_for``)."""
+        on the same faded evidence as its own: on all its life, a page quiet for
+        months that woke up daily was held to half its new pace for months."""
         weights = history.weight_of()
         observed = history.unchanged_time + sum(
             w * tau for w, tau in zip(weights, history.changed, strict=True)
         )
-        # At least one change's evidence: below it a gamma of the same mean puts its
-        # mass at zero and its tail far out, a page of another kind, not a doubt.
-        host, shape = self.rate(sum(weights), observed), max(1.0, self.alpha + sum(weights))
+        host = self.rate(sum(weights), observed)
         if own <= 0 or host <= 0:
-            return own, shape
-        return own ** (1 - HOST_PULL) * host**HOST_PULL, shape
+            return own
+        return own ** (1 - HOST_PULL) * host**HOST_PULL
 
     def rate(self, changes: float, observed: float) -> float:
         """The posterior mean rate of a page seen changing *changes* times in

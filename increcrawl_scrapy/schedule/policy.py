@@ -243,13 +243,13 @@ class LearnedPolicy(RevisitPolicy):
             return self.within_host_bound(page, outcome, prior, now)
         else:
             ceiling = self.ceiling(page, outcome, now)
-            rate, shape = change_rate(history, self.default_interval), math.inf  # as if known
+            rate = change_rate(history, self.default_interval)
             pooled = prior is not None and prior.alike is True
             if pooled and prior:  # the host's pages change alike (``estimator.alike``):
                 # its rate is the page's, both ways, a burst no more news than a quiet spell
                 rate = self.posterior_rate(page, outcome, prior, now)
             elif prior is not None and history.changed:  # pages unlike: ``HOST_PULL``
-                rate, shape = prior.pulled(rate, history)
+                rate = prior.pulled(rate, history)
             target = self.target_probability
             if (
                 outcome is Outcome.CHANGED
@@ -257,7 +257,7 @@ class LearnedPolicy(RevisitPolicy):
                 and (len(history.changed) < KNOWN_CHANGES or page.change_streak)
             ):
                 target = min(target, CHANGED_PROBABILITY)
-            wanted = interval_for(rate, target, shape)
+            wanted = interval_for(rate, target)
             if not history.changed:
                 wanted = max(wanted, self.unchanged_factor * history.unchanged_time)
                 still = stood_still(page, outcome, now)

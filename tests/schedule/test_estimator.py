@@ -123,26 +123,6 @@ def test_the_interval_reaches_the_target_probability() -> None:
     assert interval_for(0.0, 0.25) == math.inf
 
 
-def test_a_rate_told_by_few_changes_waits_where_a_check_catches_as_much() -> None:
-    # Told by one change, a monthly page's rate is as likely a weekly one's: the wait
-    # is where a check catches, at the margin and in expectation over the doubt, what
-    # it would for the rate known; the known rate's wait as the changes seen grow.
-    import random
-    import statistics
-
-    rate, target = 1 / (30 * DAY), 0.17
-    known = interval_for(rate, target)
-    waits = [interval_for(rate, target, shape) for shape in (1.0, 2.0, 4.0, 16.0, 1e6)]
-    assert waits == sorted(waits) and waits[-1] == pytest.approx(known, rel=1e-3)
-    assert waits[0] == pytest.approx(0.759 * known, rel=0.01)
-    rng = random.Random(5)
-    draws = [rng.gammavariate(2.0, rate / 2.0) for _ in range(100_000)]
-    margin = statistics.fmean(1 - (1 + r * waits[1]) * math.exp(-r * waits[1]) for r in draws)
-    x = -math.log1p(-target)
-    assert margin == pytest.approx(1 - (1 + x) * math.exp(-x), rel=0.03)
-    assert interval_for(0.0, target, 1.0) == math.inf
-
-
 @pytest.mark.parametrize("unchanged", [600.0, 86_400.0, 90 * 86_400.0])
 def test_the_closed_form_for_pages_never_seen_changing_solves_the_equation(
     unchanged: float,

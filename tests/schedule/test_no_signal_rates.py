@@ -26,11 +26,9 @@ HOUR, DAY = 3_600.0, 86_400.0
 def test_pages_seen_changing_are_checked_near_their_true_rate() -> None:
     # A page is seen changing because it did: its first changes overstated its
     # rate, and the site's monthly pages were checked about twice as often as
-    # their true rate asks. Their host's posterior pulls them back; the doubt left
-    # in a rate told by few changes shortens their waits (``interval_for``'s
-    # shape). Held to the oracle at the same share caught (#52's row; its line
-    # through two of its targets): here 1.09x (1.16x without the pull; 1.05x on
-    # the mean rate alone, which on 50,000 pages was 1.17x, now 1.06x: RESULTS).
+    # their true rate asks. Their host's posterior pulls them back. Held to the
+    # oracle at the same share caught (#52's row; its line through two of its
+    # targets): here 1.05x, 1.12x without the pull.
     def job(policy: str, target: float | None = None) -> simulate.Job:
         return simulate.Job(policy, "never", 7, 5_000, 6, 3.0, target=target)
 
@@ -39,7 +37,7 @@ def test_pages_seen_changing_are_checked_near_their_true_rate() -> None:
     found = simulate.against_oracle(learned, results)
     assert found is not None
     ratio, text = found
-    assert ratio <= 1.12, text
+    assert ratio <= 1.10, text
 
 
 def _changes(rng: random.Random, rate: Callable[[float], float], end: float) -> list[float]:
