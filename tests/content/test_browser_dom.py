@@ -26,6 +26,7 @@ from tests.conftest import Clock
 from tests.content.material_site import StarletteDocs, material_available
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import free_port, nginx, nginx_binary
+from tests.support.failing import converter_failing_on
 
 pytestmark = [
     pytest.mark.e2e,
@@ -187,14 +188,7 @@ async def test_a_page_whose_text_a_library_fails_on_is_an_error_counted(
     run's other pages are recorded."""
     from increcrawl_scrapy.content import page_text as module
 
-    convert = module.html_to_markdown
-
-    def failing(html: str | bytes) -> str:
-        if "Unconvertible" in str(html):
-            raise RuntimeError("a converter's fault")
-        return convert(html)
-
-    monkeypatch.setattr(module, "html_to_markdown", failing)
+    convert = converter_failing_on("Unconvertible", monkeypatch)
     root = tmp_path / "www"
     root.mkdir()
     for name in ("fails", "fails-too", "plain"):

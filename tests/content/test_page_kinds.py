@@ -13,6 +13,7 @@ from increcrawl_scrapy.state import StateStore
 from tests.conftest import Clock
 from tests.crawling import crawl_settings, run_crawl
 from tests.servers import free_port, nginx, nginx_binary
+from tests.support.failing import converter_failing_on
 from tests.support.generators import DocSite
 
 pytestmark = [
@@ -122,11 +123,7 @@ async def test_a_catch_all_site_whose_root_redirects_keeps_its_home_page(
     (root / "en" / "a.html").write_text(page.format("Post A"))
     extra = "location = / { return 302 /en/; } location / { try_files $uri $uri/ /en/index.html; }"
     with nginx(root, tmp_path / "nginx", extra=extra) as (url, _access):
-        _write_files(root, url, {})
-        (root / "sitemap.xml").write_text(
-            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            f"<url><loc>{url}/en/</loc></url><url><loc>{url}/en/a.html</loc></url></urlset>"
-        )
+        _sitemap(root, url, ["en/", "en/a.html"])
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
     assert first.changes("new") == {f"{url}/en/", f"{url}/en/a.html"}
@@ -137,7 +134,11 @@ async def test_a_catch_all_site_whose_root_redirects_keeps_its_home_page(
 def _write_files(root: Path, base: str, files: dict[str, bytes]) -> None:
     for name, body in files.items():
         (root / name).write_bytes(body)
-    urls = "".join(f"<url><loc>{base}/{name}</loc></url>" for name in files)
+    _sitemap(root, base, list(files))
+
+
+def _sitemap(root: Path, base: str, paths: list[str]) -> None:
+    urls = "".join(f"<url><loc>{base}/{path}</loc></url>" for path in paths)
     (root / "sitemap.xml").write_text(
         '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         f"{urls}</urlset>"
@@ -289,8 +290,6 @@ async def test_a_library_failing_on_the_sites_not_found_page_keeps_the_last_verd
     """The soft-404 probe took the site's "not found" page's text without the
     guard every page has: a library failing on it raised out of the spider's start.
     It is said, and the last run's verdict holds, as when the probe gets no answer."""
-    from increcrawl_scrapy.content import page_text as module
-
     root = tmp_path / "www"
     root.mkdir()
     page = "<html><body><main><h1>{0}</h1><p>{0}, its own text.</p></main></body></html>"
@@ -298,25 +297,14 @@ async def test_a_library_failing_on_the_sites_not_found_page_keeps_the_last_verd
     (root / "404.html").write_text(page.format("Unconvertible: nothing here"))
     soft = "error_page 404 =200 /404.html;"
     with nginx(root, tmp_path / "nginx", extra=soft) as (url, _access):
-        _write_files(root, url, {})
-        (root / "sitemap.xml").write_text(
-            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            f"<url><loc>{url}/a.html</loc></url><url><loc>{url}/b.html</loc></url></urlset>"
-        )
+        _sitemap(root, url, ["a.html", "b.html"])  # b.html: a page the site no longer has
         settings = crawl_settings(str(tmp_path / "s.sqlite"), clock)
         first = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
         assert first.stats["increcrawl/pages/soft_404"] == 1
         learned = StateStore(str(tmp_path / "s.sqlite")).remembered(f"not_found:{url}")
         assert learned
 
-        convert = module.html_to_markdown
-
-        def failing(html: str | bytes) -> str:
-            if "Unconvertible" in str(html):
-                raise RuntimeError("a converter's fault")
-            return convert(html)
-
-        monkeypatch.setattr(module, "html_to_markdown", failing)
+        converter_failing_on("Unconvertible", monkeypatch)
         (root / "a.html").write_text(page.format("Post A, edited"))
         clock.advance(LATER)
         second = await run_crawl(settings, sitemap_url=f"{url}/sitemap.xml")
